@@ -1,0 +1,44 @@
+"""bankops: PyTorch operators that stage data through shared memory with a selectable tile layout.
+
+Every operator takes ``layout``, one of :data:`LAYOUTS`:
+
+- ``"none"``: dense row-major tiles (bank conflicts where a warp walks a tile column);
+- ``"pad"``: each tile row padded by one access width;
+- ``"swizzle"``: CuTe's XOR ``Swizzle<B,M,S>`` on the tile offset (no extra memory).
+
+The three layouts compute identical results; they differ in speed and in the bank
+conflicts the profiler reports. CPU tensors run the C++ reference implementation.
+The operators are ``torch.ops.bankops.*``; the functions here only forward to them.
+"""
+import torch
+
+from . import _C  # noqa: F401  (loading the library registers torch.ops.bankops.*)
+from . import _fake  # noqa: F401  (shape functions for torch.compile)
+
+LAYOUTS = ("none", "pad", "swizzle")
+
+__all__ = ["LAYOUTS", "reduce_sum", "transpose", "gemm"]
+
+
+def reduce_sum(x, dim=None, keepdim=False, layout="swizzle"):
+    """Sum of ``x`` over ``dim`` (every element when ``dim`` is None), like ``torch.sum``.
+
+    float16, bfloat16 and float32 keep their dtype and accumulate in float32, float64 in
+    float64; integer and bool inputs give int64. The result is deterministic: the same
+    input gives the same bits on every run.
+    """
+    return torch.ops.bankops.reduce_sum(x, dim, keepdim, layout)
+
+
+def transpose(x, dim0=-2, dim1=-1, layout="swizzle"):
+    """``x.transpose(dim0, dim1).contiguous()`` as a new tensor, for any dtype and dims."""
+    return torch.ops.bankops.transpose(x, dim0, dim1, layout)
+
+
+def gemm(a, b, layout="swizzle"):
+    """``a @ b`` for 2-D (M, K) @ (K, N) or batched 3-D (B, M, K) @ (B, K, N) inputs.
+
+    float32 runs FFMA (no TF32), float16 and bfloat16 accumulate in float32, float64 in
+    float64. Inputs may be transposed or otherwise strided views; they are not copied.
+    """
+    return torch.ops.bankops.gemm(a, b, layout)

@@ -1,0 +1,60 @@
+"""Fake (meta) implementations: output shape and dtype of each operator, for torch.compile."""
+import torch
+
+_LAYOUTS = ("none", "pad", "swizzle")
+
+
+def _check_layout(op, layout):
+    torch._check(
+        layout in _LAYOUTS,
+        lambda: f"{op}: unknown layout '{layout}' for argument layout; expected one of: {', '.join(_LAYOUTS)}",
+    )
+
+
+def _wrap_dim(op, arg, dim, ndim):
+    n = max(ndim, 1)
+    torch._check(-n <= dim < n, lambda: f"{op}: {arg}={dim} is out of range for a {ndim}-d tensor (expected {-n} to {n - 1})")
+    return dim % n
+
+
+@torch.library.register_fake("bankops::reduce_sum")
+def _reduce_sum(x, dim=None, keepdim=False, layout="swizzle"):
+    _check_layout("reduce_sum", layout)
+    dtype = x.dtype if x.dtype.is_floating_point else torch.int64
+    if dim is None:
+        shape = [1] * x.dim() if keepdim else []
+    elif x.dim() == 0:
+        _wrap_dim("reduce_sum", "dim", dim, 0)
+        shape = []
+    else:
+        d = _wrap_dim("reduce_sum", "dim", dim, x.dim())
+        shape = list(x.shape)
+        if keepdim:
+            shape[d] = 1
+        else:
+            del shape[d]
+    return x.new_empty(shape, dtype=dtype)
+
+
+@torch.library.register_fake("bankops::transpose")
+def _transpose(x, dim0=-2, dim1=-1, layout="swizzle"):
+    _check_layout("transpose", layout)
+    shape = list(x.shape)
+    d0 = _wrap_dim("transpose", "dim0", dim0, x.dim())
+    d1 = _wrap_dim("transpose", "dim1", dim1, x.dim())
+    if x.dim() > 0:
+        shape[d0], shape[d1] = shape[d1], shape[d0]
+    return x.new_empty(shape)
+
+
+@torch.library.register_fake("bankops::gemm")
+def _gemm(a, b, layout="swizzle"):
+    _check_layout("gemm", layout)
+    torch._check(a.dim() in (2, 3), lambda: f"gemm: expected a to be 2-D (M, K) or 3-D (B, M, K), got {a.dim()}-D")
+    torch._check(b.dim() == a.dim(), lambda: f"gemm: expected b to be {a.dim()}-D like a, got {b.dim()}-D")
+    torch._check(b.dtype == a.dtype, lambda: f"gemm: b has dtype {b.dtype} but a has {a.dtype}")
+    torch._check(a.shape[-1] == b.shape[-2], lambda: f"gemm: a's columns ({a.shape[-1]}) must equal b's rows ({b.shape[-2]})")
+    if a.dim() == 3:
+        torch._check(a.shape[0] == b.shape[0], lambda: f"gemm: a has batch size {a.shape[0]} but b has {b.shape[0]}")
+        return a.new_empty((a.shape[0], a.shape[1], b.shape[2]))
+    return a.new_empty((a.shape[0], b.shape[1]))

@@ -1,0 +1,23 @@
+// The launchers: raw pointers, sizes, strides and a stream in; a CUDA error code out.
+// Only the CUDA glue in ops/ includes this (the rest of ops/ builds without CUDA).
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include "gemm.h"
+#include "reduce.h"
+#include "transpose.h"
+
+namespace bankops {
+
+// out: outer*inner elements of the output type (the input type for floats, int64 for
+// integers and bool); workspace: plan.workspace accumulators (may be null if 0).
+cudaError_t launch_reduce_sum(Layout layout, DType dtype, const void* x, void* out, void* workspace,
+                              ReduceShape shape, const ReducePlan& plan, cudaStream_t stream);
+
+cudaError_t launch_transpose(Layout layout, const TransposeArgs& args, cudaStream_t stream);
+
+cudaError_t launch_gather(const GatherArgs& args, cudaStream_t stream);
+
+cudaError_t launch_gemm(Layout layout, DType dtype, const GemmArgs& args, cudaStream_t stream);
+
+}  // namespace bankops

@@ -1,0 +1,54 @@
+#include "common.h"
+
+#include <atomic>
+
+namespace bankops {
+namespace {
+std::atomic<bool> g_poison{false};
+}
+
+Layout parse_layout(std::string_view name, const char* op) {
+  if (name == "none") return Layout::None;
+  if (name == "pad") return Layout::Pad;
+  if (name == "swizzle") return Layout::Swizzle;
+  TORCH_CHECK(false, op, ": unknown layout '", name, "' for argument layout; expected one of: none, pad, swizzle");
+}
+
+DType to_dtype(at::ScalarType t) {
+  switch (t) {
+    case at::kBool: return DType::Bool;
+    case at::kByte: return DType::U8;
+    case at::kChar: return DType::I8;
+    case at::kShort: return DType::I16;
+    case at::kInt: return DType::I32;
+    case at::kLong: return DType::I64;
+    case at::kHalf: return DType::F16;
+    case at::kBFloat16: return DType::BF16;
+    case at::kFloat: return DType::F32;
+    case at::kDouble: return DType::F64;
+    default: TORCH_CHECK(false, "bankops: no kernel type for dtype ", t);
+  }
+}
+
+at::Tensor new_output(at::IntArrayRef sizes, const at::TensorOptions& options) {
+  if (!g_poison.load(std::memory_order_relaxed)) return at::empty(sizes, options);
+  const int64_t nbytes = c10::multiply_integers(sizes) * c10::elementSize(c10::typeMetaToScalarType(options.dtype()));
+  return at::empty({nbytes}, options.dtype(at::kByte)).fill_(0xFF).view(options.dtype().toScalarType()).view(sizes);
+}
+
+void check_dense(const at::Tensor& x, const char* op, const char* arg) {
+  TORCH_CHECK(x.layout() == at::kStrided, op, ": expected ", arg, " to be a dense (strided) tensor, got layout ",
+              x.layout());
+  TORCH_CHECK(!x.is_quantized(), op, ": expected ", arg, " to be a plain tensor, got a quantized one");
+}
+
+int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op, const char* arg) {
+  const int64_t n = ndim > 0 ? ndim : 1;  // a 0-d tensor accepts dim -1 and 0, as in torch
+  TORCH_CHECK(dim >= -n && dim < n, op, ": ", arg, "=", dim, " is out of range for a ", ndim,
+              "-d tensor (expected ", -n, " to ", n - 1, ")");
+  return dim < 0 ? dim + n : dim;
+}
+
+void set_poison(bool on) { g_poison.store(on); }
+
+}  // namespace bankops

@@ -1,0 +1,85 @@
+// Test hooks: the shared-memory tiles the kernels declare, readable from Python, and the
+// switch that poisons new outputs.
+#include <torch/library.h>
+
+#include <string>
+#include <string_view>
+
+#include "../kernels/gemm.h"
+#include "../kernels/reduce.h"
+#include "../kernels/transpose.h"
+#include "common.h"
+
+namespace bankops {
+namespace {
+
+// Seed note 000's 8x8 table: 128-byte rows of eight 16-byte units, Swizzle<3,0,3>.
+template <Layout L, int E>
+using Seed000Tile = TileLayout<L, 8, 8, E>;
+
+template <class T>
+struct SwizzleBits {
+  static constexpr int b = -1, m = -1, s = -1;
+};
+template <int R, int C, class Swz>
+struct SwizzleBits<Swizzled<R, C, Swz>> {
+  static constexpr int b = Swz::kBits, m = Swz::kBase, s = Swz::kShift;
+};
+
+struct TileDescription {
+  at::Tensor map;   // int64 [rows, cols]: element offset of each logical (row, col)
+  at::Tensor info;  // int64 [rows, cols, storage elements, element bytes, B, M, S] (-1: no swizzle)
+};
+
+template <template <Layout, int> class TileOf, int E>
+TileDescription describe(Layout layout) {
+  return with_layout(layout, [](auto tag) {
+    using Tile = TileOf<decltype(tag)::value, E>;
+    at::Tensor map = at::empty({Tile::kRows, Tile::kCols}, at::kLong);
+    auto acc = map.accessor<int64_t, 2>();
+    for (int r = 0; r < Tile::kRows; ++r)
+      for (int c = 0; c < Tile::kCols; ++c) acc[r][c] = Tile::offset(r, c);
+    using Bits = SwizzleBits<Tile>;
+    at::Tensor info = at::tensor(std::vector<int64_t>{Tile::kRows, Tile::kCols, Tile::kSize, E, Bits::b, Bits::m, Bits::s});
+    return TileDescription{map, info};
+  });
+}
+
+struct NamedTile {
+  const char* name;
+  TileDescription (*describe)(Layout);
+};
+
+// Every tile a kernel declares, by kernel and element (accumulator) bytes.
+constexpr NamedTile kTiles[] = {
+    {"transpose/1", describe<TransposeTile, 1>},   {"transpose/2", describe<TransposeTile, 2>},
+    {"transpose/4", describe<TransposeTile, 4>},   {"transpose/8", describe<TransposeTile, 8>},
+    {"transpose/16", describe<TransposeTile, 16>}, {"reduce_tree/4", describe<ReduceTreeTile, 4>},
+    {"reduce_tree/8", describe<ReduceTreeTile, 8>}, {"reduce_cols/4", describe<ReduceColsTile, 4>},
+    {"reduce_cols/8", describe<ReduceColsTile, 8>}, {"gemm/4", describe<GemmTile, 4>},
+    {"gemm/8", describe<GemmTile, 8>},             {"seed000/16", describe<Seed000Tile, 16>},
+};
+
+TileDescription find_tile(std::string_view tile, std::string_view layout) {
+  const Layout l = parse_layout(layout, "_tile_map");
+  std::string names;
+  for (const NamedTile& t : kTiles) {
+    if (tile == t.name) return t.describe(l);
+    names += names.empty() ? "" : ", ";
+    names += t.name;
+  }
+  TORCH_CHECK(false, "_tile_map: unknown tile '", tile, "'; expected one of: ", names);
+}
+
+at::Tensor tile_map(std::string_view tile, std::string_view layout) { return find_tile(tile, layout).map; }
+at::Tensor tile_info(std::string_view tile, std::string_view layout) { return find_tile(tile, layout).info; }
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(bankops, CompositeExplicitAutograd, m) {
+  m.impl("_tile_map", &tile_map);
+  m.impl("_tile_info", &tile_info);
+  m.impl("_set_poison", &set_poison);
+}
+
+}  // namespace bankops

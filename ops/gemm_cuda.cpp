@@ -1,0 +1,32 @@
+// gemm on CUDA: strides straight from the inputs (transposed views need no copy), launch.
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/library.h>
+
+#include "../kernels/launch.h"
+#include "common.h"
+#include "gemm.h"
+
+namespace bankops {
+namespace {
+
+at::Tensor gemm_cuda(const at::Tensor& a, const at::Tensor& b, std::string_view layout) {
+  const Layout l = parse_layout(layout, "gemm");
+  const GemmGeometry g = gemm_geometry(a, b);
+  const c10::cuda::CUDAGuard guard(a.device());
+  at::Tensor out = new_output(g.out_sizes, a.options());
+  if (out.numel() == 0) return out;
+  const auto [asb, asm_, ask] = gemm_strides(a);
+  const auto [bsb, bsk, bsn] = gemm_strides(b);
+  const GemmArgs args{g.batch, g.m, g.n, g.k, a.const_data_ptr(), asb, asm_, ask,
+                      b.const_data_ptr(), bsb, bsk, bsn, out.mutable_data_ptr()};
+  C10_CUDA_CHECK(launch_gemm(l, to_dtype(a.scalar_type()), args, c10::cuda::getCurrentCUDAStream()));
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(bankops, CUDA, m) { m.impl("gemm", &gemm_cuda); }
+
+}  // namespace bankops

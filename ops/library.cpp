@@ -1,0 +1,22 @@
+// Every bankops schema, in one place. Kernels are registered per operator and backend in
+// ops/<op>.cpp (CPU reference) and ops/<op>_cuda.cpp (CUDA).
+#include <Python.h>
+#include <torch/library.h>
+
+extern "C" {
+// Importing bankops._C loads this library, which runs the registrations below.
+PyObject* PyInit__C(void) {
+  static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, nullptr};
+  return PyModule_Create(&module_def);
+}
+}
+
+TORCH_LIBRARY(bankops, m) {
+  m.def("reduce_sum(Tensor x, int? dim=None, bool keepdim=False, str layout=\"swizzle\") -> Tensor");
+  m.def("transpose(Tensor x, int dim0=-2, int dim1=-1, str layout=\"swizzle\") -> Tensor");
+  m.def("gemm(Tensor a, Tensor b, str layout=\"swizzle\") -> Tensor");
+  // Test hooks: the shared-memory tiles the kernels declare, and poisoned outputs.
+  m.def("_tile_map(str tile, str layout) -> Tensor");
+  m.def("_tile_info(str tile, str layout) -> Tensor");
+  m.def("_set_poison(bool on) -> ()");
+}

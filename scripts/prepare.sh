@@ -1,0 +1,19 @@
+# Sourced by test.sh and bench.sh: installs what is missing, then builds bankops._C in place.
+# Nothing is installed where it is already present (the GPU machine has no network).
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+PY=${PYTHON:-python3}
+
+missing=()
+for module in "$@" torch setuptools; do
+  "$PY" -c "import $module" 2>/dev/null || missing+=("$module")
+done
+command -v ninja >/dev/null 2>&1 || missing+=(ninja)
+if ((${#missing[@]})); then
+  echo "bankops: installing ${missing[*]}"
+  "$PY" -m pip install --quiet "${missing[@]}"
+fi
+
+start=$(date +%s)
+"$PY" setup.py build_ext --inplace >build.log 2>&1 || { tail -n 60 build.log; echo "bankops: build failed (build.log)"; exit 1; }
+grep -h "^bankops:" build.log || true
+echo "bankops: built in $(($(date +%s) - start)) s"

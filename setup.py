@@ -1,0 +1,68 @@
+"""Builds bankops._C from ops/ and kernels/.
+
+CUDA sources are compiled when nvcc and a CUDA build of torch are both present; otherwise
+the CPU reference alone is built. Without a visible GPU and without TORCH_CUDA_ARCH_LIST,
+the build targets sm_90 (the H100) instead of every architecture torch knows.
+"""
+import glob
+import os
+
+import shutil
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+
+
+def find_cuda_home():
+    """torch guesses CUDA_HOME from the nvcc on PATH, which may be a wrapper script far
+    from the toolkit's headers: prefer a toolkit directory that has both."""
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var):
+            return os.environ[var]
+    for home in ("/usr/local/cuda",):
+        if os.path.exists(os.path.join(home, "bin", "nvcc")) and os.path.exists(os.path.join(home, "include", "cuda_runtime_api.h")):
+            return home
+    nvcc = shutil.which("nvcc")
+    return os.path.dirname(os.path.dirname(os.path.realpath(nvcc))) if nvcc else None
+
+
+if find_cuda_home():
+    os.environ.setdefault("CUDA_HOME", find_cuda_home())
+
+import torch  # noqa: E402  (after CUDA_HOME: cpp_extension reads it on import)
+from setuptools import setup  # noqa: E402
+from torch.utils import cpp_extension  # noqa: E402
+
+
+def rel(pattern):
+    return sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, pattern)))
+
+
+def extension():
+    cpu_sources = [s for s in rel("ops/*.cpp") if not s.endswith("_cuda.cpp")]
+    cxx = ["-O3"]
+    with_cuda = cpp_extension.CUDA_HOME is not None and torch.version.cuda is not None
+    if os.environ.get("BANKOPS_CPU_ONLY") == "1":
+        with_cuda = False
+    if not with_cuda:
+        print("bankops: building the CPU reference only (no nvcc or no CUDA build of torch)")
+        return cpp_extension.CppExtension("bankops._C", cpu_sources, extra_compile_args={"cxx": cxx})
+    if not os.environ.get("TORCH_CUDA_ARCH_LIST") and not torch.cuda.is_available():
+        os.environ["TORCH_CUDA_ARCH_LIST"] = "9.0"
+    print(f"bankops: building with CUDA for TORCH_CUDA_ARCH_LIST={os.environ.get('TORCH_CUDA_ARCH_LIST', '(the visible GPU)')}")
+    nvcc = ["-O3", "-lineinfo"]
+    return cpp_extension.CUDAExtension(
+        "bankops._C",
+        cpu_sources + rel("ops/*_cuda.cpp") + rel("kernels/*.cu"),
+        extra_compile_args={"cxx": cxx, "nvcc": nvcc},
+    )
+
+
+setup(
+    name="bankops",
+    version="0.1.0",
+    description="PyTorch operators that stage data through shared memory with a selectable tile layout",
+    packages=["bankops"],
+    ext_modules=[extension()],
+    cmdclass={"build_ext": cpp_extension.BuildExtension},
+    python_requires=">=3.10",
+)

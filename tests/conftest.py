@@ -1,0 +1,68 @@
+import os
+import sys
+
+import pytest
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import bankops  # noqa: E402
+
+LAYOUTS = bankops.LAYOUTS
+HAS_CUDA = torch.cuda.is_available()
+requires_cuda = pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU visible: kernel tests run on a GPU machine")
+DEVICES = ["cpu"] + (["cuda"] if HAS_CUDA else [])
+
+
+@pytest.fixture(autouse=True)
+def poisoned_outputs():
+    """Every output the operators allocate starts as 0xFF bytes (NaN for floats), so an
+    element a kernel or the reference never writes fails the comparison."""
+    torch.ops.bankops._set_poison(True)
+    yield
+    torch.ops.bankops._set_poison(False)
+
+
+@pytest.fixture(autouse=True)
+def fresh_seed(request):
+    # A different seed per test and per run: fresh random inputs, but reproducible from the log.
+    seed = hash((request.node.nodeid, os.getpid())) % (2**31)
+    torch.manual_seed(seed)
+    print(f"seed={seed}")
+
+
+def random_tensor(shape, dtype, device="cpu"):
+    """Random values of any dtype: standard normal for floats, small signed integers for
+    integers (never all zeros)."""
+    if dtype == torch.bool:
+        return torch.rand(shape, device=device) < 0.5
+    if dtype.is_complex:
+        return torch.randn(shape, dtype=dtype, device=device)
+    if dtype.is_floating_point:
+        return torch.randn(shape, device=device).to(dtype)
+    lo, hi = (0, 100) if dtype == torch.uint8 else (-100, 100)
+    return torch.randint(lo, hi, shape, device=device).to(dtype)
+
+
+def as_bytes(t):
+    """The raw bytes of a tensor, for exact comparisons that NaN cannot slip through."""
+    return t.contiguous().reshape(-1).view(torch.uint8)
+
+
+def assert_close_bound(got, ref, bound, what=""):
+    """|got - ref| <= bound elementwise, in float64; NaN anywhere fails."""
+    assert got.shape == ref.shape, f"{what}: shape {tuple(got.shape)} != {tuple(ref.shape)}"
+    assert got.dtype == ref.dtype, f"{what}: dtype {got.dtype} != {ref.dtype}"
+    g, r = got.cpu().double(), ref.cpu().double()
+    assert not torch.isnan(r).any(), f"{what}: the reference has NaN"
+    err = (g - r).abs()
+    ok = err <= bound.cpu().double()
+    if not bool(ok.all()):
+        i = int((~ok).reshape(-1).nonzero()[0])
+        raise AssertionError(
+            f"{what}: {int((~ok).sum())} of {ok.numel()} elements off; first at flat index {i}: "
+            f"got {g.reshape(-1)[i].item()}, ref {r.reshape(-1)[i].item()}, bound {bound.reshape(-1)[i].item()}"
+        )
+
+
+def eps(dtype):
+    return torch.finfo(dtype).eps

@@ -1,0 +1,66 @@
+"""Bad arguments raise errors that name the argument and what was expected."""
+import re
+
+import pytest
+import torch
+
+import bankops
+from conftest import DEVICES, requires_cuda
+
+ops = torch.ops.bankops
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda x: ops.reduce_sum(x, None, False, "diagonal"),
+        lambda x: ops.transpose(x, 0, 1, "Swizzle"),
+        lambda x: ops.gemm(x, x, ""),
+    ],
+    ids=["reduce_sum", "transpose", "gemm"],
+)
+def test_unknown_layout_lists_the_valid_ones(device, call):
+    expected = "expected one of: " + ", ".join(bankops.LAYOUTS)
+    with pytest.raises(RuntimeError, match=r"unknown layout .* for argument layout; " + re.escape(expected)):
+        call(torch.randn(4, 4, device=device))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize(
+    "call,message",
+    [
+        (lambda d: ops.gemm(torch.randn(4, device=d), torch.randn(4, 4, device=d)), r"expected a to be 2-D \(M, K\) or 3-D"),
+        (lambda d: ops.gemm(torch.randn(2, 2, 2, 2, device=d), torch.randn(2, 2, device=d)), r"expected a to be 2-D"),
+        (lambda d: ops.gemm(torch.randn(4, 4, device=d), torch.randn(2, 4, 4, device=d)), r"expected b to be 2-D like a"),
+        (lambda d: ops.gemm(torch.randn(4, 5, device=d), torch.randn(4, 5, device=d)), r"a's columns \(K=5\) must equal b's rows \(4\)"),
+        (lambda d: ops.gemm(torch.randn(2, 4, 5, device=d), torch.randn(3, 5, 4, device=d)), r"a has batch size 2 but b has 3"),
+        (lambda d: ops.gemm(torch.randn(4, 4, device=d), torch.randn(4, 4, device=d).half()), r"b has dtype Half but a has Float"),
+        (lambda d: ops.gemm(torch.ones(4, 4, dtype=torch.int32, device=d), torch.ones(4, 4, dtype=torch.int32, device=d)),
+         r"a has dtype Int; expected float32, float16, bfloat16 or float64"),
+        (lambda d: ops.reduce_sum(torch.randn(4, 4, dtype=torch.complex64, device=d)), r"x has dtype ComplexFloat; expected one of bool"),
+        (lambda d: ops.reduce_sum(torch.randn(4, 4, device=d), 2), r"dim=2 is out of range for a 2-d tensor \(expected -2 to 1\)"),
+        (lambda d: ops.reduce_sum(torch.randn((), device=d), 1), r"dim=1 is out of range for a 0-d tensor \(expected -1 to 0\)"),
+        (lambda d: ops.transpose(torch.randn(4, 4, device=d), 0, -3), r"dim1=-3 is out of range for a 2-d tensor"),
+        (lambda d: ops.transpose(torch.randn(4, device=d)), r"dim0=-2 is out of range for a 1-d tensor"),
+    ],
+)
+def test_bad_arguments(device, call, message):
+    with pytest.raises(RuntimeError, match=message):
+        call(device)
+
+
+def test_sparse_input_is_refused():
+    # The dispatcher refuses sparse tensors before a kernel runs, naming the backend.
+    x = torch.randn(4, 4).to_sparse()
+    with pytest.raises(NotImplementedError, match=r"Could not run 'bankops::reduce_sum' with arguments from the 'SparseCPU' backend"):
+        ops.reduce_sum(x)
+
+
+@requires_cuda
+def test_mixed_devices():
+    a = torch.randn(4, 4, device="cuda")
+    with pytest.raises(RuntimeError, match=r"a is on cuda:0 but b is on cpu; a and b must be on the same device"):
+        ops.gemm(a, torch.randn(4, 4))
+    with pytest.raises(RuntimeError, match=r"a is on cpu but b is on cuda:0"):
+        ops.gemm(torch.randn(4, 4), a)

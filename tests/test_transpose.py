@@ -1,0 +1,87 @@
+"""transpose: every element size, dim pair and view, compared byte for byte."""
+import pytest
+import torch
+
+import bankops
+from conftest import LAYOUTS, as_bytes, random_tensor, requires_cuda
+
+# One or two dtypes per element size: 1, 2, 4, 8 and 16 bytes.
+DTYPES = [torch.bool, torch.int8, torch.float16, torch.bfloat16, torch.float32, torch.int32,
+          torch.complex64, torch.float64, torch.int64, torch.complex128]
+
+# (shape, dim0, dim1): empty, single elements, around the 32x32 tile, batched and N-d
+# (the plane transpose and the gather that keeps the contiguous dim), 0-d and 1-d,
+# a batch past one grid dimension.
+CASES = [
+    ((0, 5), -2, -1), ((1, 1), 0, 1), ((1, 7), 0, 1), ((7, 1), 0, 1),
+    ((31, 33), 0, 1), ((32, 32), 0, 1), ((33, 31), 1, 0), ((64, 65), 0, 1), ((257, 129), -1, -2),
+    ((3, 33, 65), -2, -1), ((3, 33, 65), 0, 2), ((3, 33, 65), 0, 1),
+    ((2, 3, 4, 5), 1, 3), ((2, 3, 4, 5), 3, 0), ((2, 3, 4, 5), 1, 2),
+    ((5,), 0, 0), ((), 0, -1), ((4, 5), 1, 1), ((70_000, 2, 3), -2, -1),
+]
+CASE_IDS = [f"{'x'.join(map(str, s)) or 'scalar'}-{a}-{b}" for s, a, b in CASES]
+
+VIEWS = {
+    "sliced": lambda d: random_tensor((50, 90), torch.float32, d)[3:, ::3],
+    "transposed": lambda d: random_tensor((45, 70), torch.float32, d).t(),
+    "expanded": lambda d: random_tensor((40, 1), torch.float32, d).expand(40, 70),
+    "batch-strided": lambda d: random_tensor((33, 4, 65), torch.float16, d).transpose(0, 1),
+    "offset": lambda d: random_tensor((4001,), torch.float64, d)[1:].view(40, 100),
+    # Nine non-trivial dims in a scrambled order: more than one launch can describe.
+    "many-dims": lambda d: random_tensor((2, 3, 2, 3, 2, 3, 2, 3, 2), torch.int16, d).permute(8, 0, 7, 1, 6, 2, 5, 3, 4),
+}
+
+
+def expected(x, dim0, dim1):
+    return x.transpose(dim0, dim1).contiguous() if x.dim() else x.clone()
+
+
+def check(x, dim0, dim1, layout):
+    got = bankops.transpose(x, dim0, dim1, layout)
+    want = expected(x, dim0, dim1)
+    assert got.shape == want.shape and got.dtype == want.dtype and got.device == x.device
+    assert got.is_contiguous()
+    assert torch.equal(as_bytes(got).cpu(), as_bytes(want).cpu())
+
+
+@pytest.mark.parametrize("shape,dim0,dim1", CASES, ids=CASE_IDS)
+@pytest.mark.parametrize("dtype", [torch.int8, torch.float16, torch.float32, torch.complex64, torch.complex128], ids=str)
+def test_reference_matches_torch(dtype, shape, dim0, dim1):
+    check(random_tensor(shape, dtype), dim0, dim1, "swizzle")
+
+
+@pytest.mark.parametrize("view", list(VIEWS))
+def test_reference_views(view):
+    check(VIEWS[view]("cpu"), -2, -1, "none")
+
+
+@requires_cuda
+@pytest.mark.parametrize("shape,dim0,dim1", CASES, ids=CASE_IDS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_cuda_matches_reference(layout, dtype, shape, dim0, dim1):
+    x = random_tensor(shape, dtype, "cuda")
+    got = bankops.transpose(x, dim0, dim1, layout)
+    ref = bankops.transpose(x.cpu(), dim0, dim1, layout)
+    assert got.shape == ref.shape and got.is_contiguous()
+    assert torch.equal(as_bytes(got).cpu(), as_bytes(ref))
+
+
+@requires_cuda
+@pytest.mark.parametrize("view", list(VIEWS))
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_cuda_views(layout, view):
+    x = VIEWS[view]("cuda")
+    check(x, -2, -1, layout)
+    check(x, 0, -1, layout)
+
+
+@requires_cuda
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_cuda_beyond_int32_elements(layout):
+    """46341^2 > 2^31 int8 elements: 64-bit offsets in the tile kernel."""
+    n = 46_341
+    if torch.cuda.mem_get_info()[0] < 3 * n * n:
+        pytest.skip("needs about 7 GB of free GPU memory")
+    x = torch.randint(-128, 127, (n, n), dtype=torch.int8, device="cuda")
+    assert torch.equal(bankops.transpose(x, layout=layout), x.t().contiguous())
