@@ -1,0 +1,240 @@
+"""Turn benchmark rows into results.json, RESULTS.md, plots/<op>.png and a text summary."""
+import datetime
+import json
+import math
+import os
+import subprocess
+
+import torch
+
+from bankops import LAYOUTS
+OPS = ("transpose", "reduce_sum", "gemm")
+
+
+def metadata(device_name, root):
+    return {
+        "device": device_name,
+        "date": datetime.datetime.now(datetime.timezone.utc).date().isoformat(),
+        "commit": git_commit(root),
+        "torch": torch.__version__,
+    }
+
+
+def git_commit(root):
+    try:
+        git = ["git", "-C", root]
+        head = subprocess.run(git + ["rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True)
+        dirty = subprocess.run(git + ["status", "--porcelain"], capture_output=True, text=True, check=True)
+        return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def fmt(v):
+    """About 3 significant digits; large values without an exponent."""
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "—"
+    if abs(v) >= 1000:
+        return f"{v:.0f}"
+    return f"{v:#.3g}".rstrip(".")
+
+
+def label(row):
+    s = "x".join(map(str, row["shape"]))
+    if row["op"] == "reduce_sum":
+        s += ", all" if row.get("dim") is None else f", dim={row['dim']}"
+    return s
+
+
+def valid(row):
+    return row.get("ms") is not None and row.get("check") == "ok"
+
+
+def status(row):
+    if row.get("error"):
+        return "error: " + row["error"]
+    return row.get("check", "—")
+
+
+def groups(rows, op):
+    """Rows of one op, grouped per case (shape, dtype), in the order they were run."""
+    out = {}
+    for r in rows:
+        if r["op"] == op:
+            out.setdefault((label(r), r["dtype"]), []).append(r)
+    return out
+
+
+def best(case_rows):
+    ok = [r for r in case_rows if valid(r)]
+    return min(ok, key=lambda r: r["ms"]) if ok else None
+
+
+def clean(v):
+    """JSON has no NaN or Infinity: an unmeasurable number is null."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+def write_all(rows, meta, how, out_dir):
+    os.makedirs(out_dir, exist_ok=True)
+    doc = dict(meta, results=[{k: clean(v) for k, v in r.items()} for r in rows])
+    with open(os.path.join(out_dir, "results.json"), "w") as f:
+        json.dump(doc, f, indent=1, allow_nan=False)
+        f.write("\n")
+    with open(os.path.join(out_dir, "RESULTS.md"), "w") as f:
+        f.write(markdown(rows, meta, how))
+    return plots(rows, meta, os.path.join(out_dir, "plots"))
+
+
+def how_measured(how):
+    if how["cuda"]:
+        return (
+            "Each case runs the bankops operator once per layout and its torch peer in the same process. "
+            "Before timing, the bankops result is checked against the peer once (transpose: bit-exact; "
+            "reduce_sum and gemm: a loose tolerance relative to the dtype; integers exact). Timing: "
+            f"{how['warmup']} warm-up calls, then one pair of CUDA events around each call, and the median "
+            f"over {how['min_reps']}-{how['max_reps']} repetitions (fewer only when a call is slow enough to pass "
+            f"{how['budget_s']:g} s). Inputs are random (randn / randint, never zeros); the memory-bound "
+            "operators use inputs larger than the 50 MB L2, so they measure DRAM bandwidth. GB/s counts input "
+            "plus output bytes; TFLOP/s is 2·B·M·N·K. *ratio vs peer* is peer ms / bankops ms (above 1: bankops "
+            "is faster); *ratio to copy* is bankops GB/s over `y.copy_(x)` GB/s for the same input byte count, "
+            "measured in the same run. TF32 is off (`torch.backends.cuda.matmul.allow_tf32 = False`, "
+            "`torch.backends.cudnn.allow_tf32 = False`), so float32 gemm is FFMA against true-float32 cuBLAS."
+        )
+    return (
+        "**No CUDA GPU: these are timings of the CPU reference implementation (plain C++ loops), not the "
+        "CUDA kernels. They show that the benchmark runs; they say nothing about the kernels' speed.** "
+        "Small shapes, time.perf_counter around each call after "
+        f"{how['warmup']} warm-up calls, median over {how['min_reps']}-{how['max_reps']} repetitions, random "
+        "inputs, each result checked against the torch CPU peer once; ratio to copy uses a CPU `y.copy_(x)`."
+    )
+
+
+def md_table(header, lines):
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(str(c).replace("|", "\\|") for c in line) + " |" for line in lines]
+    return "\n".join(out) + "\n"
+
+
+def markdown(rows, meta, how):
+    parts = [
+        "# bankops benchmark results\n",
+        f"- date: {meta['date']} (UTC)\n- device: {meta['device']}\n- commit: {meta['commit']}\n"
+        f"- torch: {meta['torch']}\n",
+        "## How measured\n",
+        how_measured(how) + "\n",
+    ]
+    for op in OPS:
+        op_rows = [r for r in rows if r["op"] == op]
+        if not op_rows:
+            continue
+        unit = op_rows[0]["unit"]
+        memory_bound = op != "gemm"
+        peers = ", ".join(dict.fromkeys(f"`{r['peer']}`" for r in op_rows))
+        shape_note = " (gemm shapes are [B,] M, N, K)" if op == "gemm" else ""
+        header = ["shape", "dtype", "layout", "ms", unit, "peer ms", "ratio vs peer"]
+        header += ["ratio to copy"] if memory_bound else []
+        header += ["check"]
+        lines = []
+        for r in op_rows:
+            line = [label(r), r["dtype"], r["layout"], fmt(r.get("ms")), fmt(r.get("figure")),
+                    fmt(r.get("peer_ms")), fmt(r.get("ratio"))]
+            line += [fmt(r.get("ratio_to_copy"))] if memory_bound else []
+            lines.append(line + [status(r)])
+        parts += [f"## {op}\n", f"Peer: {peers}{shape_note}.\n", md_table(header, lines)]
+
+    lines = []
+    for op in OPS:
+        for (lab, dtype), case_rows in groups(rows, op).items():
+            b = best(case_rows)
+            if b is None:
+                lines.append([op, lab, dtype, "no valid layout", "—", "—", "—", "—"])
+                continue
+            slowest = max(r["ms"] for r in case_rows if valid(r))
+            lines.append([op, lab, dtype, b["layout"], fmt(b["ms"]), fmt(b["ratio"]),
+                          fmt(b.get("ratio_to_copy")), fmt(slowest / b["ms"])])
+    parts += [
+        "## Best layout per case\n",
+        "Fastest layout whose result checked ok; *slowest / best* is how much the layout choice matters.\n",
+        md_table(["op", "shape", "dtype", "best layout", "ms", "ratio vs peer", "ratio to copy", "slowest / best"],
+                 lines),
+    ]
+    return "\n".join(parts)
+
+
+def plots(rows, meta, plot_dir):
+    """One grouped bar chart per op; returns whether matplotlib was there to draw them."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("note: matplotlib is not importable, no plots written")
+        return False
+    os.makedirs(plot_dir, exist_ok=True)
+    for op in OPS:
+        cases = groups(rows, op)
+        if not cases:
+            continue
+        fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(cases) + 2), 4.5))
+        width = 0.8 / len(LAYOUTS)
+        for i, layout in enumerate(LAYOUTS):
+            xs, ys, hatches = [], [], []
+            for x, case_rows in enumerate(cases.values()):
+                r = next((r for r in case_rows if r["layout"] == layout), None)
+                if r is not None and r.get("ratio") is not None:
+                    xs.append(x + (i - (len(LAYOUTS) - 1) / 2) * width)
+                    ys.append(r["ratio"])
+                    hatches.append("" if valid(r) else "xx")  # a wrong answer's speed is not to be trusted
+            bars = ax.bar(xs, ys, width, label=layout)
+            for bar, h in zip(bars, hatches):
+                bar.set_hatch(h)
+        ax.axhline(1.0, color="black", linewidth=1)
+        ratios = [r["ratio"] for rs in cases.values() for r in rs if r.get("ratio")]
+        if ratios and max(ratios) / min(ratios) > 20:  # a linear axis would flatten the small bars to nothing
+            ax.set_yscale("log")
+        ax.set_xticks(range(len(cases)))
+        ax.set_xticklabels([f"{lab}\n{dt}" for lab, dt in cases], rotation=30, ha="right", fontsize=8)
+        ax.set_ylabel("ratio vs peer (peer ms / ms; >1 faster)")
+        peer = next(r["peer"] for r in rows if r["op"] == op)
+        ax.set_title(f"{op} vs {peer}\n{meta['device']}, {meta['date']}, {meta['commit']}", fontsize=10)
+        ax.legend(title="layout")
+        fig.tight_layout()
+        fig.savefig(os.path.join(plot_dir, f"{op}.png"), dpi=110)
+        plt.close(fig)
+    return True
+
+
+def summary(rows, meta):
+    """Compact plain text: one line per case, the ratio vs peer of each layout and the best one."""
+    head = f"{'op':<10} {'shape':<24} {'dtype':<8} " + " ".join(f"{l:>7}" for l in LAYOUTS)
+    head += f"  {'best':<7} {'figure':>14} {'vs copy':>7}"
+    out = [f"bankops vs torch peer on {meta['device']} ({meta['date']}, commit {meta['commit']}, "
+           f"torch {meta['torch']}); ratio = peer ms / ms, >1 means bankops is faster",
+           head, "-" * len(head)]
+    bad = []
+    for op in OPS:
+        for (lab, dtype), case_rows in groups(rows, op).items():
+            by_layout = {r["layout"]: r for r in case_rows}
+            cells = []
+            for layout in LAYOUTS:
+                r = by_layout.get(layout)
+                if r is None:
+                    cells.append("—")
+                elif r.get("error"):
+                    cells.append("ERR")
+                    bad.append(f"{op} {lab} {dtype} {layout}: {r['error']}")
+                elif not valid(r):
+                    cells.append("WRONG")
+                    bad.append(f"{op} {lab} {dtype} {layout}: {r.get('check')}")
+                else:
+                    cells.append(fmt(r["ratio"]))
+            b = best(case_rows)
+            tail = (f"{b['layout']:<7} {fmt(b['figure']) + ' ' + b['unit']:>14} {fmt(b.get('ratio_to_copy')):>7}"
+                    if b else f"{'—':<7} {'—':>14} {'—':>7}")
+            out.append(f"{op:<10} {lab:<24} {dtype:<8} " + " ".join(f"{c:>7}" for c in cells) + "  " + tail)
+    if bad:
+        out += ["", "problems:"] + [f"  {b}" for b in bad]
+    return "\n".join(out)

@@ -1,0 +1,182 @@
+"""Time every bankops operator x layout x dtype against its torch peer, in one process.
+
+    python3 bench/run.py [--quick] [--out DIR] [--reps N] [--ops transpose,gemm]
+
+Writes DIR/results.json, DIR/RESULTS.md and DIR/plots/<op>.png (DIR defaults to bench/),
+then prints a summary table last. Without a CUDA GPU it times the CPU reference instead,
+on small shapes, and says so.
+"""
+import argparse
+import gc
+import os
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(1, ROOT)  # benchmark the working tree's bankops, not an installed copy
+
+import torch  # noqa: E402
+
+import bankops  # noqa: E402
+import cases  # noqa: E402
+import report  # noqa: E402
+
+WARMUP = 3
+MIN_REPS = 5
+BUDGET_S = 1.0  # per timed function: keeps a slow layout from stretching the run
+
+
+def time_ms(fn, cuda, max_reps):
+    """Median milliseconds of fn() and the number of repetitions it was taken over."""
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(WARMUP):
+        fn()
+    sync()
+    est = (time.perf_counter() - t0) / WARMUP
+    reps = max(MIN_REPS, min(max_reps, int(BUDGET_S / max(est, 1e-9))))
+    if cuda:
+        # One event pair per call, no sync in between: the queue stays full, so each pair
+        # brackets that call's GPU time only, and the median drops the odd slow one.
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                  for _ in range(reps)]
+        for start, end in events:
+            start.record()
+            fn()
+            end.record()
+        torch.cuda.synchronize()
+        times = [start.elapsed_time(end) for start, end in events]
+    else:
+        times = []
+        for _ in range(reps):
+            t = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t) * 1e3)
+    return statistics.median(times), reps
+
+
+class CopyBandwidth:
+    """GB/s of y.copy_(x) (bytes read + written), measured once per byte size in this run."""
+
+    def __init__(self, device, max_reps):
+        self.device, self.max_reps, self.cache = device, max_reps, {}
+
+    def __call__(self, nbytes):
+        if nbytes not in self.cache:
+            src = torch.randint(0, 256, (nbytes,), dtype=torch.uint8, device=self.device)
+            dst = torch.empty_like(src)
+            ms, _ = time_ms(lambda: dst.copy_(src), self.device == "cuda", self.max_reps)
+            self.cache[nbytes] = 2 * nbytes / (ms * 1e-3) / 1e9
+            del src, dst
+        return self.cache[nbytes]
+
+
+def short(exc):
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:300]
+
+
+def run_case(case, device, max_reps, copy_bw):
+    """One row per layout; an exception is recorded in its row and the sweep goes on."""
+    cuda = device == "cuda"
+    base = {"op": case.op, "layout": None, "dtype": str(case.dtype).replace("torch.", ""), "shape": case.shape}
+    if case.op == "reduce_sum":
+        base["dim"] = case.dim
+    base.update(ms=None, figure=None, unit=case.unit, peer=case.peer_name, peer_ms=None,
+                ratio=None, ratio_to_copy=None)
+    rows = []
+    try:
+        inputs = case.make(device)
+        ref = case.peer(inputs)
+        peer_ms, _ = time_ms(lambda: case.peer(inputs), cuda, max_reps)
+        copy_gbps = copy_bw(sum(t.nbytes for t in inputs)) if case.memory_bound else None
+        for layout in bankops.LAYOUTS:
+            row = dict(base, layout=layout, peer_ms=peer_ms)
+            rows.append(row)
+            try:
+                out = case.run(inputs, layout)
+                row["check"] = case.check(out, ref, case.scale)
+                work = case.work(inputs, out)
+                del out
+                ms, row["reps"] = time_ms(lambda: case.run(inputs, layout), cuda, max_reps)
+                row.update(ms=ms, figure=case.figure(work, ms), ratio=peer_ms / ms)
+                if copy_gbps:
+                    row.update(ratio_to_copy=row["figure"] / copy_gbps, copy_GBps=copy_gbps)
+            except Exception as e:  # noqa: BLE001  (a failing layout must not end the sweep)
+                row["error"] = short(e)
+            progress(row)
+    except Exception as e:  # noqa: BLE001  (inputs or peer failed: every layout gets the error)
+        done = {r["layout"] for r in rows}
+        for layout in bankops.LAYOUTS:
+            if layout not in done:
+                rows.append(dict(base, layout=layout, error=short(e)))
+                progress(rows[-1])
+    finally:
+        inputs = ref = None
+        gc.collect()
+        if cuda:
+            try:
+                torch.cuda.empty_cache()  # hand the big blocks back so peak memory stays per-case
+            except Exception:  # noqa: BLE001  (a broken CUDA context: later cases record their own errors)
+                pass
+    return rows
+
+
+def progress(row):
+    label = f"{row['op']:<10} {'x'.join(map(str, row['shape'])):<18} {row['dtype']:<8} {row['layout']:<7}"
+    if row.get("error"):
+        print(f"  {label} ERROR {row['error']}", flush=True)
+    else:
+        print(f"  {label} {row['ms']:.4g} ms  {row['figure']:.4g} {row['unit']}  "
+              f"x{row['ratio']:.3g} vs peer  {row['check']}", flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="a smaller, faster sweep (fewer cases and reps)")
+    ap.add_argument("--out", default=HERE, help="where results.json, RESULTS.md and plots/ go (default: bench/)")
+    ap.add_argument("--reps", type=int, default=None, help="most repetitions per timing (default 20, --quick 10)")
+    ap.add_argument("--ops", default=None, help="comma-separated subset of transpose,reduce_sum,gemm")
+    args = ap.parse_args()
+    max_reps = args.reps or (10 if args.quick else 20)
+
+    cuda = torch.cuda.is_available()
+    if cuda:
+        device, device_name = "cuda", torch.cuda.get_device_name()
+        # float32 gemm is compared as true float32 on both sides: TF32 would flatter the peer.
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        todo = cases.gpu_cases()
+    else:
+        device, device_name = "cpu", "cpu"
+        print("=" * 72)
+        print("no CUDA GPU: timing the CPU reference implementation, not the kernels")
+        print("=" * 72, flush=True)
+        todo = cases.cpu_cases()
+    if args.quick:
+        todo = [c for c in todo if c.quick]
+    if args.ops:
+        wanted = set(args.ops.split(","))
+        todo = [c for c in todo if c.op in wanted]
+
+    torch.manual_seed(0)
+    copy_bw = CopyBandwidth(device, max_reps)
+    rows = []
+    t0 = time.perf_counter()
+    for case in todo:
+        rows += run_case(case, device, max_reps, copy_bw)
+    elapsed = time.perf_counter() - t0
+
+    meta = report.metadata(device_name, ROOT)
+    how = dict(cuda=cuda, warmup=WARMUP, min_reps=MIN_REPS, max_reps=max_reps, budget_s=BUDGET_S)
+    plotted = report.write_all(rows, meta, how, args.out)
+    print(f"\n{len(todo)} cases in {elapsed:.0f} s; wrote results.json, RESULTS.md{', plots/' if plotted else ''}"
+          f" in {os.path.abspath(args.out)}")
+    print(report.summary(rows, meta))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# compute-sanitizer (memcheck, racecheck, synccheck) over a subset of the GPU tests that
+# launches every kernel under every layout: odd sizes, tails, splits, the gather and the
+# batched paths. Torch's caching allocator is off so memcheck sees each tensor's bounds.
+set -euo pipefail
+source "$(dirname "$0")/prepare.sh" pytest
+export PYTORCH_NO_CUDA_MEMORY_CACHING=1
+subset='test_cuda_matches_reference and (torch.float32- or torch.int8- or torch.bfloat16- or torch.complex128-)
+  and (33x65 or 257- or 100003 or 5000x40 or 7x40000 or 63x65x31 or 3x33x17x65 or 2x3x4x5-1-3 or 3x33x65-0-1)'
+subset=$(echo $subset)  # one line for pytest -k
+for tool in "$@"; do
+  echo "== compute-sanitizer --tool $tool"
+  compute-sanitizer --tool "$tool" --error-exitcode 1 --print-limit 20 \
+    "$PY" -m pytest tests -q -x -p no:cacheprovider -k "$subset" 2>&1 | tail -n 25
+done
