@@ -21,6 +21,9 @@ def metadata(device_name, root):
 
 
 def git_commit(root):
+    # A copy of the tree without .git (the GPU machine gets one) names its commit in BANKOPS_COMMIT.
+    if os.environ.get("BANKOPS_COMMIT"):
+        return os.environ["BANKOPS_COMMIT"]
     try:
         git = ["git", "-C", root]
         head = subprocess.run(git + ["rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True)
