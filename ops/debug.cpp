@@ -1,10 +1,11 @@
-// Test hooks: the shared-memory tiles the kernels declare, readable from Python, and the
-// switch that poisons new outputs.
+// Test hooks: the shared-memory tiles the kernels declare, the bank model, readable from
+// Python, and the switch that poisons new outputs.
 #include <torch/library.h>
 
 #include <string>
 #include <string_view>
 
+#include "../kernels/bank_model.h"
 #include "../kernels/gemm.h"
 #include "../kernels/reduce.h"
 #include "../kernels/transpose.h"
@@ -16,6 +17,10 @@ namespace {
 // Seed note 000's 8x8 table: 128-byte rows of eight 16-byte units, Swizzle<3,0,3>.
 template <Layout L, int E>
 using Seed000Tile = TileLayout<L, 8, 8, E>;
+// Seed note 003's ldmatrix rows: 128-byte rows of 16-bit elements read 16 bytes at a time,
+// Swizzle<3,3,3>.
+template <Layout L, int E>
+using Seed003Tile = TileLayout<L, 8, 128 / E, E, 16>;
 
 template <class T>
 struct SwizzleBits {
@@ -58,6 +63,7 @@ constexpr NamedTile kTiles[] = {
     {"reduce_tree/8", describe<ReduceTreeTile, 8>}, {"reduce_cols/4", describe<ReduceColsTile, 4>},
     {"reduce_cols/8", describe<ReduceColsTile, 8>}, {"gemm/4", describe<GemmTile, 4>},
     {"gemm/8", describe<GemmTile, 8>},             {"seed000/16", describe<Seed000Tile, 16>},
+    {"seed003/2", describe<Seed003Tile, 2>},
 };
 
 TileDescription find_tile(std::string_view tile, std::string_view layout) {
@@ -74,7 +80,27 @@ TileDescription find_tile(std::string_view tile, std::string_view layout) {
 at::Tensor tile_map(std::string_view tile, std::string_view layout) { return find_tile(tile, layout).map; }
 at::Tensor tile_info(std::string_view tile, std::string_view layout) { return find_tile(tile, layout).info; }
 
+// [wavefronts, ideal] of one warp-wide access: addr holds the 32 lanes' byte addresses.
+at::Tensor bank_cost_of(const at::Tensor& addr, int64_t width, int64_t active) {
+  TORCH_CHECK(addr.dim() == 1 && addr.numel() == kWarpLanes, "_bank_cost: expected addr to hold 32 lane addresses, got shape ",
+              addr.sizes());
+  TORCH_CHECK(width == 1 || width == 2 || width == 4 || width == 8 || width == 16,
+              "_bank_cost: expected width 1, 2, 4, 8 or 16 bytes, got ", width);
+  const at::Tensor a = addr.to(at::kLong).contiguous();
+  WarpAccess access{{}, static_cast<uint32_t>(active), static_cast<int>(width)};
+  for (int lane = 0; lane < kWarpLanes; ++lane) {
+    const int64_t v = a.const_data_ptr<int64_t>()[lane];
+    TORCH_CHECK(v >= 0 && v % width == 0, "_bank_cost: lane ", lane, " address ", v, " is negative or not ", width,
+                "-byte aligned");
+    access.addr[lane] = static_cast<uint32_t>(v);
+  }
+  const BankCost cost = bank_cost(access);
+  return at::tensor(std::vector<int64_t>{cost.wavefronts, cost.ideal});
+}
+
 }  // namespace
+
+TORCH_LIBRARY_IMPL(bankops, CPU, m) { m.impl("_bank_cost", &bank_cost_of); }
 
 TORCH_LIBRARY_IMPL(bankops, CompositeExplicitAutograd, m) {
   m.impl("_tile_map", &tile_map);

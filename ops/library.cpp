@@ -15,8 +15,9 @@ TORCH_LIBRARY(bankops, m) {
   m.def("reduce_sum(Tensor x, int? dim=None, bool keepdim=False, str layout=\"swizzle\") -> Tensor");
   m.def("transpose(Tensor x, int dim0=-2, int dim1=-1, str layout=\"swizzle\") -> Tensor");
   m.def("gemm(Tensor a, Tensor b, str layout=\"swizzle\") -> Tensor");
-  // Test hooks: the shared-memory tiles the kernels declare, and poisoned outputs.
+  // Test hooks: the shared-memory tiles the kernels declare, the bank model, poisoned outputs.
   m.def("_tile_map(str tile, str layout) -> Tensor");
   m.def("_tile_info(str tile, str layout) -> Tensor");
+  m.def("_bank_cost(Tensor addr, int width, int active=-1) -> Tensor");
   m.def("_set_poison(bool on) -> ()");
 }

@@ -1,0 +1,56 @@
+// The bank model: wavefronts one warp-wide shared-memory instruction needs (host C++).
+//
+// Shared memory has 32 banks of 4 bytes. Lanes are served in phases of 128 bytes of
+// requests: all 32 lanes for accesses up to 4 bytes, half-warps for 8-byte accesses,
+// quarter-warps for 16-byte accesses (and ldmatrix rows). Inside a phase, lanes that
+// touch the same 4-byte word share it (broadcast), and a bank delivers one word per
+// wavefront, so a phase takes as many wavefronts as its busiest bank has distinct words.
+#pragma once
+#include <cstdint>
+
+namespace bankops {
+
+constexpr int kWarpLanes = 32, kBanks = 32, kBankBytes = 4;
+
+// One warp-wide access: each lane's byte address, the active lanes, the bytes per lane.
+struct WarpAccess {
+  uint32_t addr[kWarpLanes];
+  uint32_t active;
+  int width;  // 1, 2, 4, 8 or 16
+};
+
+struct BankCost {
+  int wavefronts;  // what the model predicts
+  int ideal;       // with no conflict: one per phase that has an active lane
+};
+
+inline BankCost bank_cost(const WarpAccess& a) {
+  const int lanes_per_phase = a.width <= kBankBytes ? kWarpLanes : 128 / a.width;
+  const int words_per_lane = a.width <= kBankBytes ? 1 : a.width / kBankBytes;
+  BankCost cost{0, 0};
+  for (int p = 0; p < kWarpLanes; p += lanes_per_phase) {
+    uint32_t words[kWarpLanes];  // distinct words of this phase: at most 128 bytes' worth
+    int n = 0;
+    for (int lane = p; lane < p + lanes_per_phase; ++lane) {
+      if (!(a.active >> lane & 1u)) continue;
+      for (int w = 0; w < words_per_lane; ++w) {
+        const uint32_t word = a.addr[lane] / kBankBytes + w;
+        bool seen = false;
+        for (int i = 0; i < n && !seen; ++i) seen = words[i] == word;
+        if (!seen) words[n++] = word;
+      }
+    }
+    if (n == 0) continue;
+    int per_bank[kBanks] = {};
+    int busiest = 0;
+    for (int i = 0; i < n; ++i) {
+      const int count = ++per_bank[words[i] % kBanks];
+      busiest = count > busiest ? count : busiest;
+    }
+    cost.wavefronts += busiest;
+    cost.ideal += 1;
+  }
+  return cost;
+}
+
+}  // namespace bankops

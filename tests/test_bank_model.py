@@ -1,0 +1,97 @@
+"""The bank model (kernels/bank_model.h) on the cases of the seed notes."""
+import math
+
+import pytest
+import torch
+
+from conftest import LAYOUTS
+
+LANES = torch.arange(32)
+
+
+def cost(addr, width=4, active=-1):
+    wavefronts, ideal = torch.ops.bankops._bank_cost(torch.as_tensor(addr), width, active).tolist()
+    return wavefronts, ideal
+
+
+@pytest.mark.parametrize("stride", range(0, 65))
+def test_strided_words_seed_001(stride):
+    """shared[s * tid] (4-byte words): lanes t and t+n collide iff 32/gcd(32, s) divides n,
+    so the access takes gcd(32, s) wavefronts; odd strides are free, s = 0 broadcasts."""
+    expected = 1 if stride == 0 else math.gcd(32, stride)
+    assert cost(4 * stride * LANES) == (expected, 1)
+
+
+def test_column_walk_with_and_without_padding_seed_004():
+    """A warp reading one column of float[32][32]: every lane in one bank; float[32][33]: free."""
+    column = 5
+    assert cost(4 * (LANES * 32 + column)) == (32, 1)
+    assert cost(4 * (LANES * 33 + column)) == (1, 1)
+
+
+def test_broadcast_and_partial_broadcast():
+    assert cost(torch.full((32,), 4 * 77)) == (1, 1)
+    two_words_one_bank = torch.where(LANES < 16, 0, 4 * 32)
+    assert cost(two_words_one_bank) == (2, 1)
+    assert cost(4 * (LANES % 8)) == (1, 1)  # four lanes per word, eight banks
+
+
+def test_inactive_lanes_do_not_count():
+    addr = 4 * 32 * LANES  # all in bank 0
+    assert cost(addr, active=0x1) == (1, 1)
+    assert cost(addr, active=0xF0F0) == (8, 1)
+    assert cost(addr, active=0) == (0, 0)
+
+
+def test_wide_accesses_are_served_in_phases():
+    assert cost(8 * LANES, width=8) == (2, 2)  # two half-warps of 128 bytes
+    assert cost(16 * LANES, width=16) == (4, 4)  # four quarter-warps
+    # 16-byte accesses 128 bytes apart: the 8 lanes of a phase share 4 banks
+    assert cost(128 * LANES, width=16) == (32, 4)
+    assert cost(2 * LANES, width=2) == (1, 1)  # two 16-bit lanes per word
+
+
+def tile_addresses(name, layout, rows, col, elem_bytes):
+    offsets = torch.ops.bankops._tile_map(name, layout)
+    return offsets[rows, col] * elem_bytes
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_swizzle_303_rows_and_columns_seed_000(layout):
+    """128-byte rows of eight 16-byte units: quarter-warp q reads column (c + q) % 8 of all 8
+    rows. Dense rows put a column in one bank group (8 wavefronts a phase); pad and
+    Swizzle<3,0,3> spread it; rows are free in every layout."""
+    col_addr = torch.cat([tile_addresses("seed000/16", layout, torch.arange(8), (3 + q) % 8, 16) for q in range(4)])
+    row_addr = torch.ops.bankops._tile_map("seed000/16", layout)[LANES // 8, LANES % 8] * 16
+    assert cost(row_addr, width=16) == (4, 4)
+    assert cost(col_addr, width=16) == ((32, 4) if layout == "none" else (4, 4))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_ldmatrix_rows_swizzle_333_seed_003(layout):
+    """ldmatrix: each 8-lane phase hands in the 16-byte rows of one 8x8 block of a 16-bit
+    tile with 128-byte rows. Dense: the 8 rows share 4 banks (8 wavefronts a phase);
+    16-byte padding and Swizzle<3,3,3> make each phase one wavefront."""
+    assert torch.ops.bankops._tile_info("seed003/2", "swizzle").tolist()[4:] == [3, 3, 3]
+    addr = torch.cat([tile_addresses("seed003/2", layout, torch.arange(8), 8 * q, 2) for q in range(4)])
+    assert cost(addr, width=16) == ((32, 4) if layout == "none" else (4, 4))
+
+
+@pytest.mark.parametrize("elem_bytes", [1, 2, 4, 8, 16])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_transpose_tile_column_read(layout, elem_bytes):
+    """The transpose kernel's store phase: lane t reads tile(t, c). Conflict-free under pad and
+    swizzle for every element size. Under none, rows of 32*elem_bytes bytes pile onto
+    4 // elem_bytes banks (1- and 2-byte elements), or a phase's rows all share one bank
+    group (4 bytes and wider): 32 wavefronts in all."""
+    addr = tile_addresses(f"transpose/{elem_bytes}", layout, LANES, 7, elem_bytes)
+    ideal = {1: 1, 2: 1, 4: 1, 8: 2, 16: 4}[elem_bytes]
+    none = {1: 8, 2: 16, 4: 32, 8: 32, 16: 32}[elem_bytes]
+    assert cost(addr, width=elem_bytes) == (none if layout == "none" else ideal, ideal)
+
+
+def test_bad_access_is_refused():
+    with pytest.raises(RuntimeError, match="expected addr to hold 32 lane addresses"):
+        cost(torch.arange(16) * 4)
+    with pytest.raises(RuntimeError, match="lane 1 address 2 is negative or not 4-byte aligned"):
+        cost(2 * LANES)
