@@ -2,6 +2,8 @@
 # Nothing is installed where it is already present (the GPU machine has no network).
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PY=${PYTHON:-python3}
+# Console scripts pip installs (ninja) land beside this Python, which PATH may not list.
+PATH="$("$PY" -c 'import sysconfig; print(sysconfig.get_path("scripts"))'):$PATH"
 
 missing=()
 for module in "$@" torch setuptools; do
