@@ -79,15 +79,20 @@ def test_ldmatrix_rows_swizzle_333_seed_003(layout):
 
 @pytest.mark.parametrize("elem_bytes", [1, 2, 4, 8, 16])
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_transpose_tile_column_read(layout, elem_bytes):
-    """The transpose kernel's store phase: lane t reads tile(t, c). Conflict-free under pad and
+def test_transpose_tile_accesses(layout, elem_bytes):
+    """The transpose kernel's load phase writes a tile row (lane t -> tile(r, t)): free in every
+    layout. Its store phase reads a tile column (lane t -> tile(t, c)): free under pad and
     swizzle for every element size. Under none, rows of 32*elem_bytes bytes pile onto
     4 // elem_bytes banks (1- and 2-byte elements), or a phase's rows all share one bank
     group (4 bytes and wider): 32 wavefronts in all."""
-    addr = tile_addresses(f"transpose/{elem_bytes}", layout, LANES, 7, elem_bytes)
+    tile = f"transpose/{elem_bytes}"
     ideal = {1: 1, 2: 1, 4: 1, 8: 2, 16: 4}[elem_bytes]
     none = {1: 8, 2: 16, 4: 32, 8: 32, 16: 32}[elem_bytes]
-    assert cost(addr, width=elem_bytes) == (none if layout == "none" else ideal, ideal)
+    for row in (0, 7, 31):
+        assert cost(tile_addresses(tile, layout, row, LANES, elem_bytes), width=elem_bytes) == (ideal, ideal)
+    for col in (0, 7, 31):
+        column = tile_addresses(tile, layout, LANES, col, elem_bytes)
+        assert cost(column, width=elem_bytes) == (none if layout == "none" else ideal, ideal)
 
 
 def test_bad_access_is_refused():

@@ -17,11 +17,6 @@ def tile(name, layout):
     return offsets, dict(rows=rows, cols=cols, size=size, elem_bytes=elem_bytes, swizzle=(b, m, s))
 
 
-def banks(offsets, elem_bytes):
-    """4-byte bank of the first byte of each element."""
-    return (offsets * elem_bytes // 4) % 32
-
-
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("name", TILES)
 def test_layout_is_a_bijection_into_its_storage(name, layout):
@@ -70,21 +65,3 @@ def test_swizzle_303_reproduces_seed_000_table():
 def test_bank_swizzle_parameters(name, expected):
     """DESIGN.md's usual choices fall out of the one rule in BankSwizzle."""
     assert tile(name, "swizzle")[1]["swizzle"] == expected
-
-
-@pytest.mark.parametrize("elem_bytes", [1, 2, 4])
-def test_transpose_tile_column_walk(elem_bytes):
-    """A warp reading one tile column (32 rows, scalar loads) touches 32 distinct banks with
-    pad and swizzle, and piles onto a few banks with none; rows stay conflict-free in all."""
-    for layout in LAYOUTS:
-        offsets, _ = tile(f"transpose/{elem_bytes}", layout)
-        for col in (0, 5, 31):
-            distinct = banks(offsets[:, col], elem_bytes).unique().numel()
-            if layout == "none":
-                assert distinct == 4 // elem_bytes  # rows of 32*elem_bytes bytes repeat the banks
-            else:
-                assert distinct == 32, f"{layout}: column {col} hits {distinct} banks"
-        for row in (0, 7, 31):
-            words = offsets[row] * elem_bytes // 4
-            # lanes of one row share a word only when their elements do (no conflict)
-            assert words.unique().numel() == 32 * elem_bytes // 4
