@@ -4,7 +4,6 @@
 namespace bankops {
 namespace {
 
-constexpr int kSide = kGemmThreads / (kGemmBM / kGemmMicro);  // 16 threads per tile side
 static_assert(kGemmBM == kGemmBN, "A and B tiles share GemmTile");
 static_assert(kGemmBM * kGemmBK % kGemmThreads == 0, "whole tile loads per thread");
 
@@ -14,14 +13,11 @@ static_assert(kGemmBM * kGemmBK % kGemmThreads == 0, "whole tile loads per threa
 template <class Tile, class T, class Acc>
 __device__ __forceinline__ void stage(Acc* dst, const T* __restrict__ src, int64_t sk, int64_t sx, bool k_fast,
                                       int64_t k0, int64_t kmax, int64_t x0, int64_t xmax) {
-  constexpr int kLoads = kGemmBM * kGemmBK / kGemmThreads;
 #pragma unroll
-  for (int e = 0; e < kLoads; ++e) {
-    const int idx = threadIdx.x + e * kGemmThreads;
-    const int kk = k_fast ? idx % kGemmBK : idx / kGemmBM;
-    const int xx = k_fast ? idx / kGemmBK : idx % kGemmBM;
-    const int64_t k = k0 + kk, x = x0 + xx;
-    dst[Tile::offset(kk, xx)] = (k < kmax && x < xmax) ? to_acc<Acc>(src[k * sk + x * sx]) : Acc(0);
+  for (int e = 0; e < kGemmStageLoads; ++e) {
+    const TileCoord t = gemm_stage(threadIdx.x, e, k_fast);
+    const int64_t k = k0 + t.r, x = x0 + t.c;
+    dst[Tile::offset(t.r, t.c)] = (k < kmax && x < xmax) ? to_acc<Acc>(src[k * sk + x * sx]) : Acc(0);
   }
 }
 
@@ -29,7 +25,6 @@ template <class Tile, class T, class Acc>
 __global__ void __launch_bounds__(kGemmThreads) gemm_kernel(const GemmArgs g) {
   __shared__ Acc as[Tile::kSize];
   __shared__ Acc bs[Tile::kSize];
-  const int tx = threadIdx.x % kSide, ty = threadIdx.x / kSide;
   const bool a_k_fast = g.a_sk <= g.a_sm, b_k_fast = g.b_sk < g.b_sn;
   const int64_t n0 = int64_t(blockIdx.x) * kGemmBN;
   const int64_t tiles_m = (g.m + kGemmBM - 1) / kGemmBM;
@@ -40,8 +35,6 @@ __global__ void __launch_bounds__(kGemmThreads) gemm_kernel(const GemmArgs g) {
     T* c = static_cast<T*>(g.c) + bz * g.m * g.n;
     for (int64_t tm = blockIdx.y; tm < tiles_m; tm += gridDim.y) {
       const int64_t m0 = tm * kGemmBM;
-      // Thread (ty, tx) owns rows m0 + ty + 16i and columns n0 + tx + 16j: a warp reads
-      // two A values (broadcast) and 16 consecutive B values per k.
       Acc acc[kGemmMicro][kGemmMicro] = {};
       for (int64_t k0 = 0; k0 < g.k; k0 += kGemmBK) {
         stage<Tile>(as, a + m0 * g.a_sm, g.a_sk, g.a_sm, a_k_fast, k0, g.k, 0, g.m - m0);
@@ -51,9 +44,9 @@ __global__ void __launch_bounds__(kGemmThreads) gemm_kernel(const GemmArgs g) {
         for (int kk = 0; kk < kGemmBK; ++kk) {
           Acc av[kGemmMicro], bv[kGemmMicro];
 #pragma unroll
-          for (int i = 0; i < kGemmMicro; ++i) av[i] = as[Tile::offset(kk, ty + kSide * i)];
+          for (int i = 0; i < kGemmMicro; ++i) av[i] = as[Tile::offset(kk, gemm_row(threadIdx.x, i))];
 #pragma unroll
-          for (int j = 0; j < kGemmMicro; ++j) bv[j] = bs[Tile::offset(kk, tx + kSide * j)];
+          for (int j = 0; j < kGemmMicro; ++j) bv[j] = bs[Tile::offset(kk, gemm_col(threadIdx.x, j))];
 #pragma unroll
           for (int i = 0; i < kGemmMicro; ++i)
 #pragma unroll
@@ -63,10 +56,10 @@ __global__ void __launch_bounds__(kGemmThreads) gemm_kernel(const GemmArgs g) {
       }
 #pragma unroll
       for (int i = 0; i < kGemmMicro; ++i) {
-        const int64_t m = m0 + ty + kSide * i;
+        const int64_t m = m0 + gemm_row(threadIdx.x, i);
 #pragma unroll
         for (int j = 0; j < kGemmMicro; ++j) {
-          const int64_t n = n0 + tx + kSide * j;
+          const int64_t n = n0 + gemm_col(threadIdx.x, j);
           if (m < g.m && n < g.n) c[m * g.n + n] = from_acc<T>(acc[i][j]);
         }
       }

@@ -17,6 +17,21 @@ constexpr int kGemmMicro = 4;
 template <Layout L, int ACC_BYTES>
 using GemmTile = TileLayout<L, kGemmBK, kGemmBM, ACC_BYTES>;
 
+constexpr int kGemmSide = kGemmBM / kGemmMicro;  // 16 x 16 threads
+constexpr int kGemmStageLoads = kGemmBM * kGemmBK / kGemmThreads;
+
+// Staging: element e of thread t of a kGemmBK x 64 tile. Lanes walk k when k is the
+// source's contiguous dim (the global reads coalesce and the tile store walks a column),
+// the other dim otherwise.
+BANKOPS_HD TileCoord gemm_stage(int t, int e, bool k_fast) {
+  const int idx = t + e * kGemmThreads;
+  return k_fast ? TileCoord{idx % kGemmBK, idx / kGemmBK} : TileCoord{idx / kGemmBM, idx % kGemmBM};
+}
+// Inner loop: thread t owns rows ty + 16i of C (A tile columns) and columns tx + 16j (B
+// tile columns), so a warp reads two A values (broadcast) and 16 consecutive B values.
+BANKOPS_HD int gemm_row(int t, int i) { return t / kGemmSide + kGemmSide * i; }
+BANKOPS_HD int gemm_col(int t, int j) { return t % kGemmSide + kGemmSide * j; }
+
 struct GemmArgs {
   int64_t batch, m, n, k;
   const void* a;

@@ -4,6 +4,7 @@
 // in the tile's storage. The functions are __host__ __device__ so that host code (tests,
 // the bank model) runs exactly what the kernels run.
 #pragma once
+#include <cstdint>
 
 #if defined(__CUDACC__)
 #define BANKOPS_HD __host__ __device__ __forceinline__
@@ -18,6 +19,12 @@ enum class Layout : int { None = 0, Pad = 1, Swizzle = 2 };
 constexpr int log2_exact(int v) { return v <= 1 ? 0 : 1 + log2_exact(v / 2); }
 constexpr bool is_pow2(int v) { return v > 0 && (v & (v - 1)) == 0; }
 constexpr int max_int(int a, int b) { return a > b ? a : b; }
+BANKOPS_HD constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// A logical tile coordinate.
+struct TileCoord {
+  int r, c;
+};
 
 // CuTe's Swizzle<B, M, S>: 2^M elements form an unbreakable unit, and B bits of the
 // offset taken S bits above the unit index are XORed into the unit index.

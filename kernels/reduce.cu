@@ -18,7 +18,7 @@ reduce_rows_kernel(const In* __restrict__ x, Out* __restrict__ out, int64_t oute
                    int64_t chunk, int64_t splits) {
   constexpr int T = kReduceThreads;
   __shared__ Acc tree[Tile::kSize];
-  const auto at = [](int i) { return Tile::offset(i / Tile::kCols, i % Tile::kCols); };
+  const auto at = [](int i) { return tree_slot<Tile>(i); };
   const int tid = threadIdx.x;
   const int64_t split = blockIdx.x;
   const int64_t begin = split * chunk;
@@ -38,13 +38,13 @@ reduce_rows_kernel(const In* __restrict__ x, Out* __restrict__ out, int64_t oute
     for (; k < end; k += T) a0 += to_acc<Acc>(xr[k]);
     tree[at(tid)] = (a0 + a1) + (a2 + a3);
     __syncthreads();
-    // Interleaved tree: at stride s thread t adds element 2st+s into 2st, until 32 remain.
-    for (int s = 1; s < T / 32; s *= 2) {
-      if (tid < T / (2 * s)) tree[at(2 * s * tid)] += tree[at(2 * s * tid + s)];
+    // Interleaved tree (seed 004), until 32 values remain.
+    for (int s = 1; s < kTreeStride; s *= 2) {
+      if (tid < tree_pairs(s)) tree[at(tree_dst(tid, s))] += tree[at(tree_dst(tid, s) + s)];
       __syncthreads();
     }
     if (tid < 32) {
-      const Acc v = warp_sum(tree[at(tid * (T / 32))]);
+      const Acc v = warp_sum(tree[at(tid * kTreeStride)]);
       if (tid == 0) out[row * splits + split] = from_acc<Out>(v);
     }
     __syncthreads();  // the tree is reused by the next row
@@ -65,7 +65,8 @@ reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ out, int64_t oute
   const int64_t end = begin + chunk < len ? begin + chunk : len;
   // After the transpose, warp ty sums tile rows 4ty..4ty+3, one per group of 8 lanes.
   constexpr int kGroup = kReduceRowGroups;
-  const int tr = ty * (kReduceCols / kReduceRowGroups) + tx / kGroup, tc = tx % kGroup;
+  const TileCoord st = cols_store(tx, ty), ld = cols_load(tx, ty);
+  const int tr = ld.r;
 
   for (int64_t o = blockIdx.y; o < outer; o += gridDim.y) {
     Acc acc = 0;
@@ -73,10 +74,10 @@ reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ out, int64_t oute
       const In* xc = x + o * len * inner + c0 + tx;
       for (int64_t r = begin + ty; r < end; r += kReduceRowGroups) acc += to_acc<Acc>(xc[r * inner]);
     }
-    tile[Tile::offset(tx, ty)] = acc;  // lanes walk a tile column: the transposed store
+    tile[Tile::offset(st.r, st.c)] = acc;
     __syncthreads();
-    const Acc v = warp_sum<kGroup>(tile[Tile::offset(tr, tc)]);
-    if (tc == 0 && c0 + tr < inner) out[(o * splits + split) * inner + c0 + tr] = from_acc<Out>(v);
+    const Acc v = warp_sum<kGroup>(tile[Tile::offset(ld.r, ld.c)]);
+    if (ld.c == 0 && c0 + tr < inner) out[(o * splits + split) * inner + c0 + tr] = from_acc<Out>(v);
     __syncthreads();
   }
 }

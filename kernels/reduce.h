@@ -25,6 +25,23 @@ using ReduceTreeTile = TileLayout<L, kReduceThreads * ACC_BYTES / 128, 128 / ACC
 template <Layout L, int ACC_BYTES>
 using ReduceColsTile = TileLayout<L, kReduceCols, kReduceRowGroups, ACC_BYTES>;
 
+// The tree's value i lives at slot tree_slot(i), row by row through the tile. At stride s
+// (1, 2, 4, ... below kReduceThreads / 32), thread t < tree_pairs(s) adds value
+// tree_dst(t, s) + s into value tree_dst(t, s); then warp 0 reads every (T/32)-th value.
+template <class Tile>
+BANKOPS_HD int tree_slot(int i) { return Tile::offset(i / Tile::kCols, i % Tile::kCols); }
+BANKOPS_HD constexpr int tree_pairs(int s) { return kReduceThreads / (2 * s); }
+BANKOPS_HD constexpr int tree_dst(int t, int s) { return 2 * s * t; }
+constexpr int kTreeStride = kReduceThreads / 32;
+
+// Columns kernel, thread (tx, ty): stores its column partial at tile (tx, ty) (lanes walk
+// a tile column: the transposed store), then reads tile (r, c) so that groups of
+// kReduceRowGroups lanes sum one tile row (= one output column).
+BANKOPS_HD TileCoord cols_store(int tx, int ty) { return {tx, ty}; }
+BANKOPS_HD TileCoord cols_load(int tx, int ty) {
+  return {ty * (kReduceCols / kReduceRowGroups) + tx / kReduceRowGroups, tx % kReduceRowGroups};
+}
+
 struct ReduceShape {
   int64_t outer, len, inner;
 };
@@ -35,8 +52,6 @@ struct ReducePlan {
   int64_t chunk;     // elements of len per split
   int64_t workspace; // accumulator elements of partials (outer * splits * inner), 0 if none
 };
-
-inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // A deterministic function of the shape and the SM count: the same input reduces in the
 // same order every time.

@@ -31,17 +31,17 @@ __global__ void __launch_bounds__(kTransposeTile * kTransposeRowGroups) transpos
       // Read rows of the input plane: lanes walk j, the input's contiguous dim.
 #pragma unroll
       for (int k = 0; k < kPerThread; ++k) {
-        const int r = ty + k * kTransposeRowGroups;
-        const int64_t i = i0 + r, j = j0 + tx;
-        if (i < a.n_i && j < a.n_j) tile[Tile::offset(r, tx)] = in[in_base + i * a.in_si + j * a.in_sj];
+        const TileCoord t = transpose_in(tx, ty, k);
+        const int64_t i = i0 + t.r, j = j0 + t.c;
+        if (i < a.n_i && j < a.n_j) tile[Tile::offset(t.r, t.c)] = in[in_base + i * a.in_si + j * a.in_sj];
       }
       __syncthreads();
       // Write rows of the output plane: lanes walk i, reading a column of the tile.
 #pragma unroll
       for (int k = 0; k < kPerThread; ++k) {
-        const int c = ty + k * kTransposeRowGroups;
-        const int64_t j = j0 + c, i = i0 + tx;
-        if (i < a.n_i && j < a.n_j) out[out_base + j * a.out_sj + i * a.out_si] = tile[Tile::offset(tx, c)];
+        const TileCoord t = transpose_out(tx, ty, k);
+        const int64_t i = i0 + t.r, j = j0 + t.c;
+        if (i < a.n_i && j < a.n_j) out[out_base + j * a.out_sj + i * a.out_si] = tile[Tile::offset(t.r, t.c)];
       }
       __syncthreads();
     }

@@ -20,6 +20,12 @@ constexpr int kGatherDims = 8;
 template <Layout L, int ELEM_BYTES>
 using TransposeTile = TileLayout<L, kTransposeTile, kTransposeTile, ELEM_BYTES>;
 
+// The tile element thread (tx, ty) handles in its k-th step: on the way in it stores a row
+// of the input plane (lanes walk tile columns), on the way out it reads a tile column
+// (lanes walk tile rows). The kernel and its trace both call these.
+BANKOPS_HD TileCoord transpose_in(int tx, int ty, int k) { return {ty + k * kTransposeRowGroups, tx}; }
+BANKOPS_HD TileCoord transpose_out(int tx, int ty, int k) { return {tx, ty + k * kTransposeRowGroups}; }
+
 struct TransposeArgs {
   const void* in;
   void* out;

@@ -20,4 +20,6 @@ TORCH_LIBRARY(bankops, m) {
   m.def("_tile_info(str tile, str layout) -> Tensor");
   m.def("_bank_cost(Tensor addr, int width, int active=-1) -> Tensor");
   m.def("_set_poison(bool on) -> ()");
+  // bankops.explain: each kernel's shared-memory instructions and the bank model's cost.
+  m.def("_smem_trace(str op, str layout, ScalarType dtype, int[] problem, int num_sms=132) -> (str[], Tensor, Tensor)");
 }

@@ -1,0 +1,159 @@
+"""Why one layout is faster: the shared-memory instructions each operator's kernels issue,
+with the bank conflicts the package's bank model predicts for them.
+
+The rows come from ``torch.ops.bankops._smem_trace``: the C++ side replays each kernel's
+own lane -> tile-coordinate functions through the same layout functor the kernel is
+compiled with, one warp at a time, and asks the bank model (kernels/bank_model.h) how
+many wavefronts each warp-wide access needs.
+"""
+import math
+
+import torch
+
+from . import _C  # noqa: F401
+
+__all__ = ["explain", "Report"]
+
+_STATS = ("store", "width", "count", "wavefronts", "ideal", "iterations", "worst_wavefronts")
+
+
+def _num_sms(num_sms):
+    if num_sms is not None:
+        return int(num_sms)
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    return 132  # an H100 SXM: the device the benchmarks are taken on
+
+
+def problem_of(op, shape=None, dim=None, m=None, n=None, k=None, batch=1, a_transposed=False, b_transposed=False):
+    """The launch problem ``_smem_trace`` takes for an operator's call.
+
+    - transpose: ``shape`` of a contiguous input whose last two dims are transposed;
+    - reduce_sum: ``shape`` and ``dim`` (None: every element), as torch.sum takes them;
+    - gemm: ``m``, ``n``, ``k`` (and ``batch``); ``a_transposed`` / ``b_transposed`` when the
+      input is a transposed view (``x.t()`` of a contiguous tensor).
+    """
+    if op == "transpose":
+        if shape is None or len(shape) < 2:
+            raise ValueError("explain('transpose'): expected shape=(..., rows, cols) with at least 2 dims")
+        return [math.prod(shape[:-2]), shape[-2], shape[-1]]
+    if op == "reduce_sum":
+        if shape is None:
+            raise ValueError("explain('reduce_sum'): expected shape=(...) and optionally dim")
+        shape = list(shape) or [1]
+        if dim is None:
+            return [1, math.prod(shape), 1]
+        d = dim % len(shape)
+        return [math.prod(shape[:d]), shape[d], math.prod(shape[d + 1 :])]
+    if op == "gemm":
+        if None in (m, n, k):
+            raise ValueError("explain('gemm'): expected m=, n= and k= (and optionally batch=)")
+        # The kernels stage along whichever dim is contiguous: k for a row-major A and for a
+        # transposed view of B.
+        return [batch, m, n, k, int(not a_transposed), int(b_transposed)]
+    raise ValueError(f"explain: unknown op '{op}'; expected one of: reduce_sum, transpose, gemm")
+
+
+class Report:
+    """The shared-memory instructions of one operator call, predicted by the bank model.
+
+    ``rows``: one dict per instruction of one iteration of the kernel's main loop (a tile),
+    with ``kernel``, ``instruction``, ``op`` ("ld"/"st"), ``width`` (bytes per lane),
+    ``count`` (warp-level executions per iteration), ``wavefronts`` and ``ideal`` (per
+    iteration; ideal = no conflict), ``per_instruction`` (wavefronts / count),
+    ``iterations`` (per launch) and ``conflicts`` (wavefronts - ideal, per launch).
+    ``totals``: per launch, for "ld" and "st": instructions, wavefronts, ideal.
+    """
+
+    def __init__(self, op, layout, dtype, problem, num_sms, names, stats, worst):
+        self.op, self.layout, self.dtype, self.problem, self.num_sms = op, layout, dtype, problem, num_sms
+        self.rows = []
+        self._worst = worst
+        for name, values in zip(names, stats.tolist()):
+            s = dict(zip(_STATS, values))
+            kernel, instruction = name.split(": ", 1)
+            self.rows.append(
+                {
+                    "kernel": kernel,
+                    "instruction": instruction,
+                    "op": "st" if s["store"] else "ld",
+                    "width": s["width"],
+                    "count": s["count"],
+                    "wavefronts": s["wavefronts"],
+                    "ideal": s["ideal"],
+                    "per_instruction": s["wavefronts"] / s["count"] if s["count"] else 0.0,
+                    "iterations": s["iterations"],
+                    "conflicts": (s["wavefronts"] - s["ideal"]) * s["iterations"],
+                    "worst_wavefronts": s["worst_wavefronts"],
+                }
+            )
+        self.totals = {}
+        for kind in ("ld", "st"):
+            rows = [r for r in self.rows if r["op"] == kind]
+            self.totals[kind] = {
+                key: sum(r[key] * r["iterations"] for r in rows) for key in ("count", "wavefronts", "ideal")
+            }
+            self.totals[kind]["instructions"] = self.totals[kind].pop("count")
+
+    @property
+    def conflicts(self):
+        """Wavefronts beyond the conflict-free ideal, per launch (loads and stores)."""
+        return sum(t["wavefronts"] - t["ideal"] for t in self.totals.values())
+
+    def per_instruction(self, kind):
+        """Predicted wavefronts per warp-level instruction of one kind ("ld" or "st"), per launch."""
+        t = self.totals[kind]
+        return t["wavefronts"] / t["instructions"] if t["instructions"] else 0.0
+
+    def find(self, instruction):
+        """Index of a row: an int, or a substring of ``kernel: instruction``."""
+        if isinstance(instruction, int):
+            return instruction
+        hits = [i for i, r in enumerate(self.rows) if instruction in f"{r['kernel']}: {r['instruction']}"]
+        if not hits:
+            raise ValueError(f"no instruction matches '{instruction}'; rows: {[r['instruction'] for r in self.rows]}")
+        return hits[0]
+
+    def worst_access(self, instruction=0):
+        """(lane byte addresses, width) of the costliest warp access of an instruction; -1 = inactive lane."""
+        i = self.find(instruction)
+        return self._worst[i].tolist(), self.rows[i]["width"]
+
+    def __str__(self):
+        head = f"{self.op} layout={self.layout} dtype={str(self.dtype).replace('torch.', '')} problem={self.problem}"
+        cols = ("kernel", "instruction", "op", "width", "count", "wavefronts", "ideal", "per_instruction")
+        table = [cols] + [
+            tuple(f"{r[c]:.2f}" if c == "per_instruction" else str(r[c]) for c in cols) for r in self.rows
+        ]
+        widths = [max(len(row[i]) for row in table) for i in range(len(cols))]
+        lines = [head]
+        for j, row in enumerate(table):
+            lines.append("  ".join(v.rjust(w) if i >= 3 else v.ljust(w) for i, (v, w) in enumerate(zip(row, widths))))
+            if j == 0:
+                lines.append("  ".join("-" * w for w in widths))
+        for kind in ("ld", "st"):
+            t = self.totals[kind]
+            lines.append(
+                f"per launch, {kind}: {t['instructions']} instructions, {t['wavefronts']} wavefronts "
+                f"({self.per_instruction(kind):.2f} per instruction; {t['wavefronts'] - t['ideal']} conflicts)"
+            )
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+
+def explain(op, layout="swizzle", dtype=torch.float32, num_sms=None, **shape):
+    """The shared-memory instructions of ``op`` under ``layout`` for a problem, with the bank
+    model's predicted wavefronts.
+
+    >>> print(bankops.explain("transpose", "none", torch.float32, shape=(8192, 8192)))
+
+    Shapes: ``shape=`` for transpose (last two dims transposed) and reduce_sum (with
+    ``dim=``), ``m=, n=, k=`` (``batch=``, ``a_transposed=``, ``b_transposed=``) for gemm.
+    ``num_sms`` (reduce_sum's launch plan depends on it) defaults to the current GPU's, or
+    an H100's 132 without one.
+    """
+    problem = problem_of(op, **shape)
+    sms = _num_sms(num_sms)
+    names, stats, worst = torch.ops.bankops._smem_trace(op, layout, dtype, problem, sms)
+    return Report(op, layout, dtype, problem, sms, names, stats, worst)
