@@ -88,6 +88,7 @@ def write_all(rows, meta, how, out_dir):
         f.write("\n")
     with open(os.path.join(out_dir, "RESULTS.md"), "w") as f:
         f.write(markdown(rows, meta, how))
+    splice_ncu(out_dir)
     return plots(rows, meta, os.path.join(out_dir, "plots"))
 
 
@@ -241,3 +242,59 @@ def summary(rows, meta):
     if bad:
         out += ["", "problems:"] + [f"  {b}" for b in bad]
     return "\n".join(out)
+
+
+NCU_MARK = "<!-- bank conflicts: bench/ncu.py -->"
+
+
+def ncu_markdown(doc):
+    """The predicted-vs-measured table of bench/ncu.py's ncu.json."""
+    tol = doc["tolerance"]
+    lines = []
+    none_ms = {}
+    for r in doc["results"]:
+        key = (r["op"], json.dumps(r["shape"]), r["dtype"])
+        if r["layout"] == "none":
+            none_ms[key] = r["ms"]
+        shape = ", ".join(f"{k}={v}" for k, v in r["shape"].items())
+        base = none_ms.get(key)
+
+        def pair(kind):
+            p, m = r[f"{kind}_predicted"], r[f"{kind}_measured"]
+            mark = "" if r[f"{kind}_agrees"] else " ✗"
+            return f"{fmt(p)} / {fmt(m)}{mark}"
+
+        lines.append([r["op"], shape, r["dtype"], r["layout"], fmt(r["ms"]),
+                      fmt(base / r["ms"]) if base else "—", pair("ld"), pair("st"),
+                      f"{r['ld_instructions_predicted']} / {r['ld_instructions_measured']:.0f}",
+                      f"{r['st_instructions_predicted']} / {r['st_instructions_measured']:.0f}"])
+    ok = sum(r["ld_agrees"] and r["st_agrees"] for r in doc["results"])
+    return "\n".join([
+        "## Bank conflicts: predicted vs measured\n",
+        f"- date: {doc['date']} (UTC)\n- device: {doc['device']}\n- commit: {doc['commit']}\n",
+        "Each operator x layout x dtype runs once under Nsight Compute (`ncu --clock-control none`, "
+        "`bench/ncu.py`). *predicted* is `bankops.explain`'s wavefronts per shared-memory instruction "
+        "for the launch (the kernels' own coordinate functions and layout functors, replayed through the "
+        "bank model); *measured* is `l1tex__data_pipe_lsu_wavefronts_mem_shared_op_{ld,st}.sum` over "
+        "`smsp__sass_inst_executed_op_shared_{ld,st}.sum` for the same launches. 1.00 is conflict-free "
+        "for 4-byte accesses (8-byte accesses need 2 wavefronts, 16-byte accesses 4). ✗ marks a "
+        f"prediction more than {tol:.0%} off. Instruction counts (predicted / measured) per launch check "
+        "that the trace lists every shared-memory instruction. *ms*: median runtime (CUDA events, outside "
+        f"the profiler); *x none*: speed relative to the `none` layout. {ok} of {len(doc['results'])} "
+        f"cases agree within {tol:.0%}.\n",
+        md_table(["op", "problem", "dtype", "layout", "ms", "x none", "ld wavefronts/instr (pred / meas)",
+                  "st wavefronts/instr (pred / meas)", "ld instr (pred / meas)", "st instr (pred / meas)"], lines),
+    ])
+
+
+def splice_ncu(out_dir):
+    """Puts ncu.json's table at the end of RESULTS.md (replacing an older one)."""
+    ncu_path, md_path = os.path.join(out_dir, "ncu.json"), os.path.join(out_dir, "RESULTS.md")
+    if not (os.path.exists(ncu_path) and os.path.exists(md_path)):
+        return
+    with open(ncu_path) as f:
+        doc = json.load(f)
+    with open(md_path) as f:
+        text = f.read().split(NCU_MARK)[0].rstrip("\n")
+    with open(md_path, "w") as f:
+        f.write(f"{text}\n\n{NCU_MARK}\n{ncu_markdown(doc)}")
