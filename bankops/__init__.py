@@ -14,10 +14,11 @@ import torch
 
 from . import _C  # noqa: F401  (loading the library registers torch.ops.bankops.*)
 from . import _fake  # noqa: F401  (shape functions for torch.compile)
+from .explain import explain
 
 LAYOUTS = ("none", "pad", "swizzle")
 
-__all__ = ["LAYOUTS", "reduce_sum", "transpose", "gemm"]
+__all__ = ["LAYOUTS", "reduce_sum", "transpose", "gemm", "explain"]
 
 
 def reduce_sum(x, dim=None, keepdim=False, layout="swizzle"):

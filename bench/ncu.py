@@ -1,7 +1,7 @@
 """Bank conflicts, predicted and measured: every operator x layout x dtype once under Nsight
 Compute, beside bankops.explain's prediction and the layout's runtime.
 
-    python3 bench/ncu.py [--out DIR] [--quick]
+    python3 bench/ncu.py [--out DIR] [--quick] [--ops transpose,reduce_sum,gemm]
 
 Per case, the bank model's prediction (bankops.explain: wavefronts per shared-memory
 load and store instruction, per launch) is put beside what ncu measures for the same
@@ -35,13 +35,17 @@ METRICS = {
     "st_conflicts": "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
     "ld_instructions": "smsp__sass_inst_executed_op_shared_ld.sum",
     "st_instructions": "smsp__sass_inst_executed_op_shared_st.sum",
+    # The same wavefronts counted by SASS instrumentation from each instruction's lane
+    # addresses alone, without the cycles a data bank spends on other L1 traffic.
+    "ld_sass_wavefronts": "smsp__sass_l1tex_data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
+    "st_sass_wavefronts": "smsp__sass_l1tex_data_pipe_lsu_wavefronts_mem_shared_op_st.sum",
 }
 TOLERANCE = 0.10  # predicted vs measured wavefronts per instruction
 
 
-def cases(quick=False):
-    """(op, dtype, shape kwargs for explain, function of the inputs) for every kind of launch the
-    operators make; sizes are whole tiles so that every instruction runs with full warps."""
+def cases(quick=False, ops=None):
+    """(op, dtype, shape kwargs for explain) for every kind of launch the operators make; sizes
+    are whole tiles so that every instruction runs with full warps. ``ops``: only these."""
     f32, f16, bf16 = torch.float32, torch.float16, torch.bfloat16
     out = []
     for dt in (f32,) if quick else (torch.int8, f16, bf16, f32, torch.float64, torch.complex128):
@@ -54,7 +58,7 @@ def cases(quick=False):
         out.append(("reduce_sum", dt, dict(shape=(64, 512, 256), dim=1)))
     for dt in (f32,) if quick else (f16, bf16, f32, torch.float64):
         out.append(("gemm", dt, dict(m=1024, n=1024, k=1024)))
-    return out
+    return [c for c in out if ops is None or c[0] in ops]
 
 
 def inputs(op, dtype, kw):
@@ -73,16 +77,16 @@ def call(op, layout, kw, xs):
     return bankops.transpose(xs[0], layout=layout)
 
 
-def each_launch(quick):
-    for op, dtype, kw in cases(quick):
+def each_launch(quick, ops):
+    for op, dtype, kw in cases(quick, ops):
         for layout in bankops.LAYOUTS:
             yield op, dtype, kw, layout
 
 
-def worker(quick):
+def worker(quick, ops):
     """Runs under ncu: each case once, in order (ncu profiles only bankops' kernels)."""
     torch.manual_seed(0)
-    for op, dtype, kw, layout in each_launch(quick):
+    for op, dtype, kw, layout in each_launch(quick, ops):
         xs = inputs(op, dtype, kw)
         call(op, layout, kw, xs)
         torch.cuda.synchronize()
@@ -100,13 +104,14 @@ def median_ms(fn, reps=20):
     return statistics.median(s.elapsed_time(e) for s, e in events)
 
 
-def profile(quick, out_dir):
+def profile(quick, ops, out_dir):
     """Runs the worker under ncu; returns one dict of metric values per profiled launch, in order."""
     ncu = shutil.which("ncu") or "/usr/local/cuda/bin/ncu"
     log = os.path.join(out_dir, "ncu_raw.csv")
     cmd = [ncu, "--clock-control", "none", "--csv", "--log-file", log, "--kernel-name-base", "demangled",
            "--kernel-name", "regex:bankops::", "--metrics", ",".join(METRICS.values()),
-           sys.executable, os.path.abspath(__file__), "--worker"] + (["--quick"] if quick else [])
+           sys.executable, os.path.abspath(__file__), "--worker"] + (["--quick"] if quick else []) + (
+               ["--ops", ",".join(ops)] if ops else [])
     subprocess.run(cmd, check=True)
     import csv
 
@@ -133,23 +138,24 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=HERE, help="where ncu.json and RESULTS.md are (default: bench/)")
     ap.add_argument("--quick", action="store_true", help="float32 only")
+    ap.add_argument("--ops", type=lambda v: v.split(","), help="comma-separated operators (default: all)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        return worker(args.quick)
+        return worker(args.quick, args.ops)
     if not torch.cuda.is_available():
         sys.exit("bench/ncu.py: needs a CUDA GPU (and Nsight Compute)")
     os.makedirs(args.out, exist_ok=True)
 
     torch.manual_seed(0)
     plan = []
-    for op, dtype, kw, layout in each_launch(args.quick):
+    for op, dtype, kw, layout in each_launch(args.quick, args.ops):
         rep = explain(op, layout, dtype, **kw)
         xs = inputs(op, dtype, kw)
         ms = median_ms(lambda: call(op, layout, kw, xs))
         plan.append((op, dtype, kw, layout, rep, ms, len({r["kernel"] for r in rep.rows})))
         del xs
-    measured = profile(args.quick, args.out)
+    measured = profile(args.quick, args.ops, args.out)
     expected = sum(p[-1] for p in plan)
     if len(measured) != expected:
         sys.exit(f"bench/ncu.py: ncu profiled {len(measured)} launches, the traces describe {expected}")
