@@ -14,7 +14,10 @@ from . import _C  # noqa: F401
 
 __all__ = ["explain", "Report"]
 
-_STATS = ("store", "width", "count", "wavefronts", "ideal", "iterations", "worst_wavefronts")
+_STATS = ("op", "width", "count", "wavefronts", "ideal", "iterations", "worst_wavefronts")
+# kernels/smem_trace.h's SmemOp, as Nsight Compute names the kinds: lds, sts, ldmatrix and
+# cp.async's write into shared memory.
+OPS = ("ld", "st", "ldsm", "ldgsts")
 
 
 def _num_sms(num_sms):
@@ -58,11 +61,12 @@ class Report:
     """The shared-memory instructions of one operator call, predicted by the bank model.
 
     ``rows``: one dict per instruction of one iteration of the kernel's main loop (a tile),
-    with ``kernel``, ``instruction``, ``op`` ("ld"/"st"), ``width`` (bytes per lane),
+    with ``kernel``, ``instruction``, ``op`` (one of OPS), ``width`` (bytes per lane),
     ``count`` (warp-level executions per iteration), ``wavefronts`` and ``ideal`` (per
     iteration; ideal = no conflict), ``per_instruction`` (wavefronts / count),
     ``iterations`` (per launch) and ``conflicts`` (wavefronts - ideal, per launch).
-    ``totals``: per launch, for "ld" and "st": instructions, wavefronts, ideal.
+    ``totals``: per launch, for "ld", "st" and any other kind the kernels issue: instructions,
+    wavefronts, ideal.
     """
 
     def __init__(self, op, layout, dtype, problem, num_sms, names, stats, worst):
@@ -76,7 +80,7 @@ class Report:
                 {
                     "kernel": kernel,
                     "instruction": instruction,
-                    "op": "st" if s["store"] else "ld",
+                    "op": OPS[s["op"]],
                     "width": s["width"],
                     "count": s["count"],
                     "wavefronts": s["wavefronts"],
@@ -88,8 +92,10 @@ class Report:
                 }
             )
         self.totals = {}
-        for kind in ("ld", "st"):
+        for kind in OPS:
             rows = [r for r in self.rows if r["op"] == kind]
+            if not rows and kind not in ("ld", "st"):
+                continue
             self.totals[kind] = {
                 key: sum(r[key] * r["iterations"] for r in rows) for key in ("count", "wavefronts", "ideal")
             }
@@ -101,8 +107,8 @@ class Report:
         return sum(t["wavefronts"] - t["ideal"] for t in self.totals.values())
 
     def per_instruction(self, kind):
-        """Predicted wavefronts per warp-level instruction of one kind ("ld" or "st"), per launch."""
-        t = self.totals[kind]
+        """Predicted wavefronts per warp-level instruction of one kind (see OPS), per launch."""
+        t = self.totals.get(kind, {"instructions": 0})
         return t["wavefronts"] / t["instructions"] if t["instructions"] else 0.0
 
     def find(self, instruction):
@@ -131,8 +137,7 @@ class Report:
             lines.append("  ".join(v.rjust(w) if i >= 3 else v.ljust(w) for i, (v, w) in enumerate(zip(row, widths))))
             if j == 0:
                 lines.append("  ".join("-" * w for w in widths))
-        for kind in ("ld", "st"):
-            t = self.totals[kind]
+        for kind, t in self.totals.items():
             lines.append(
                 f"per launch, {kind}: {t['instructions']} instructions, {t['wavefronts']} wavefronts "
                 f"({self.per_instruction(kind):.2f} per instruction; {t['wavefronts'] - t['ideal']} conflicts)"

@@ -15,7 +15,7 @@ inline void trace_gemm(Layout layout, int acc_bytes, int64_t batch, int64_t m, i
       using Tile = GemmTile<decltype(tag)::value, decltype(e)::value>;
       const auto byte = [&](int r, int c) { return int64_t(Tile::offset(r, c)) * e.value; };
       const auto stage = [&](const char* name, bool k_fast) {
-        SmemInstr& row = trace.instr("gemm", name, true, e.value, steps);
+        SmemInstr& row = trace.instr("gemm", name, SmemOp::St, e.value, steps);
         for (int s = 0; s < kGemmStageLoads; ++s)
           add_block(row, kGemmThreads, [&](int t) {
             const TileCoord c = gemm_stage(t, s, k_fast);
@@ -24,8 +24,8 @@ inline void trace_gemm(Layout layout, int acc_bytes, int64_t batch, int64_t m, i
       };
       stage("sts As[k][m] <- A", a_k_fast);
       stage("sts Bs[k][n] <- B", b_k_fast);
-      SmemInstr& a = trace.instr("gemm", "lds As[kk][row] (inner loop)", false, e.value, steps);
-      SmemInstr& b = trace.instr("gemm", "lds Bs[kk][col] (inner loop)", false, e.value, steps);
+      SmemInstr& a = trace.instr("gemm", "lds As[kk][row] (inner loop)", SmemOp::Ld, e.value, steps);
+      SmemInstr& b = trace.instr("gemm", "lds Bs[kk][col] (inner loop)", SmemOp::Ld, e.value, steps);
       for (int kk = 0; kk < kGemmBK; ++kk)
         for (int i = 0; i < kGemmMicro; ++i) {
           add_block(a, kGemmThreads, [&](int t) { return byte(kk, gemm_row(t, i)); });

@@ -13,18 +13,18 @@ namespace detail {
 template <class Tile>
 void trace_rows_pass(const std::string& kernel, int acc, int64_t iterations, SmemTrace& trace) {
   const auto byte = [&](int i) { return int64_t(tree_slot<Tile>(i)) * acc; };
-  add_block(trace.instr(kernel, "sts tree[t] <- thread sums", true, acc, iterations), kReduceThreads,
+  add_block(trace.instr(kernel, "sts tree[t] <- thread sums", SmemOp::St, acc, iterations), kReduceThreads,
             [&](int t) { return byte(t); });
-  SmemInstr& lo = trace.instr(kernel, "lds tree[2st] (tree levels)", false, acc, iterations);
-  SmemInstr& hi = trace.instr(kernel, "lds tree[2st+s] (tree levels)", false, acc, iterations);
-  SmemInstr& st = trace.instr(kernel, "sts tree[2st] (tree levels)", true, acc, iterations);
+  SmemInstr& lo = trace.instr(kernel, "lds tree[2st] (tree levels)", SmemOp::Ld, acc, iterations);
+  SmemInstr& hi = trace.instr(kernel, "lds tree[2st+s] (tree levels)", SmemOp::Ld, acc, iterations);
+  SmemInstr& st = trace.instr(kernel, "sts tree[2st] (tree levels)", SmemOp::St, acc, iterations);
   for (int s = 1; s < kTreeStride; s *= 2) {
     const auto active = [&](int t, int i) { return t < tree_pairs(s) ? byte(i) : int64_t(-1); };
     add_block(lo, kReduceThreads, [&](int t) { return active(t, tree_dst(t, s)); });
     add_block(hi, kReduceThreads, [&](int t) { return active(t, tree_dst(t, s) + s); });
     add_block(st, kReduceThreads, [&](int t) { return active(t, tree_dst(t, s)); });
   }
-  add_warp(trace.instr(kernel, "lds tree[8t] -> warp 0", false, acc, iterations), 0,
+  add_warp(trace.instr(kernel, "lds tree[8t] -> warp 0", SmemOp::Ld, acc, iterations), 0,
            [&](int t) { return byte(t * kTreeStride); });
 }
 
@@ -37,8 +37,8 @@ void trace_cols_pass(const std::string& kernel, int acc, int64_t iterations, Sme
       return int64_t(Tile::offset(c.r, c.c)) * acc;
     };
   };
-  add_block(trace.instr(kernel, "sts tile[lane][group] <- column sums", true, acc, iterations), kThreads, at(cols_store));
-  add_block(trace.instr(kernel, "lds tile[row][lane%8] -> group sums", false, acc, iterations), kThreads, at(cols_load));
+  add_block(trace.instr(kernel, "sts tile[lane][group] <- column sums", SmemOp::St, acc, iterations), kThreads, at(cols_store));
+  add_block(trace.instr(kernel, "lds tile[row][lane%8] -> group sums", SmemOp::Ld, acc, iterations), kThreads, at(cols_load));
 }
 
 }  // namespace detail

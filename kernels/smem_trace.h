@@ -16,11 +16,20 @@
 
 namespace bankops {
 
-// One shared-memory instruction of a kernel (an `lds`, `sts` or `ldmatrix` in the source).
+// What kind of shared-memory access an instruction is; Nsight Compute counts each kind
+// apart (op_ld, op_st, op_ldsm, op_ldgsts).
+enum class SmemOp : int {
+  Ld = 0,      // lds
+  St = 1,      // sts
+  Ldsm = 2,    // ldmatrix: each lane gives one 16-byte row address
+  Ldgsts = 3,  // cp.async: the write into shared memory
+};
+
+// One shared-memory instruction of a kernel (an `lds`, `sts`, `ldmatrix` or `cp.async`).
 struct SmemInstr {
   std::string kernel;       // which launch of the operator, e.g. "transpose", "reduce_rows/pass2"
   std::string name;         // what the instruction does, e.g. "sts tile[r][lane] <- in rows"
-  bool store = false;
+  SmemOp op = SmemOp::Ld;
   int width = 4;            // bytes per lane
   int64_t count = 0;        // warp-level executions per iteration (all warps of a block)
   int64_t wavefronts = 0;   // predicted, summed over those executions
@@ -34,12 +43,12 @@ struct SmemInstr {
 // warp (and per unrolled repetition) of an iteration.
 class SmemTrace {
  public:
-  SmemInstr& instr(std::string kernel, std::string name, bool store, int width, int64_t iterations) {
+  SmemInstr& instr(std::string kernel, std::string name, SmemOp op, int width, int64_t iterations) {
     rows_.push_back(SmemInstr{});
     SmemInstr& row = rows_.back();
     row.kernel = std::move(kernel);
     row.name = std::move(name);
-    row.store = store;
+    row.op = op;
     row.width = width;
     row.iterations = iterations;
     return row;

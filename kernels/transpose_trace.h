@@ -12,16 +12,16 @@ inline void trace_transpose(Layout layout, int elem_bytes, int64_t batch, int64_
   with_layout(layout, [&](auto tag) {
     with_elem_bytes(elem_bytes, [&](auto e) {
       using Tile = TransposeTile<decltype(tag)::value, decltype(e)::value>;
-      const auto trace_step = [&](const char* name, bool store, TileCoord (*coord)(int, int, int)) {
-        SmemInstr& row = trace.instr("transpose", name, store, e.value, tiles);
+      const auto trace_step = [&](const char* name, SmemOp op, TileCoord (*coord)(int, int, int)) {
+        SmemInstr& row = trace.instr("transpose", name, op, e.value, tiles);
         for (int k = 0; k < kTransposeTile / kTransposeRowGroups; ++k)
           add_block(row, kThreads, [&](int t) {
             const TileCoord c = coord(t % kTransposeTile, t / kTransposeTile, k);
             return int64_t(Tile::offset(c.r, c.c)) * e.value;
           });
       };
-      trace_step("sts tile[row][lane] <- input rows", true, transpose_in);
-      trace_step("lds tile[lane][col] -> output rows", false, transpose_out);
+      trace_step("sts tile[row][lane] <- input rows", SmemOp::St, transpose_in);
+      trace_step("lds tile[lane][col] -> output rows", SmemOp::Ld, transpose_out);
     });
   });
 }

@@ -51,7 +51,7 @@ SmemTrace trace_op(std::string_view op, Layout layout, at::ScalarType dtype, con
   return trace;
 }
 
-// names: "kernel: instruction"; stats: int64 [n, 7] = store, width, count per iteration,
+// names: "kernel: instruction"; stats: int64 [n, 7] = SmemOp (0 ld, 1 st, 2 ldsm, 3 ldgsts), width, count per iteration,
 // wavefronts and ideal per iteration, iterations per launch, wavefronts of the worst warp;
 // worst: int64 [n, 32], that warp's lane byte addresses (-1: inactive lane).
 std::tuple<std::vector<std::string>, at::Tensor, at::Tensor> smem_trace(std::string_view op, std::string_view layout,
@@ -67,7 +67,7 @@ std::tuple<std::vector<std::string>, at::Tensor, at::Tensor> smem_trace(std::str
   for (int64_t i = 0; i < n; ++i) {
     const SmemInstr& r = rows[i];
     names.push_back(r.kernel + ": " + r.name);
-    const int64_t v[7] = {r.store, r.width, r.count, r.wavefronts, r.ideal, r.iterations, r.worst_wavefronts};
+    const int64_t v[7] = {static_cast<int64_t>(r.op), r.width, r.count, r.wavefronts, r.ideal, r.iterations, r.worst_wavefronts};
     for (int j = 0; j < 7; ++j) s[i][j] = v[j];
     for (int lane = 0; lane < kWarpLanes; ++lane)
       if (r.worst.active >> lane & 1u) w[i][lane] = r.worst.addr[lane];
