@@ -1,18 +1,24 @@
 """Bank conflicts, predicted and measured: every operator x layout x dtype once under Nsight
-Compute, beside bankops.explain's prediction and the layout's runtime.
+Compute, beside bankops.explain's prediction and the layout's runtime; and the bank probe,
+single warp-wide accesses of chosen patterns, beside the bank model.
 
-    python3 bench/ncu.py [--out DIR] [--quick] [--ops transpose,reduce_sum,gemm]
+    python3 bench/ncu.py [--out DIR] [--quick] [--ops transpose,reduce_sum,gemm] [--no-probe]
 
-Per case, the bank model's prediction (bankops.explain: wavefronts per shared-memory
-load and store instruction, per launch) is put beside what ncu measures for the same
-launches (`l1tex__data_pipe_lsu_wavefronts_mem_shared_op_{ld,st}.sum` over
-`smsp__sass_inst_executed_op_shared_{ld,st}.sum`), with the layout's median runtime (CUDA
-events, outside the profiler). Writes DIR/ncu.json and the table into DIR/RESULTS.md.
-Needs a CUDA GPU and ncu (PATH or /usr/local/cuda/bin).
+Per case and per kind of shared-memory instruction (ld: LDS, st: STS, ldsm: LDSM, ldgsts:
+the shared write of LDGSTS), the model's wavefronts per instruction are put beside two
+measurements of the same launches: the SASS-instrumented count
+`smsp__sass_l1tex_data_pipe_lsu_wavefronts_mem_shared_op_<kind>.sum`, which follows from each
+instruction's lane addresses, and the hardware counter
+`l1tex__data_pipe_lsu_wavefronts_mem_shared_op_<kind>.sum`, which also counts the cycles a
+data bank spends on other L1 traffic at the same time; both over
+`smsp__sass_inst_executed_op_<kind>.sum`. Writes DIR/ncu.json and the tables into
+DIR/RESULTS.md (if there is one). Needs a CUDA GPU and ncu (PATH or /usr/local/cuda/bin).
 """
 import argparse
+import csv
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -26,20 +32,18 @@ import torch  # noqa: E402
 
 import bankops  # noqa: E402
 import report  # noqa: E402
+from bankops.explain import OPS as KINDS  # noqa: E402
 from bankops.explain import explain  # noqa: E402
 
-METRICS = {
-    "ld_wavefronts": "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
-    "st_wavefronts": "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum",
-    "ld_conflicts": "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
-    "st_conflicts": "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
-    "ld_instructions": "smsp__sass_inst_executed_op_shared_ld.sum",
-    "st_instructions": "smsp__sass_inst_executed_op_shared_st.sum",
-    # The same wavefronts counted by SASS instrumentation from each instruction's lane
-    # addresses alone, without the cycles a data bank spends on other L1 traffic.
-    "ld_sass_wavefronts": "smsp__sass_l1tex_data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
-    "st_sass_wavefronts": "smsp__sass_l1tex_data_pipe_lsu_wavefronts_mem_shared_op_st.sum",
-}
+_INSTRUCTIONS = {"ld": "smsp__sass_inst_executed_op_shared_ld", "st": "smsp__sass_inst_executed_op_shared_st",
+                 "ldsm": "smsp__sass_inst_executed_op_ldsm", "ldgsts": "smsp__sass_inst_executed_op_ldgsts"}
+METRICS = {}
+for _k in KINDS:
+    METRICS[f"{_k}_instructions"] = _INSTRUCTIONS[_k] + ".sum"
+    METRICS[f"{_k}_sass_wavefronts"] = f"smsp__sass_l1tex_data_pipe_lsu_wavefronts_mem_shared_op_{_k}.sum"
+for _k in ("ld", "st"):
+    METRICS[f"{_k}_wavefronts"] = f"l1tex__data_pipe_lsu_wavefronts_mem_shared_op_{_k}.sum"
+    METRICS[f"{_k}_conflicts"] = f"l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_{_k}.sum"
 TOLERANCE = 0.10  # predicted vs measured wavefronts per instruction
 
 
@@ -59,6 +63,53 @@ def cases(quick=False, ops=None):
     for dt in (f32,) if quick else (f16, bf16, f32, torch.float64):
         out.append(("gemm", dt, dict(m=1024, n=1024, k=1024)))
     return [c for c in out if ops is None or c[0] in ops]
+
+
+def probes():
+    """(name, width, store, 32 lane byte addresses with -1 for a lane that sits out): the seed
+    notes' cases and the ones that decide how 8 and 16-byte accesses are split into phases."""
+    lanes = range(32)
+    col = lambda stride: [stride * r for r in lanes]  # noqa: E731
+    half = lambda lo, hi: [lo(i) if i < 16 else hi(i - 16) for i in lanes]  # noqa: E731
+    out = [
+        ("4B: stride 1", 4, False, col(4)),
+        ("4B: stride 2 words", 4, False, col(8)),
+        ("4B: stride 33 words (padded column)", 4, False, col(132)),
+        ("4B: stride 32 words (column)", 4, False, col(128)),
+        ("4B: broadcast", 4, False, [256] * 32),
+        ("4B: two words, one bank", 4, False, half(lambda i: 0, lambda i: 128)),
+        ("4B: stride 32 words, store", 4, True, col(128)),
+        ("4B: same word, store", 4, True, [64] * 32),
+        ("1B: 32 consecutive bytes", 1, False, col(1)),
+        ("1B: stride 128 bytes", 1, False, col(128)),
+        ("2B: stride 64 bytes (f16 32x32 column)", 2, False, col(64)),
+        ("8B: 32 consecutive", 8, False, col(8)),
+        ("8B: broadcast", 8, False, [512] * 32),
+        ("8B: halves read X and X+8", 8, False, half(lambda i: 0, lambda i: 8)),
+        ("8B: halves read X and X+128", 8, False, half(lambda i: 0, lambda i: 128)),
+        ("8B: lanes i and i+16 share (16 consecutive)", 8, False, [8 * (i % 16) for i in lanes]),
+        ("8B: halves swapped (lane i -> (i+16)%32)", 8, False, [8 * ((i + 16) % 32) for i in lanes]),
+        ("8B: lane pairs share (i/2)", 8, False, [8 * (i // 2) for i in lanes]),
+        ("8B: stride 2 (16 bytes)", 8, False, col(16)),
+        ("8B: stride 33 (padded column)", 8, False, col(264)),
+        ("8B: stride 32 (column)", 8, False, col(256)),
+        ("8B: lanes 0-15 only", 8, False, [8 * i if i < 16 else -1 for i in lanes]),
+        ("8B: even lanes only", 8, False, [8 * i if i % 2 == 0 else -1 for i in lanes]),
+        ("8B: 32 consecutive, store", 8, True, col(8)),
+        ("8B: lanes i and i+16 share, store", 8, True, [8 * (i % 16) for i in lanes]),
+        ("16B: 32 consecutive", 16, False, col(16)),
+        ("16B: broadcast", 16, False, [1024] * 32),
+        ("16B: lanes i, i+8, i+16, i+24 share", 16, False, [16 * (i % 8) for i in lanes]),
+        ("16B: quarters read X, X+16, X+32, X+48", 16, False, [16 * (i // 8) for i in lanes]),
+        ("16B: lane groups of 4 share (i/4)", 16, False, [16 * (i // 4) for i in lanes]),
+        ("16B: stride 2 (32 bytes)", 16, False, col(32)),
+        ("16B: 128-byte rows, column (seed 003 none)", 16, False, col(128)),
+        ("16B: 144-byte rows, column (seed 003 pad)", 16, False, col(144)),
+        ("16B: Swizzle<3,3,3> column (seed 003 swizzle)", 16, False, [128 * r + 16 * ((r % 8) ^ 0) for r in lanes]),
+        ("16B: 32 consecutive, store", 16, True, col(16)),
+        ("16B: 128-byte rows, column, store", 16, True, col(128)),
+    ]
+    return out
 
 
 def inputs(op, dtype, kw):
@@ -83,9 +134,14 @@ def each_launch(quick, ops):
             yield op, dtype, kw, layout
 
 
-def worker(quick, ops):
-    """Runs under ncu: each case once, in order (ncu profiles only bankops' kernels)."""
+def worker(quick, ops, probe):
+    """Runs under ncu: each case (or each probe) once, in order."""
     torch.manual_seed(0)
+    if probe:
+        for _, width, store, addr in probes():
+            torch.ops.bankops._smem_probe(torch.tensor([addr], device="cuda"), width, store)
+        torch.cuda.synchronize()
+        return
     for op, dtype, kw, layout in each_launch(quick, ops):
         xs = inputs(op, dtype, kw)
         call(op, layout, kw, xs)
@@ -104,17 +160,28 @@ def median_ms(fn, reps=20):
     return statistics.median(s.elapsed_time(e) for s, e in events)
 
 
-def profile(quick, ops, out_dir):
-    """Runs the worker under ncu; returns one dict of metric values per profiled launch, in order."""
-    ncu = shutil.which("ncu") or "/usr/local/cuda/bin/ncu"
-    log = os.path.join(out_dir, "ncu_raw.csv")
-    cmd = [ncu, "--clock-control", "none", "--csv", "--log-file", log, "--kernel-name-base", "demangled",
-           "--kernel-name", "regex:bankops::", "--metrics", ",".join(METRICS.values()),
-           sys.executable, os.path.abspath(__file__), "--worker"] + (["--quick"] if quick else []) + (
-               ["--ops", ",".join(ops)] if ops else [])
-    subprocess.run(cmd, check=True)
-    import csv
+def ncu_binary():
+    return shutil.which("ncu") or "/usr/local/cuda/bin/ncu"
 
+
+def available_metrics():
+    """METRICS without those this GPU's ncu does not know (an unknown name fails the whole run)."""
+    try:
+        text = subprocess.run([ncu_binary(), "--query-metrics"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return dict(METRICS)
+    known = set(re.findall(r"\b[a-z0-9]+__[a-z0-9_]+", text))
+    return {k: m for k, m in METRICS.items() if m.rsplit(".", 1)[0] in known} if known else dict(METRICS)
+
+
+def profile(quick, ops, probe, metrics, out_dir):
+    """Runs the worker under ncu; returns one dict of metric values per profiled launch, in order."""
+    log = os.path.join(out_dir, "ncu_probe.csv" if probe else "ncu_raw.csv")
+    cmd = [ncu_binary(), "--clock-control", "none", "--csv", "--log-file", log, "--kernel-name-base", "demangled",
+           "--kernel-name", "regex:smem_probe" if probe else "regex:bankops::", "--metrics", ",".join(metrics.values()),
+           sys.executable, os.path.abspath(__file__), "--worker"] + (["--quick"] if quick else []) + (
+               ["--ops", ",".join(ops)] if ops else []) + (["--probe"] if probe else [])
+    subprocess.run(cmd, check=True)
     launches, names = {}, {}
     with open(log) as f:
         lines = [line for line in f if line.startswith('"')]  # ncu's own messages start otherwise
@@ -126,27 +193,33 @@ def profile(quick, ops, out_dir):
         except ValueError:  # "n/a": the metric does not apply to this launch
             value = 0.0
         launches.setdefault(launch, {})[row["Metric Name"]] = value
-    by_name = {v: k for k, v in METRICS.items()}
+    by_name = {v: k for k, v in metrics.items()}
     return [dict({by_name[m]: v for m, v in launches[i].items() if m in by_name}, kernel=names[i]) for i in sorted(launches)]
 
 
-def per_instr(wavefronts, instructions):
-    return wavefronts / instructions if instructions else None
+def ratio(wavefronts, instructions):
+    return wavefronts / instructions if instructions and wavefronts is not None else None
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default=HERE, help="where ncu.json and RESULTS.md are (default: bench/)")
-    ap.add_argument("--quick", action="store_true", help="float32 only")
-    ap.add_argument("--ops", type=lambda v: v.split(","), help="comma-separated operators (default: all)")
-    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    args = ap.parse_args()
-    if args.worker:
-        return worker(args.quick, args.ops)
-    if not torch.cuda.is_available():
-        sys.exit("bench/ncu.py: needs a CUDA GPU (and Nsight Compute)")
-    os.makedirs(args.out, exist_ok=True)
+def close(pred, meas):
+    return pred is not None and meas is not None and abs(pred - meas) <= TOLERANCE * meas
 
+
+def compare(kind, predicted, measured):
+    """One kind of instruction of one case: the model's and both measurements' wavefronts per
+    instruction, instruction counts, and whether they agree."""
+    p_instr, m_instr = predicted.get("instructions", 0), measured.get(f"{kind}_instructions", 0.0)
+    out = dict(predicted=ratio(predicted.get("wavefronts"), p_instr),
+               sass=ratio(measured.get(f"{kind}_sass_wavefronts"), m_instr),
+               hardware=ratio(measured.get(f"{kind}_wavefronts"), m_instr),
+               instructions_predicted=p_instr, instructions_measured=m_instr)
+    out["instructions_agree"] = p_instr == m_instr
+    out["agrees"] = out["instructions_agree"] and (p_instr == 0 or close(out["predicted"], out["sass"]))
+    out["agrees_hardware"] = out["instructions_agree"] and (p_instr == 0 or close(out["predicted"], out["hardware"]))
+    return out
+
+
+def run_cases(args, metrics):
     torch.manual_seed(0)
     plan = []
     for op, dtype, kw, layout in each_launch(args.quick, args.ops):
@@ -155,37 +228,61 @@ def main():
         ms = median_ms(lambda: call(op, layout, kw, xs))
         plan.append((op, dtype, kw, layout, rep, ms, len({r["kernel"] for r in rep.rows})))
         del xs
-    measured = profile(args.quick, args.ops, args.out)
+    measured = profile(args.quick, args.ops, False, metrics, args.out)
     expected = sum(p[-1] for p in plan)
     if len(measured) != expected:
         sys.exit(f"bench/ncu.py: ncu profiled {len(measured)} launches, the traces describe {expected}")
-
     rows, i = [], 0
     for op, dtype, kw, layout, rep, ms, n_launches in plan:
-        got = measured[i : i + n_launches]
+        got = measured[i: i + n_launches]
         i += n_launches
-        total = {k: sum(g[k] for g in got) for k in METRICS}
-        row = dict(op=op, dtype=str(dtype).replace("torch.", ""), layout=layout, ms=ms,
-                   problem=rep.problem, shape={k: list(v) if isinstance(v, tuple) else v for k, v in kw.items()},
-                   kernels=[g["kernel"].split("(")[0] for g in got], measured=total)
-        for kind in ("ld", "st"):
-            t = rep.totals[kind]
-            pred = per_instr(t["wavefronts"], t["instructions"])
-            meas = per_instr(total[f"{kind}_wavefronts"], total[f"{kind}_instructions"])
-            row[f"{kind}_predicted"], row[f"{kind}_measured"] = pred, meas
-            row[f"{kind}_instructions_predicted"] = t["instructions"]
-            row[f"{kind}_instructions_measured"] = total[f"{kind}_instructions"]
-            row[f"{kind}_agrees"] = (pred is None and meas is None) or (
-                pred is not None and meas is not None and abs(pred - meas) <= TOLERANCE * meas)
-        rows.append(row)
-    meta = report.metadata(torch.cuda.get_device_name(), ROOT)
+        total = {k: sum(g.get(k, 0.0) for g in got) for k in metrics}
+        kinds = {k: compare(k, rep.totals.get(k, {}), total) for k in KINDS
+                 if rep.totals.get(k, {}).get("instructions") or total.get(f"{k}_instructions")}
+        rows.append(dict(op=op, dtype=str(dtype).replace("torch.", ""), layout=layout, ms=ms, problem=rep.problem,
+                         shape={k: list(v) if isinstance(v, tuple) else v for k, v in kw.items()},
+                         kernels=[g["kernel"].split("(")[0] for g in got], measured=total, kinds=kinds))
+    return rows
+
+
+def run_probes(args, metrics):
+    found = profile(False, None, True, metrics, args.out)
+    rows = []
+    for (name, width, store, addr), got in zip(probes(), found):
+        kind = "st" if store else "ld"
+        active = sum(1 << i for i, a in enumerate(addr) if a >= 0)
+        wavefronts, ideal = torch.ops.bankops._bank_cost(torch.tensor([max(a, 0) for a in addr]), width, active).tolist()
+        row = compare(kind, {"instructions": 1, "wavefronts": wavefronts}, got)
+        rows.append(dict(row, name=name, width=width, op=kind, addr=addr, ideal=ideal))
+    if len(found) != len(rows):
+        sys.exit(f"bench/ncu.py: ncu profiled {len(found)} probe launches, expected {len(rows)}")
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=HERE, help="where ncu.json and RESULTS.md are (default: bench/)")
+    ap.add_argument("--quick", action="store_true", help="float32 only")
+    ap.add_argument("--ops", type=lambda v: v.split(","), help="comma-separated operators (default: all)")
+    ap.add_argument("--no-probe", action="store_true", help="skip the single-pattern bank probes")
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--probe", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        return worker(args.quick, args.ops, args.probe)
+    if not torch.cuda.is_available():
+        sys.exit("bench/ncu.py: needs a CUDA GPU (and Nsight Compute)")
+    os.makedirs(args.out, exist_ok=True)
+    metrics = available_metrics()
+    missing = sorted(set(METRICS.values()) - set(metrics.values()))
+    doc = dict(report.metadata(torch.cuda.get_device_name(), ROOT), tolerance=TOLERANCE, metrics=metrics,
+               unavailable=missing, probes=[] if args.no_probe else run_probes(args, metrics),
+               results=run_cases(args, metrics))
     with open(os.path.join(args.out, "ncu.json"), "w") as f:
-        json.dump(dict(meta, tolerance=TOLERANCE, metrics=METRICS, results=rows), f, indent=1)
+        json.dump(doc, f, indent=1)
         f.write("\n")
     report.splice_ncu(args.out)
-    print(report.ncu_markdown(dict(meta, tolerance=TOLERANCE, results=rows)))
-    bad = [r for r in rows if not (r["ld_agrees"] and r["st_agrees"])]
-    print(f"{len(rows) - len(bad)} of {len(rows)} cases: prediction within {TOLERANCE:.0%} of ncu")
+    print(report.ncu_markdown(doc))
 
 
 if __name__ == "__main__":

@@ -248,43 +248,65 @@ NCU_MARK = "<!-- bank conflicts: bench/ncu.py -->"
 
 
 def ncu_markdown(doc):
-    """The predicted-vs-measured table of bench/ncu.py's ncu.json."""
+    """The predicted-vs-measured tables of bench/ncu.py's ncu.json."""
     tol = doc["tolerance"]
-    lines = []
-    none_ms = {}
+
+    def trio(k):
+        if k is None:
+            return ""
+        mark = "" if k["agrees"] else " ✗"
+        hw = f" / {fmt(k['hardware'])}" if k.get("hardware") is not None else ""
+        return f"{fmt(k['predicted'])} / {fmt(k['sass'])}{hw}{mark}"
+
+    probe_lines = [[p["name"], str(p["width"]), p["op"], fmt(p["predicted"]), fmt(p["sass"]), fmt(p["hardware"]),
+                    "" if p["agrees"] else "✗"] for p in doc.get("probes", [])]
+    kinds = [k for k in ("ld", "st", "ldsm", "ldgsts") if any(k in r["kinds"] for r in doc["results"])]
+    lines, none_ms = [], {}
     for r in doc["results"]:
         key = (r["op"], json.dumps(r["shape"]), r["dtype"])
         if r["layout"] == "none":
             none_ms[key] = r["ms"]
-        shape = ", ".join(f"{k}={v}" for k, v in r["shape"].items())
         base = none_ms.get(key)
-
-        def pair(kind):
-            p, m = r[f"{kind}_predicted"], r[f"{kind}_measured"]
-            mark = "" if r[f"{kind}_agrees"] else " ✗"
-            return f"{fmt(p)} / {fmt(m)}{mark}"
-
-        lines.append([r["op"], shape, r["dtype"], r["layout"], fmt(r["ms"]),
-                      fmt(base / r["ms"]) if base else "—", pair("ld"), pair("st"),
-                      f"{r['ld_instructions_predicted']} / {r['ld_instructions_measured']:.0f}",
-                      f"{r['st_instructions_predicted']} / {r['st_instructions_measured']:.0f}"])
-    ok = sum(r["ld_agrees"] and r["st_agrees"] for r in doc["results"])
-    return "\n".join([
+        counts = [f"{k} {v['instructions_predicted']} / {v['instructions_measured']:.0f}"
+                  for k, v in r["kinds"].items() if not v["instructions_agree"]]
+        lines.append([r["op"], ", ".join(f"{k}={v}" for k, v in r["shape"].items()), r["dtype"], r["layout"],
+                      fmt(r["ms"]), fmt(base / r["ms"]) if base else "—"]
+                     + [trio(r["kinds"].get(k)) for k in kinds] + ["; ".join(counts) or "✓"])
+    ok = sum(all(k["agrees"] for k in r["kinds"].values()) for r in doc["results"])
+    ok_hw = sum(all(k["agrees_hardware"] for k in r["kinds"].values()) for r in doc["results"])
+    probes_ok = sum(p["agrees"] for p in doc.get("probes", []))
+    out = [
         "## Bank conflicts: predicted vs measured\n",
         f"- date: {doc['date']} (UTC)\n- device: {doc['device']}\n- commit: {doc['commit']}\n",
-        "Each operator x layout x dtype runs once under Nsight Compute (`ncu --clock-control none`, "
-        "`bench/ncu.py`). *predicted* is `bankops.explain`'s wavefronts per shared-memory instruction "
-        "for the launch (the kernels' own coordinate functions and layout functors, replayed through the "
-        "bank model); *measured* is `l1tex__data_pipe_lsu_wavefronts_mem_shared_op_{ld,st}.sum` over "
-        "`smsp__sass_inst_executed_op_shared_{ld,st}.sum` for the same launches. 1.00 is conflict-free "
-        "for 4-byte accesses (8-byte accesses need 2 wavefronts, 16-byte accesses 4). ✗ marks a "
-        f"prediction more than {tol:.0%} off. Instruction counts (predicted / measured) per launch check "
-        "that the trace lists every shared-memory instruction. *ms*: median runtime (CUDA events, outside "
-        f"the profiler); *x none*: speed relative to the `none` layout. {ok} of {len(doc['results'])} "
-        f"cases agree within {tol:.0%}.\n",
-        md_table(["op", "problem", "dtype", "layout", "ms", "x none", "ld wavefronts/instr (pred / meas)",
-                  "st wavefronts/instr (pred / meas)", "ld instr (pred / meas)", "st instr (pred / meas)"], lines),
-    ])
+        "`bench/ncu.py` runs under Nsight Compute (`ncu --clock-control none`). *model* is the bank model's "
+        "wavefronts per warp-wide shared-memory instruction (`kernels/bank_model.h`); *SASS* is "
+        "`smsp__sass_l1tex_data_pipe_lsu_wavefronts_mem_shared_op_<kind>.sum`, which ncu derives from each "
+        "executed instruction's lane addresses; *hw* is the L1 hardware counter "
+        "`l1tex__data_pipe_lsu_wavefronts_mem_shared_op_<kind>.sum`, which also counts wavefronts a data bank "
+        "loses to other L1 traffic (global loads and stores share the banks); each over "
+        "`smsp__sass_inst_executed_op_<kind>.sum`. 1 is conflict-free for accesses of up to 4 bytes, 2 for "
+        f"8-byte and 4 for 16-byte accesses. ✗ marks a model more than {tol:.0%} off the SASS count.\n",
+    ]
+    if probe_lines:
+        out += [
+            "### The bank probe\n",
+            "One warp issues one access (`torch.ops.bankops._smem_probe`, PTX `ld/st.shared` of the given "
+            f"width) at the lane addresses named. {probes_ok} of {len(probe_lines)} patterns agree.\n",
+            md_table(["access", "width", "op", "model", "SASS", "hw", ""], probe_lines), "",
+        ]
+    out += [
+        "### Operators\n",
+        "Each operator x layout x dtype once; the model is `bankops.explain` for the launch (the kernels' own "
+        "coordinate functions and layout functors replayed through the bank model). Cells: wavefronts per "
+        "instruction, model / SASS / hw. *instructions*: ✓ when the trace lists exactly the shared-memory "
+        "instructions ncu counts, else predicted / measured. *ms*: median runtime (CUDA events, outside the "
+        f"profiler); *x none*: speed relative to `none`. {ok} of {len(doc['results'])} cases agree with SASS "
+        f"within {tol:.0%}, {ok_hw} with the hardware counter.\n",
+        md_table(["op", "problem", "dtype", "layout", "ms", "x none"] + kinds + ["instructions"], lines),
+    ]
+    if doc.get("unavailable"):
+        out.append(f"\nMetrics this ncu does not offer (not measured): {', '.join(doc['unavailable'])}.")
+    return "\n".join(out)
 
 
 def splice_ncu(out_dir):

@@ -24,33 +24,43 @@ struct BankCost {
   int ideal;       // with no conflict: one per phase that has an active lane
 };
 
-inline BankCost bank_cost(const WarpAccess& a) {
+// Serves an access word by word: calls visit(wavefront, phase, bank, lane) for every word
+// every active lane touches, where `wavefront` counts from 0 over the whole instruction (a
+// phase's k-th distinct word in a bank is served in the phase's k-th wavefront). Returns
+// the cost; bank_cost and the bank maps (bankops.plot_banks) both come from here.
+template <class Visit>
+BankCost bank_schedule(const WarpAccess& a, Visit&& visit) {
   const int lanes_per_phase = a.width <= kBankBytes ? kWarpLanes : 128 / a.width;
   const int words_per_lane = a.width <= kBankBytes ? 1 : a.width / kBankBytes;
   BankCost cost{0, 0};
   for (int p = 0; p < kWarpLanes; p += lanes_per_phase) {
-    uint32_t words[kWarpLanes];  // distinct words of this phase: at most 128 bytes' worth
-    int n = 0;
+    uint32_t words[kWarpLanes];  // distinct words of this phase (at most 128 bytes' worth)...
+    int rank[kWarpLanes];        // ...and each one's place in its bank's queue
+    int per_bank[kBanks] = {};
+    int n = 0, busiest = 0;
     for (int lane = p; lane < p + lanes_per_phase; ++lane) {
       if (!(a.active >> lane & 1u)) continue;
       for (int w = 0; w < words_per_lane; ++w) {
         const uint32_t word = a.addr[lane] / kBankBytes + w;
-        bool seen = false;
-        for (int i = 0; i < n && !seen; ++i) seen = words[i] == word;
-        if (!seen) words[n++] = word;
+        int i = 0;
+        while (i < n && words[i] != word) ++i;
+        if (i == n) {
+          words[n] = word;
+          rank[n++] = per_bank[word % kBanks]++;
+          busiest = per_bank[word % kBanks] > busiest ? per_bank[word % kBanks] : busiest;
+        }
+        visit(cost.wavefronts + rank[i], p / lanes_per_phase, static_cast<int>(word % kBanks), lane);
       }
     }
     if (n == 0) continue;
-    int per_bank[kBanks] = {};
-    int busiest = 0;
-    for (int i = 0; i < n; ++i) {
-      const int count = ++per_bank[words[i] % kBanks];
-      busiest = count > busiest ? count : busiest;
-    }
     cost.wavefronts += busiest;
     cost.ideal += 1;
   }
   return cost;
+}
+
+inline BankCost bank_cost(const WarpAccess& a) {
+  return bank_schedule(a, [](int, int, int, int) {});
 }
 
 }  // namespace bankops

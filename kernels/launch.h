@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 
 #include "gemm.h"
+#include "probe.h"
 #include "reduce.h"
 #include "transpose.h"
 
@@ -17,6 +18,12 @@ cudaError_t launch_reduce_sum(Layout layout, DType dtype, const void* x, void* o
 cudaError_t launch_transpose(Layout layout, const TransposeArgs& args, cudaStream_t stream);
 
 cudaError_t launch_gather(const GatherArgs& args, cudaStream_t stream);
+
+// The bank probe: addr holds 32 lane byte addresses (-1: the lane sits out), each a multiple
+// of width (1, 2, 4, 8 or 16) with addr + width <= kProbeSharedBytes; out gets 32 words, what
+// each lane loaded or stored. A load probe first fills shared memory with 4-byte stores, so
+// its one access is the only load.
+cudaError_t launch_smem_probe(const int64_t* addr, uint32_t* out, int width, bool store, cudaStream_t stream);
 
 cudaError_t launch_gemm(Layout layout, DType dtype, const GemmArgs& args, cudaStream_t stream);
 

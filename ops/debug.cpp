@@ -4,6 +4,8 @@
 
 #include <string>
 #include <string_view>
+#include <tuple>
+#include <vector>
 
 #include "../kernels/bank_model.h"
 #include "../kernels/gemm.h"
@@ -80,27 +82,57 @@ TileDescription find_tile(std::string_view tile, std::string_view layout) {
 at::Tensor tile_map(std::string_view tile, std::string_view layout) { return find_tile(tile, layout).map; }
 at::Tensor tile_info(std::string_view tile, std::string_view layout) { return find_tile(tile, layout).info; }
 
-// [wavefronts, ideal] of one warp-wide access: addr holds the 32 lanes' byte addresses.
-at::Tensor bank_cost_of(const at::Tensor& addr, int64_t width, int64_t active) {
-  TORCH_CHECK(addr.dim() == 1 && addr.numel() == kWarpLanes, "_bank_cost: expected addr to hold 32 lane addresses, got shape ",
+// One warp-wide access from Python: addr holds the 32 lanes' byte addresses.
+WarpAccess access_of(const at::Tensor& addr, int64_t width, int64_t active, const char* op) {
+  TORCH_CHECK(addr.dim() == 1 && addr.numel() == kWarpLanes, op, ": expected addr to hold 32 lane addresses, got shape ",
               addr.sizes());
-  TORCH_CHECK(width == 1 || width == 2 || width == 4 || width == 8 || width == 16,
-              "_bank_cost: expected width 1, 2, 4, 8 or 16 bytes, got ", width);
+  TORCH_CHECK(width == 1 || width == 2 || width == 4 || width == 8 || width == 16, op,
+              ": expected width 1, 2, 4, 8 or 16 bytes, got ", width);
   const at::Tensor a = addr.to(at::kLong).contiguous();
   WarpAccess access{{}, static_cast<uint32_t>(active), static_cast<int>(width)};
   for (int lane = 0; lane < kWarpLanes; ++lane) {
     const int64_t v = a.const_data_ptr<int64_t>()[lane];
-    TORCH_CHECK(v >= 0 && v % width == 0, "_bank_cost: lane ", lane, " address ", v, " is negative or not ", width,
+    TORCH_CHECK(v >= 0 && v % width == 0, op, ": lane ", lane, " address ", v, " is negative or not ", width,
                 "-byte aligned");
     access.addr[lane] = static_cast<uint32_t>(v);
   }
-  const BankCost cost = bank_cost(access);
+  return access;
+}
+
+// [wavefronts, ideal] of one warp-wide access.
+at::Tensor bank_cost_of(const at::Tensor& addr, int64_t width, int64_t active) {
+  const BankCost cost = bank_cost(access_of(addr, width, active, "_bank_cost"));
   return at::tensor(std::vector<int64_t>{cost.wavefronts, cost.ideal});
+}
+
+// Which lane each bank serves in each wavefront of one access (the bank maps of
+// bankops.plot_banks): lane [wavefronts, 32] (the lowest lane reading that word, -1: the
+// bank idles), sharers [wavefronts, 32] (lanes served by that word), phase [wavefronts].
+std::tuple<at::Tensor, at::Tensor, at::Tensor> bank_map(const at::Tensor& addr, int64_t width, int64_t active) {
+  const WarpAccess access = access_of(addr, width, active, "_bank_map");
+  const int n = bank_cost(access).wavefronts;
+  at::Tensor lane = at::full({n, kBanks}, -1, at::kLong), sharers = at::zeros({n, kBanks}, at::kLong);
+  at::Tensor phase = at::zeros({n}, at::kLong);
+  auto l = lane.accessor<int64_t, 2>();
+  auto s = sharers.accessor<int64_t, 2>();
+  auto p = phase.accessor<int64_t, 1>();
+  std::vector<uint32_t> seen(static_cast<size_t>(n) * kBanks, 0u);  // per cell: lanes counted, as a mask
+  bank_schedule(access, [&](int wave, int ph, int bank, int ln) {
+    p[wave] = ph;
+    if (l[wave][bank] < 0 || ln < l[wave][bank]) l[wave][bank] = ln;
+    uint32_t& mask = seen[static_cast<size_t>(wave) * kBanks + bank];
+    if (!(mask >> ln & 1u)) s[wave][bank] += 1;
+    mask |= 1u << ln;
+  });
+  return {lane, sharers, phase};
 }
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(bankops, CPU, m) { m.impl("_bank_cost", &bank_cost_of); }
+TORCH_LIBRARY_IMPL(bankops, CPU, m) {
+  m.impl("_bank_cost", &bank_cost_of);
+  m.impl("_bank_map", &bank_map);
+}
 
 TORCH_LIBRARY_IMPL(bankops, CompositeExplicitAutograd, m) {
   m.impl("_tile_map", &tile_map);

@@ -1,0 +1,12 @@
+// Argument checks of the bank probe (torch.ops.bankops._smem_probe), shared by its CPU
+// stub and its CUDA launcher.
+#pragma once
+#include <ATen/ATen.h>
+
+namespace bankops {
+
+// addr: integer [patterns, 32] of lane byte addresses, -1 for a lane that sits out; width:
+// 1, 2, 4, 8 or 16 bytes; every address aligned to width and inside the probe's buffer.
+void check_probe(const at::Tensor& addr, int64_t width);
+
+}  // namespace bankops

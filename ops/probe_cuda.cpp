@@ -1,0 +1,30 @@
+// torch.ops.bankops._smem_probe on CUDA: one launch of the bank probe per pattern, so that a
+// profiler sees one kernel per pattern (bench/ncu.py --probe).
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/library.h>
+
+#include "../kernels/launch.h"
+#include "probe.h"
+
+namespace bankops {
+namespace {
+
+at::Tensor smem_probe_cuda(const at::Tensor& addr, int64_t width, bool store) {
+  check_probe(addr, width);
+  const c10::cuda::CUDAGuard guard(addr.device());
+  const at::Tensor a = addr.to(at::kLong).contiguous();
+  at::Tensor out = at::empty({a.size(0), 32}, a.options().dtype(at::kInt));
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  for (int64_t p = 0; p < a.size(0); ++p)
+    C10_CUDA_CHECK(launch_smem_probe(a[p].const_data_ptr<int64_t>(), reinterpret_cast<uint32_t*>(out[p].mutable_data_ptr<int32_t>()),
+                                     static_cast<int>(width), store, stream));
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(bankops, CUDA, m) { m.impl("_smem_probe", &smem_probe_cuda); }
+
+}  // namespace bankops

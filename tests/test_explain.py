@@ -1,0 +1,199 @@
+"""bankops.explain (each kernel's shared-memory instructions through the bank model), the
+bank maps of bankops.plot_banks and the bank probe's arguments. The predictions themselves
+are checked against Nsight Compute by bench/ncu.py on the GPU."""
+import pytest
+import torch
+
+import bankops
+from bankops.explain import OPS
+from conftest import LAYOUTS, requires_cuda
+
+LANES = torch.arange(32)
+F32, F16, BF16, F64 = torch.float32, torch.float16, torch.bfloat16, torch.float64
+
+# (op, dtype, shape) for every kernel family and accumulator width the operators launch.
+CALLS = [
+    ("transpose", dt, dict(shape=(256, 320)))
+    for dt in (torch.int8, F16, F32, F64, torch.complex128)
+] + [
+    ("reduce_sum", dt, shape)
+    for dt in (F16, F32, F64, torch.int32)
+    for shape in (dict(shape=(1 << 20,)), dict(shape=(64, 4096), dim=-1), dict(shape=(4096, 96), dim=0),
+                  dict(shape=(8, 300, 40), dim=1))
+] + [
+    ("gemm", dt, dict(m=256, n=192, k=160, a_transposed=at, b_transposed=bt))
+    for dt in (F16, BF16, F32, F64)
+    for at, bt in ((False, False), (True, True))
+]
+
+
+def ids(call):
+    op, dt, shape = call
+    return f"{op}-{str(dt).replace('torch.', '')}-" + "-".join(f"{k}={v}" for k, v in shape.items())
+
+
+def conflicts(report):
+    return sum(r["wavefronts"] - r["ideal"] for r in report.rows)
+
+
+@pytest.mark.parametrize("call", CALLS, ids=ids)
+def test_layouts_keep_their_promise(call):
+    """swizzle: no bank conflict on any instruction; pad: fewer than none; none: conflicts
+    (the point of the package, predicted from the kernels' own index functions)."""
+    op, dtype, shape = call
+    none, pad, swizzle = (bankops.explain(op, layout, dtype, **shape) for layout in LAYOUTS)
+    assert conflicts(none) > 0
+    assert conflicts(pad) < conflicts(none)
+    assert [r["instruction"] for r in swizzle.rows if r["wavefronts"] != r["ideal"]] == []
+    # The layouts change where values sit, never which instructions run.
+    assert [(r["instruction"], r["count"]) for r in none.rows] == [(r["instruction"], r["count"]) for r in swizzle.rows]
+
+
+@pytest.mark.parametrize("call", CALLS, ids=ids)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_rows_are_consistent(call, layout):
+    op, dtype, shape = call
+    rep = bankops.explain(op, layout, dtype, **shape)
+    assert rep.rows, "every operator stages through shared memory"
+    for i, r in enumerate(rep.rows):
+        assert r["op"] in OPS
+        assert r["width"] in (1, 2, 4, 8, 16)
+        assert r["count"] > 0 and r["iterations"] > 0
+        assert r["ideal"] <= r["wavefronts"] <= 32 * r["count"]
+        assert r["per_instruction"] == pytest.approx(r["wavefronts"] / r["count"])
+        assert r["conflicts"] == (r["wavefronts"] - r["ideal"]) * r["iterations"]
+        # The worst warp access is a real access, and the model costs it as recorded.
+        addr, width = rep.worst_access(i)
+        active = sum(1 << lane for lane, a in enumerate(addr) if a >= 0)
+        cost = torch.ops.bankops._bank_cost(torch.tensor([max(a, 0) for a in addr]), width, active).tolist()
+        assert cost[0] == r["worst_wavefronts"] >= r["per_instruction"]
+    for kind, t in rep.totals.items():
+        rows = [r for r in rep.rows if r["op"] == kind]
+        assert t["instructions"] == sum(r["count"] * r["iterations"] for r in rows)
+        assert t["wavefronts"] == sum(r["wavefronts"] * r["iterations"] for r in rows)
+    assert rep.conflicts == sum(r["conflicts"] for r in rep.rows)
+
+
+def test_transpose_column_read_costs_what_seed_004_says():
+    """The transpose's tile-column read under none: 32 lanes in one bank (float32)."""
+    rep = bankops.explain("transpose", "none", F32, shape=(4096, 4096))
+    worst = max(rep.rows, key=lambda r: r["per_instruction"])
+    assert worst["op"] == "ld" and worst["worst_wavefronts"] == 32
+    assert bankops.explain("transpose", "pad", F32, shape=(4096, 4096)).conflicts == 0
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_totals_scale_with_the_problem(layout):
+    one = bankops.explain("transpose", layout, F32, shape=(100, 200))
+    three = bankops.explain("transpose", layout, F32, shape=(3, 100, 200))
+    for kind in ("ld", "st"):
+        assert three.totals[kind]["instructions"] == 3 * one.totals[kind]["instructions"] > 0
+        assert three.totals[kind]["wavefronts"] == 3 * one.totals[kind]["wavefronts"]
+    g1 = bankops.explain("gemm", layout, F64, m=128, n=128, k=128)
+    g2 = bankops.explain("gemm", layout, F64, m=128, n=128, k=128, batch=2)
+    assert g2.conflicts == 2 * g1.conflicts
+    assert {k: 2 * v["instructions"] for k, v in g1.totals.items()} == {k: v["instructions"] for k, v in g2.totals.items()}
+
+
+def test_table_and_empty_problems():
+    text = str(bankops.explain("reduce_sum", "none", F32, shape=(4096, 96), dim=0))
+    assert "instruction" in text and "per launch, ld:" in text and "conflicts" in text
+    empty = bankops.explain("transpose", "none", F32, shape=(0, 64))
+    assert all(r["iterations"] == 0 for r in empty.rows) and empty.conflicts == 0
+
+
+def test_bad_arguments_are_named():
+    with pytest.raises(ValueError, match="unknown op 'matmul'"):
+        bankops.explain("matmul", "none", m=1, n=1, k=1)
+    with pytest.raises(ValueError, match="expected m=, n= and k="):
+        bankops.explain("gemm", "none", m=4)
+    with pytest.raises(ValueError, match="expected shape="):
+        bankops.explain("transpose", "none", shape=(5,))
+    with pytest.raises(RuntimeError, match="'diagonal'.*none, pad, swizzle"):
+        bankops.explain("transpose", "diagonal", shape=(4, 4))
+    with pytest.raises(RuntimeError, match="gemm takes float32, float16, bfloat16 or float64"):
+        bankops.explain("gemm", "pad", torch.int32, m=4, n=4, k=4)
+    with pytest.raises(ValueError, match="no instruction matches 'ldmatrix'"):
+        bankops.explain("transpose", "pad", shape=(64, 64)).find("ldmatrix")
+
+
+@pytest.mark.parametrize("width", [1, 2, 4, 8, 16])
+def test_bank_map_is_the_model_schedule(width):
+    """Every active lane's words appear in the map of its phase, the rows are the model's
+    wavefronts, and a bank serves at most one word per wavefront."""
+    for trial in range(20):
+        addr = width * torch.randint(0, 4096 // width, (32,))
+        active = int(torch.randint(1, 2**32, ()).item()) if trial % 2 else -1
+        lane, sharers, phase = torch.ops.bankops._bank_map(addr, width, active)
+        wavefronts, _ = torch.ops.bankops._bank_cost(addr, width, active).tolist()
+        assert lane.shape == sharers.shape == (wavefronts, 32) and phase.shape == (wavefronts,)
+        assert ((lane >= 0) == (sharers > 0)).all()
+        lanes_per_phase = 32 if width <= 4 else 128 // width
+        words = max(width // 4, 1)
+        served = sharers.sum().item()
+        mask = active & 0xFFFFFFFF
+        expected = 0
+        for p in range(32 // lanes_per_phase):
+            group = [ln for ln in range(p * lanes_per_phase, (p + 1) * lanes_per_phase) if mask >> ln & 1]
+            seen = {(int(addr[ln]) // 4 + w, ln) for ln in group for w in range(words)}
+            expected += len(seen)
+            assert set(lane[phase == p][lane[phase == p] >= 0].tolist()) <= set(group)
+        assert served == expected
+
+
+def test_bank_map_of_a_column_walk():
+    lane, sharers, phase = torch.ops.bankops._bank_map(4 * 32 * LANES, 4)
+    assert lane.shape == (32, 32) and (lane[:, 0] == LANES).all() and (lane[:, 1:] == -1).all()
+    lane, sharers, _ = torch.ops.bankops._bank_map(torch.full((32,), 4 * 5), 4)
+    assert lane.shape == (1, 32) and lane[0, 5] == 0 and sharers[0, 5] == 32
+
+
+def test_plot_banks_draws_the_worst_warp(tmp_path):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "map.png"
+    fig = bankops.plot_banks("transpose", "none", "lds", dtype=F32, path=path, shape=(64, 64))
+    assert path.stat().st_size > 1000
+    ax = fig.axes[0]
+    assert len(ax.get_yticks()) == 32  # 32 wavefronts: the column walk of seed 004
+    fig = bankops.plot_banks("transpose", "swizzle", "lds", dtype=F32, shape=(64, 64))
+    assert len(fig.axes[0].get_yticks()) == 1
+
+
+def test_probe_arguments_are_checked():
+    good = torch.zeros(1, 32, dtype=torch.long)
+    with pytest.raises(RuntimeError, match="width 1, 2, 4, 8 or 16"):
+        torch.ops.bankops._smem_probe(good, 3)
+    with pytest.raises(RuntimeError, match=r"shape \[patterns, 32\]"):
+        torch.ops.bankops._smem_probe(torch.zeros(32, dtype=torch.long), 4)
+    with pytest.raises(RuntimeError, match="integer byte addresses"):
+        torch.ops.bankops._smem_probe(good.float(), 4)
+    with pytest.raises(RuntimeError, match=r"addr\[0\]\[3\] = 6 is not -1 or a 4-byte aligned"):
+        torch.ops.bankops._smem_probe(torch.tensor([[0, 0, 0, 6] + [0] * 28]), 4)
+    with pytest.raises(RuntimeError, match="below"):
+        torch.ops.bankops._smem_probe(torch.full((1, 32), 48 * 1024), 4)
+    with pytest.raises(RuntimeError, match="expected addr on a CUDA device"):
+        torch.ops.bankops._smem_probe(good, 4)
+
+
+@requires_cuda
+@pytest.mark.parametrize("width", [1, 2, 4, 8, 16])
+def test_probe_reads_and_writes_what_it_is_told(width):
+    """A load probe reads the fill pattern (4-byte word i holds i) at each lane's address; a
+    store probe reports the value it stored; a lane that sits out reports 0."""
+    addr = width * torch.randint(0, 4096 // width, (2, 32))
+    addr[1, ::3] = -1
+    got = torch.ops.bankops._smem_probe(addr.cuda(), width).cpu()
+    words = max(width // 4, 1)
+    for p in range(2):
+        for ln in range(32):
+            a = int(addr[p, ln])
+            if a < 0:
+                assert got[p, ln] == 0
+                continue
+            expect = 0
+            for w in range(words):
+                word = a // 4 + w
+                expect ^= (word >> (8 * (a % 4)) & 0xFF) if width == 1 else (word >> (8 * (a % 4)) & 0xFFFF) if width == 2 else word
+            assert got[p, ln] == expect, (p, ln, a)
+    stored = torch.ops.bankops._smem_probe(addr.cuda(), width, True).cpu()
+    assert ((stored == 0x1000 + LANES) | (addr < 0)).all() and (stored[addr < 0] == 0).all()
