@@ -5,6 +5,12 @@
 // quarter-warps for 16-byte accesses (and ldmatrix rows). Inside a phase, lanes that
 // touch the same 4-byte word share it (broadcast), and a bank delivers one word per
 // wavefront, so a phase takes as many wavefronts as its busiest bank has distinct words.
+//
+// One more rule, measured on the H100 with the bank probe (bench/ncu.py): when every pair
+// of neighbouring lanes (2j, 2j+1) asks for one address, an 8 or 16-byte access is served
+// as if each pair were one lane, in phases twice as long (8 bytes: one phase for the warp;
+// 16 bytes: half-warps). Lanes that share an address further apart do not count: with
+// lane i and i+16 reading the same 8 bytes the warp still takes two phases.
 #pragma once
 #include <cstdint>
 
@@ -24,13 +30,20 @@ struct BankCost {
   int ideal;       // with no conflict: one per phase that has an active lane
 };
 
+// True when no pair of neighbouring active lanes asks for two different addresses.
+inline bool pairs_share(const WarpAccess& a) {
+  for (int lane = 0; lane < kWarpLanes; lane += 2)
+    if ((a.active >> lane & 3u) == 3u && a.addr[lane] != a.addr[lane + 1]) return false;
+  return true;
+}
+
 // Serves an access word by word: calls visit(wavefront, phase, bank, lane) for every word
 // every active lane touches, where `wavefront` counts from 0 over the whole instruction (a
 // phase's k-th distinct word in a bank is served in the phase's k-th wavefront). Returns
 // the cost; bank_cost and the bank maps (bankops.plot_banks) both come from here.
 template <class Visit>
 BankCost bank_schedule(const WarpAccess& a, Visit&& visit) {
-  const int lanes_per_phase = a.width <= kBankBytes ? kWarpLanes : 128 / a.width;
+  const int lanes_per_phase = a.width <= kBankBytes ? kWarpLanes : 128 / a.width * (pairs_share(a) ? 2 : 1);
   const int words_per_lane = a.width <= kBankBytes ? 1 : a.width / kBankBytes;
   BankCost cost{0, 0};
   for (int p = 0; p < kWarpLanes; p += lanes_per_phase) {

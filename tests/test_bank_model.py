@@ -51,6 +51,39 @@ def test_wide_accesses_are_served_in_phases():
     assert cost(2 * LANES, width=2) == (1, 1)  # two 16-bit lanes per word
 
 
+# (8 or 16-byte lane addresses, wavefronts the H100 needs): bench/ncu.py's bank probe,
+# smsp__sass_l1tex_data_pipe_lsu_wavefronts_mem_shared_op_ld, 2026-11-23.
+MEASURED_WIDE = [
+    (8, [512] * 32, 1),                                    # broadcast: pairs share, one phase
+    (8, torch.where(LANES < 16, 0, 8), 1),                 # halves read X and X+8
+    (8, torch.where(LANES < 16, 0, 128), 2),               # same bank, two words
+    (8, 8 * (LANES % 16), 2),                              # lanes i and i+16 share: still two phases
+    (8, 8 * ((LANES + 16) % 32), 2),
+    (8, 8 * (LANES // 2), 1),                              # pairs share: 16 doubles, one phase
+    (8, 16 * LANES, 4),
+    (8, 264 * LANES, 2),                                   # a padded float64 column
+    (8, 256 * LANES, 32),
+    (16, [1024] * 32, 2),                                  # broadcast: pairs share, half-warps
+    (16, 16 * (LANES % 8), 4),                             # lanes i, i+8, ... share: quarter-warps
+    (16, 16 * (LANES // 8), 2),
+    (16, 16 * (LANES // 4), 2),
+    (16, 32 * LANES, 8),
+    (16, 144 * LANES, 4),
+]
+
+
+@pytest.mark.parametrize("width, addr, wavefronts", MEASURED_WIDE)
+def test_wide_accesses_as_measured(width, addr, wavefronts):
+    assert cost(addr, width=width)[0] == wavefronts
+
+
+def test_pairs_that_share_only_where_both_lanes_run():
+    pairs = 8 * (LANES // 2)
+    assert cost(pairs, width=8) == (1, 1)
+    assert cost(torch.where(LANES == 31, 160, pairs), width=8) == (2, 2)  # one pair differs: half-warps
+    assert cost(4 * LANES * (LANES % 2 == 0), width=8, active=0x55555555) == (1, 1)  # partners sit out
+
+
 def tile_addresses(name, layout, rows, col, elem_bytes):
     offsets = torch.ops.bankops._tile_map(name, layout)
     return offsets[rows, col] * elem_bytes
