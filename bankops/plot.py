@@ -17,10 +17,11 @@ def bank_map(addr, width, active=-1):
     return torch.ops.bankops._bank_map(torch.as_tensor(addr), width, active)
 
 
-def plot_banks(op, layout="swizzle", instruction=0, dtype=torch.float32, path=None, num_sms=None, **shape):
+def plot_banks(op, layout="swizzle", instruction=0, dtype=torch.float32, path=None, ax=None, num_sms=None, **shape):
     """Draws the bank map of one instruction of ``op`` under ``layout`` (a 32-bank x wavefront
     grid, cells coloured and numbered by lane; rows past a phase's first are bank conflicts,
-    marked red) and returns the matplotlib Figure; ``path`` also saves it (PNG).
+    marked red) and returns the matplotlib Figure; ``path`` also saves it (PNG), ``ax`` draws
+    into an existing Axes instead of a new figure.
 
     ``instruction``: a row index of ``bankops.explain(op, layout, dtype, **shape).rows`` or a
     substring of its ``kernel: instruction``. Shapes as for :func:`bankops.explain`.
@@ -36,7 +37,9 @@ def plot_banks(op, layout="swizzle", instruction=0, dtype=torch.float32, path=No
     lane, sharers, phase = (t.tolist() for t in bank_map([max(a, 0) for a in addr], width, active))
 
     waves = len(lane)
-    fig, ax = plt.subplots(figsize=(12, 0.8 + 0.34 * max(waves, 1)))
+    if ax is None:
+        _, ax = plt.subplots(figsize=(12, 0.8 + 0.34 * max(waves, 1)))
+    fig = ax.figure
     cmap = plt.get_cmap("hsv")
     first_of_phase = [w == 0 or phase[w] != phase[w - 1] for w in range(waves)]
     for w in range(waves):

@@ -208,7 +208,24 @@ def plots(rows, meta, plot_dir):
         fig.tight_layout()
         fig.savefig(os.path.join(plot_dir, f"{op}.png"), dpi=110)
         plt.close(fig)
+    bank_map(plot_dir, plt)
     return True
+
+
+def bank_map(plot_dir, plt):
+    """plots/bank_map.png: the transpose's tile-column read under none and swizzle, as the bank
+    model serves it (bankops.plot_banks): the picture in the README."""
+    import bankops
+
+    shape = dict(shape=(64, 64))
+    rows = bankops.explain("transpose", "none", torch.float32, **shape).rows
+    worst = max(range(len(rows)), key=lambda i: rows[i]["worst_wavefronts"])  # the tile-column read
+    fig, axes = plt.subplots(2, 1, figsize=(12, 13), gridspec_kw=dict(height_ratios=[32, 2.5]))
+    for ax, layout in zip(axes, ("none", "swizzle")):
+        bankops.plot_banks("transpose", layout, worst, torch.float32, ax=ax, **shape)
+    fig.tight_layout()
+    fig.savefig(os.path.join(plot_dir, "bank_map.png"), dpi=110)
+    plt.close(fig)
 
 
 def summary(rows, meta):
