@@ -14,11 +14,13 @@ import torch
 
 from . import _C  # noqa: F401  (loading the library registers torch.ops.bankops.*)
 from . import _fake  # noqa: F401  (shape functions for torch.compile)
+from . import _autograd  # noqa: F401  (backward formulas)
+from . import nn
 from .explain import explain
 
 LAYOUTS = ("none", "pad", "swizzle")
 
-__all__ = ["LAYOUTS", "reduce_sum", "transpose", "gemm", "explain"]
+__all__ = ["LAYOUTS", "reduce_sum", "transpose", "gemm", "explain", "nn"]
 
 
 def reduce_sum(x, dim=None, keepdim=False, layout="swizzle"):
