@@ -97,3 +97,16 @@ def test_compiled_mlp_matches_torch(device, layout):
         for (name, p), q in zip(mine.named_parameters(), ref.parameters()):
             torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=lambda m: f"{name}: {m}")
             p.grad = q.grad = None
+
+
+def test_example_runs():
+    """examples/train_mlp.py end to end, eagerly and tiny (the compiled run is the README's)."""
+    import importlib.util
+    import os
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "train_mlp.py")
+    spec = importlib.util.spec_from_file_location("train_mlp", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    args = ["--device", "cpu", "--steps", "4", "--warmup", "1", "--batch", "8", "--sizes", "8,16,4", "--no-compile"]
+    assert example.main(args) == 0
