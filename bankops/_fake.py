@@ -2,6 +2,12 @@
 import torch
 
 _LAYOUTS = ("none", "pad", "swizzle")
+# The dtypes ops/ admits, so a compiled graph refuses at trace time what eager refuses.
+_REDUCE_DTYPES = (
+    torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+    torch.float16, torch.bfloat16, torch.float32, torch.float64,
+)
+_GEMM_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 
 
 def _check_layout(op, layout):
@@ -20,6 +26,11 @@ def _wrap_dim(op, arg, dim, ndim):
 @torch.library.register_fake("bankops::reduce_sum")
 def _reduce_sum(x, dim=None, keepdim=False, layout="swizzle"):
     _check_layout("reduce_sum", layout)
+    torch._check(
+        x.dtype in _REDUCE_DTYPES,
+        lambda: f"reduce_sum: x has dtype {x.dtype}; expected one of bool, uint8, int8, int16, int32, int64, "
+        "float16, bfloat16, float32, float64",
+    )
     dtype = x.dtype if x.dtype.is_floating_point else torch.int64
     if dim is None:
         shape = [1] * x.dim() if keepdim else []
@@ -39,6 +50,10 @@ def _reduce_sum(x, dim=None, keepdim=False, layout="swizzle"):
 @torch.library.register_fake("bankops::transpose")
 def _transpose(x, dim0=-2, dim1=-1, layout="swizzle"):
     _check_layout("transpose", layout)
+    torch._check(
+        x.element_size() in (1, 2, 4, 8, 16),
+        lambda: f"transpose: x has dtype {x.dtype} of {x.element_size()} bytes; expected elements of 1, 2, 4, 8 or 16 bytes",
+    )
     shape = list(x.shape)
     d0 = _wrap_dim("transpose", "dim0", dim0, x.dim())
     d1 = _wrap_dim("transpose", "dim1", dim1, x.dim())
@@ -52,7 +67,11 @@ def _gemm(a, b, layout="swizzle"):
     _check_layout("gemm", layout)
     torch._check(a.dim() in (2, 3), lambda: f"gemm: expected a to be 2-D (M, K) or 3-D (B, M, K), got {a.dim()}-D")
     torch._check(b.dim() == a.dim(), lambda: f"gemm: expected b to be {a.dim()}-D like a, got {b.dim()}-D")
+    torch._check(
+        a.dtype in _GEMM_DTYPES, lambda: f"gemm: a has dtype {a.dtype}; expected float32, float16, bfloat16 or float64"
+    )
     torch._check(b.dtype == a.dtype, lambda: f"gemm: b has dtype {b.dtype} but a has {a.dtype}")
+    torch._check(a.device == b.device, lambda: f"gemm: a is on {a.device} but b is on {b.device}")
     torch._check(a.shape[-1] == b.shape[-2], lambda: f"gemm: a's columns ({a.shape[-1]}) must equal b's rows ({b.shape[-2]})")
     if a.dim() == 3:
         torch._check(a.shape[0] == b.shape[0], lambda: f"gemm: a has batch size {a.shape[0]} but b has {b.shape[0]}")

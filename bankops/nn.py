@@ -1,0 +1,48 @@
+"""Modules built on bankops' operators."""
+import torch
+
+from . import _autograd  # noqa: F401  (Linear's backward runs through these formulas)
+
+__all__ = ["Linear"]
+
+_LAYOUTS = ("none", "pad", "swizzle")
+
+
+class Linear(torch.nn.Linear):
+    """``torch.nn.Linear`` whose matrix product is ``bankops.gemm`` with a chosen ``layout``.
+
+    Same parameters, initialisation and state dict as ``torch.nn.Linear`` (it is one), so
+    it replaces it in a model or loads its weights. Inputs may have any number of leading
+    dims; they are flattened to rows for one 2-D gemm, and ``weight.t()`` is read in place.
+    The backward runs bankops.gemm with the same layout.
+    """
+
+    def __init__(self, in_features, out_features, bias=True, device=None, dtype=None, layout="swizzle"):
+        if layout not in _LAYOUTS:
+            raise ValueError(f"Linear: unknown layout '{layout}' for argument layout; expected one of: {', '.join(_LAYOUTS)}")
+        super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
+        self.layout = layout
+
+    @classmethod
+    def from_torch(cls, linear, layout="swizzle"):
+        """A bankops Linear sharing ``linear``'s parameters (no copy)."""
+        new = cls(linear.in_features, linear.out_features, bias=linear.bias is not None, device="meta", layout=layout)
+        new.weight = linear.weight
+        new.bias = linear.bias
+        return new
+
+    def forward(self, x):
+        # Without this a wrong width would reshape into the wrong number of rows silently.
+        # (A plain raise: dynamo cannot trace a torch._check message that formats x.)
+        if x.dim() == 0 or x.shape[-1] != self.in_features:
+            raise RuntimeError(
+                f"Linear: input has shape {tuple(x.shape)}; expected its last dim to be in_features={self.in_features}"
+            )
+        lead = x.shape[:-1]
+        y = torch.ops.bankops.gemm(x.reshape(-1, self.in_features), self.weight.t(), self.layout)
+        if self.bias is not None:
+            y = y + self.bias
+        return y.reshape(*lead, self.out_features)
+
+    def extra_repr(self):
+        return f"{super().extra_repr()}, layout={self.layout!r}"
