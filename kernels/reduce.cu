@@ -132,10 +132,10 @@ reduce_rows_kernel(const In* __restrict__ x, Out* __restrict__ out, int64_t oute
 // thread (lane, g) owns the VEC adjacent columns c0 + lane * VEC + j and rows g, g + 8, ...
 // out[(o * splits + split) * inner + c] gets each column's partial.
 template <class Tile, int VEC, class In, class Acc, class Out>
-__global__ void __launch_bounds__(kReduceThreads, 4)
+__global__ void __launch_bounds__(kReduceThreads, 2)
 reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ out, int64_t outer, int64_t len, int64_t inner,
                    int64_t chunk, int64_t splits) {
-  constexpr int U = kReduceUnroll, RG = kReduceRowGroups, ROWS = kReduceWarp * VEC;
+  constexpr int U = kReduceColsUnroll, RG = kReduceRowGroups, ROWS = kReduceWarp * VEC;
   __shared__ __align__(16) Acc tile[Tile::kSize];
   const int tid = threadIdx.x, lane = tid % kReduceWarp, g = tid / kReduceWarp;
   const int64_t c0 = int64_t(blockIdx.x) * ROWS;

@@ -20,8 +20,9 @@ namespace bankops {
 
 constexpr int kReduceThreads = 256;
 constexpr int kReduceWarp = 32;
-// 16-byte loads in flight per thread before any of them is added.
-constexpr int kReduceUnroll = 8;
+// 16-byte loads in flight per thread before any of them is added: rows kernels run 4
+// blocks per SM, columns kernels (often fewer blocks than 4 per SM) 2 with twice the loads.
+constexpr int kReduceUnroll = 8, kReduceColsUnroll = 16;
 // Columns kernel: a warp covers 32 vectors of adjacent columns; the 8 warps are row groups.
 constexpr int kReduceRowGroups = kReduceThreads / kReduceWarp;
 constexpr int kLoadBytes = 16;
