@@ -127,7 +127,9 @@ def gpu_cases():
         *[transpose((8192, 8192), dt, quick=dt == f32) for dt in (f32, f16, bf16, torch.int8, f64)],
         transpose((64, 1024, 1024), f32),
         transpose((4097, 8191), f32, quick=True),
-        *[reduce_sum((n_full,), dt, quick=dt == f32) for dt in (f32, f16, bf16)],
+        # reduce_sum: 1 GiB of each float type, rows (dim=-1), columns (dim=0), a middle dim
+        reduce_sum((n_full,), f32, quick=True),
+        *[reduce_sum((2 * n_full,), dt) for dt in (f16, bf16)],
         reduce_sum((32768, 1024), f32, dim=-1, quick=True),
         reduce_sum((1024, 32768), f32, dim=0),
         reduce_sum((256, 512, 256), f32, dim=1),

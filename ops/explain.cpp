@@ -38,7 +38,7 @@ SmemTrace trace_op(std::string_view op, Layout layout, at::ScalarType dtype, con
     expect(3, "[outer, len, inner]");
     TORCH_CHECK(num_sms > 0, "_smem_trace: num_sms must be positive, got ", num_sms);
     const ReduceShape s{positive(p, 0, "outer"), positive(p, 1, "len"), positive(p, 2, "inner")};
-    trace_reduce_sum(layout, acc_bytes(to_dtype(dtype)), s, static_cast<int>(num_sms), trace);
+    trace_reduce_sum(layout, to_dtype(dtype), s, static_cast<int>(num_sms), trace);
   } else if (op == "gemm") {
     expect(6, "[batch, m, n, k, a_k_contiguous, b_k_contiguous]");
     TORCH_CHECK(dtype == at::kFloat || dtype == at::kHalf || dtype == at::kBFloat16 || dtype == at::kDouble,

@@ -4,6 +4,8 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
+#include <cstdint>
+
 #include "../kernels/launch.h"
 #include "common.h"
 #include "reduce_sum.h"
@@ -27,7 +29,11 @@ at::Tensor reduce_sum_cuda(const at::Tensor& x, std::optional<int64_t> dim, bool
   if (out.numel() == 0) return out;
   const at::Tensor xc = x.contiguous();
   const DType dt = to_dtype(x.scalar_type());
-  const ReducePlan plan = plan_reduce(g.shape, multiprocessor_count(x.get_device()));
+  // Column vectors need every row of x on a 16-byte boundary; rows handle their own
+  // unaligned head and tail.
+  const bool aligned = reinterpret_cast<uintptr_t>(xc.const_data_ptr()) % kLoadBytes == 0 &&
+                       (g.shape.inner * static_cast<int64_t>(xc.element_size())) % kLoadBytes == 0;
+  const ReducePlan plan = plan_reduce(g.shape, dt, multiprocessor_count(x.get_device()), aligned);
   at::Tensor workspace;
   if (plan.workspace > 0) workspace = at::empty({plan.workspace * acc_bytes(dt)}, x.options().dtype(at::kByte));
   C10_CUDA_CHECK(launch_reduce_sum(l, dt, xc.const_data_ptr(), out.mutable_data_ptr(),

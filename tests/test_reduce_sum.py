@@ -5,23 +5,26 @@ import pytest
 import torch
 
 import bankops
-from conftest import LAYOUTS, assert_close_bound, eps, random_tensor, requires_cuda
+from conftest import LAYOUTS, as_bytes, assert_close_bound, eps, random_tensor, requires_cuda
 
 FLOATS = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
 INTS = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
 
-# (shape, dim, keepdim): 0-d, empty, one element, around the 256-thread tree and the
-# 32-column tile, long rows and columns that split into a second pass, grids past 65535.
+# (shape, dim, keepdim): 0-d, empty, one element, around the 256-thread tree, the warp
+# per row (rows up to 8192) and the block per row, rows whose length leaves a scalar tail
+# after the 16-byte vectors; columns with 16-byte vectors (inner * itemsize a multiple of 16)
+# and without; long rows and columns that split into a second pass, grids past 65535.
 CASES = [
     ((), None, False), ((), 0, False), ((), -1, True),
     ((0,), None, False), ((1,), None, False), ((7,), None, True),
     ((255,), None, False), ((256,), None, False), ((257,), None, False), ((4097,), None, False),
-    ((100_003,), None, False),
+    ((8192,), None, False), ((8193,), None, False), ((100_003,), None, False),
     ((3, 0, 5), None, False), ((3, 0, 5), 1, False), ((3, 0, 5), 0, True),
     ((1, 1), 0, False), ((33, 65), 0, False), ((33, 65), 1, False), ((33, 65), -1, True),
     ((2, 3, 5, 7), 2, False), ((2, 3, 5, 7), 0, True), ((31, 33, 2), 1, False),
-    ((7, 40_000), 1, False), ((5_000, 40), 0, False),
-    ((70_000, 3), 1, False), ((70_000, 3, 2), 1, False),
+    ((7, 40_000), 1, False), ((2, 16_385), 1, False), ((5_000, 40), 0, False),
+    ((37, 512), 0, True), ((3, 300, 64), 1, False), ((600, 1040), 0, False),
+    ((70_000, 3), 1, False), ((70_000, 3, 2), 1, False), ((600_000, 2), 1, False),
 ]
 CASE_IDS = [f"{'x'.join(map(str, s)) or 'scalar'}-dim{d}{'-keep' if k else ''}" for s, d, k in CASES]
 
@@ -100,26 +103,69 @@ def test_cuda_noncontiguous(layout, make, dim):
 
 
 @requires_cuda
-@pytest.mark.parametrize("shape,dim", [((3_000_001,), None), ((257, 3000), 0), ((3000, 257), 1), ((64, 50, 33), 1)])
-def test_deterministic_and_layout_independent(shape, dim):
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int8], ids=str)
+@pytest.mark.parametrize("shape,dim", [((1001,), None), ((9, 10_001), 1), ((5, 7, 64), 0), ((300, 64), 0)])
+def test_cuda_unaligned_start(layout, dtype, shape, dim):
+    """A view that starts one element past a 16-byte boundary: rows read a scalar head before
+    their vectors, columns fall back to one column per lane."""
+    n = math.prod(shape)
+    x = random_tensor((n + 1,), dtype, "cuda")[1:].view(shape)
+    assert x.data_ptr() % 16 != 0
+    check_against_reference(x, dim, False, layout)
+
+
+@requires_cuda
+@pytest.mark.parametrize(
+    "shape,dim,dtype",
+    [((3_000_001,), None, torch.float32), ((1 << 25,), None, torch.float32), ((1 << 25,), None, torch.bfloat16),
+     ((257, 3000), 0, torch.float32), ((3000, 257), 1, torch.float32), ((64, 50, 33), 1, torch.float32),
+     ((2048, 1024), -1, torch.float16), ((512, 8192), 0, torch.float32), ((4, 2048, 256), 1, torch.float32)],
+)
+def test_deterministic_and_layout_independent(shape, dim, dtype):
     """The same input gives the same bits on every run, and under every layout: the layout
-    changes where partial sums sit in shared memory, never the order they are added in."""
-    x = torch.randn(shape, device="cuda")
+    changes where partial sums sit in shared memory, never the order they are added in (the
+    second pass over split partials included)."""
+    x = torch.randn(shape, device="cuda").to(dtype)
     first = bankops.reduce_sum(x, dim, layout="none")
     for layout in LAYOUTS:
         for _ in range(3):
-            assert torch.equal(bankops.reduce_sum(x, dim, layout=layout), first)
+            assert as_bytes(bankops.reduce_sum(x, dim, layout=layout)).equal(as_bytes(first))
+
+
+def check_marked_sums(got, base, extra):
+    """got (int64, on the GPU) is `base` everywhere except base + extra[i] at index i: checked
+    at both ends, at every marked index, in total and by count, without copying it to the host."""
+    m = got.numel()
+    idx = sorted(set(extra) | {i % m for i in (0, 1, 2, -3, -2, -1)})
+    assert {i: int(got[i]) for i in idx} == {i: base + extra.get(i, 0) for i in idx}
+    assert int(got.sum()) == base * m + sum(extra.values())
+    assert int((got != base).sum()) == sum(1 for e in extra.values() if e != 0)
 
 
 @requires_cuda
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_cuda_beyond_int32_elements(layout):
-    """More than 2^31 elements (int8, 2 GiB): 64-bit indexing in every kernel path."""
-    n = 3 * 715_827_883  # 2^31 + 1
-    if torch.cuda.mem_get_info()[0] < 3 * n:
-        pytest.skip("needs about 7 GB of free GPU memory")
-    x = torch.randint(-100, 100, (n,), dtype=torch.int8, device="cuda")
-    assert bankops.reduce_sum(x, layout=layout).item() == x.sum().item()
-    x2 = x.view(3, -1)
-    assert torch.equal(bankops.reduce_sum(x2, 1, layout=layout), x2.sum(1))
-    assert torch.equal(bankops.reduce_sum(x2, 0, layout=layout), x2.sum(0))
+    """2^31 + 1 elements (uint8, 2 GiB): 64-bit indexing in every kernel path (block-wide
+    and warp-per-row rows, scalar columns, split passes). The input is ones except for marked
+    values at both ends, so the expected sums are known and a kernel that stops at 2^31 or
+    skips a row's head misses them."""
+    n = (1 << 31) + 1
+    # x, the int64 column sums of its (3, n / 3) view, and a comparison mask of them
+    if torch.cuda.mem_get_info()[0] < n + 9 * (n // 3) + (1 << 30):
+        pytest.skip("needs about 10 GB of free GPU memory")
+    x = torch.ones(n, dtype=torch.uint8, device="cuda")
+    marks = {0: 3, 1: 5, 2: 9, n - 3: 11, n - 2: 13, n - 1: 17}
+    for i, v in marks.items():
+        x[i] = v
+    extra = {i: v - 1 for i, v in marks.items()}
+    assert bankops.reduce_sum(x, layout=layout).item() == n + sum(extra.values())
+    for rows, cols in ((3, n // 3), (n // 3, 3)):
+        x2 = x.view(rows, cols)
+        row_extra, col_extra = {}, {}
+        for i, e in extra.items():
+            row_extra[i // cols] = row_extra.get(i // cols, 0) + e
+            col_extra[i % cols] = col_extra.get(i % cols, 0) + e
+        check_marked_sums(bankops.reduce_sum(x2, 1, layout=layout), cols, row_extra)
+        check_marked_sums(bankops.reduce_sum(x2, 0, layout=layout), rows, col_extra)
+        del x2
