@@ -48,6 +48,146 @@ __global__ void __launch_bounds__(kTransposeTile * kTransposeRowGroups) transpos
   }
 }
 
+// A 16-byte vector as four 32-bit words (the register transposes work on words).
+union Vec16 {
+  uint4 v;
+  uint32_t w[4];
+};
+
+// Element type of E bytes, for the element-wise edges of the vector kernel.
+template <int E> struct ElemOf;
+template <> struct ElemOf<1> { using type = uint8_t; };
+template <> struct ElemOf<2> { using type = uint16_t; };
+template <> struct ElemOf<4> { using type = uint32_t; };
+template <> struct ElemOf<8> { using type = uint64_t; };
+template <> struct ElemOf<16> { using type = uint4; };
+
+// The first n (< V) elements of a vector, one element at a time: a row's partial last
+// vector. The rest of the vector is zero; the caller never writes it out.
+template <int E>
+__device__ __forceinline__ Vec16 load_partial(const char* p, int64_t n) {
+  using T = typename ElemOf<E>::type;
+  union {
+    Vec16 vec;
+    T e[16 / E];
+  } u;
+  u.vec.v = make_uint4(0, 0, 0, 0);
+#pragma unroll
+  for (int c = 0; c < 16 / E; ++c)
+    if (c < n) u.e[c] = reinterpret_cast<const T*>(p)[c];
+  return u.vec;
+}
+
+// w[c] holds element c of every v[k] (k < V): the V x V micro-tile transposed.
+template <int E>
+__device__ __forceinline__ void transpose_regs(const Vec16 (&v)[16 / E], Vec16 (&w)[16 / E]) {
+  constexpr int V = 16 / E;
+  if constexpr (E >= 4) {
+    constexpr int W = E / 4;  // words per element: a pure renaming of registers
+#pragma unroll
+    for (int c = 0; c < V; ++c)
+#pragma unroll
+      for (int k = 0; k < V; ++k)
+#pragma unroll
+        for (int h = 0; h < W; ++h) w[c].w[k * W + h] = v[k].w[c * W + h];
+  } else if constexpr (E == 2) {
+    // Word m of w[c] packs element c of rows 2m and 2m+1: the matching halves of two words.
+#pragma unroll
+    for (int c = 0; c < V; ++c)
+#pragma unroll
+      for (int m = 0; m < 4; ++m)
+        w[c].w[m] = __byte_perm(v[2 * m].w[c / 2], v[2 * m + 1].w[c / 2], (c & 1) ? 0x7632 : 0x5410);
+  } else {
+    // 4x4 byte blocks: byte n of word q of rows 4m..4m+3 becomes word m of w[4q + n],
+    // in two rounds of prmt (interleave pairs of rows, then pairs of pairs).
+#pragma unroll
+    for (int m = 0; m < 4; ++m)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const uint32_t a = v[4 * m].w[q], b = v[4 * m + 1].w[q], c = v[4 * m + 2].w[q], d = v[4 * m + 3].w[q];
+        const uint32_t ab01 = __byte_perm(a, b, 0x5140), ab23 = __byte_perm(a, b, 0x7362);
+        const uint32_t cd01 = __byte_perm(c, d, 0x5140), cd23 = __byte_perm(c, d, 0x7362);
+        w[4 * q + 0].w[m] = __byte_perm(ab01, cd01, 0x5410);
+        w[4 * q + 1].w[m] = __byte_perm(ab01, cd01, 0x7632);
+        w[4 * q + 2].w[m] = __byte_perm(ab23, cd23, 0x5410);
+        w[4 * q + 3].w[m] = __byte_perm(ab23, cd23, 0x7632);
+      }
+  }
+}
+
+// See TransposeVec in transpose.h. Needs transpose_vec_ok(a): every vector starts
+// 16-byte aligned and n_i is a multiple of V, so only an input row's last vector can be
+// partial (a sliced view; then element-wise) and every output vector is whole.
+template <class Tile, int E>
+__global__ void __launch_bounds__(TransposeVec<E>::kThreads, TransposeVec<E>::kMinBlocks) transpose_vec_kernel(const TransposeArgs a) {
+  using P = TransposeVec<E>;
+  constexpr int V = P::kVec;
+  __shared__ uint4 tile_storage[Tile::kSize * E / 16];
+  char* const tile = reinterpret_cast<char*>(tile_storage);
+  const char* __restrict__ in = static_cast<const char*>(a.in);
+  char* __restrict__ out = static_cast<char*>(a.out);
+  const int t = threadIdx.x;
+  const int64_t tiles_i = (a.n_i + P::kRows - 1) / P::kRows;
+  const int64_t j0 = int64_t(blockIdx.x) * P::kCols;
+
+  for (int64_t b = blockIdx.z; b < a.batch; b += gridDim.z) {
+    int64_t rem = b, in_base = 0, out_base = 0;
+#pragma unroll
+    for (int d = kTransposeBatchDims - 1; d >= 0; --d) {
+      if (d < a.batch_dims) {
+        const int64_t q = rem / a.batch_size[d], r = rem - q * a.batch_size[d];
+        in_base += r * a.in_batch_stride[d];
+        out_base += r * a.out_batch_stride[d];
+        rem = q;
+      }
+    }
+    for (int64_t ti = blockIdx.y; ti < tiles_i; ti += gridDim.y) {
+      const int64_t i0 = ti * P::kRows;
+      // Load phase: all V loads first, so they are in flight together.
+      Vec16 v[V];
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const TileCoord c = transpose_vec_load<E>(t, k);
+        const int64_t i = i0 + c.r, j = j0 + c.c;
+        v[k].v = make_uint4(0, 0, 0, 0);
+        if (i < a.n_i && j < a.n_j) {
+          const char* p = in + (in_base + i * a.in_si + j * a.in_sj) * E;
+          if (j + V <= a.n_j) {
+            v[k].v = __ldg(reinterpret_cast<const uint4*>(p));
+          } else {
+            v[k] = load_partial<E>(p, a.n_j - j);
+          }
+        }
+      }
+      // Every lane stores (zeros past the edges): the instruction count is one per vector.
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const TileCoord c = transpose_vec_load<E>(t, k);
+        *reinterpret_cast<uint4*>(tile + Tile::offset(transpose_vec_row<E>(c.r), c.c) * E) = v[k].v;
+      }
+      __syncthreads();
+      // Store phase: the micro-tile's V rows, transposed in registers, out as V vectors.
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const TileCoord c = transpose_vec_read<E>(t, k);
+        v[k].v = *reinterpret_cast<const uint4*>(tile + Tile::offset(transpose_vec_row<E>(c.r), c.c) * E);
+      }
+      __syncthreads();  // the tile is free for the next iteration once everything is in registers
+      Vec16 w[V];
+      transpose_regs<E>(v, w);
+      const TileCoord c0 = transpose_vec_read<E>(t, 0);
+      const int64_t i = i0 + c0.r, jb = j0 + c0.c;
+      if (i < a.n_i) {
+#pragma unroll
+        for (int c = 0; c < V; ++c) {
+          const int64_t j = jb + c;
+          if (j < a.n_j) *reinterpret_cast<uint4*>(out + (out_base + j * a.out_sj + i * a.out_si) * E) = w[c].v;
+        }
+      }
+    }
+  }
+}
+
 template <class E>
 __global__ void __launch_bounds__(256) gather_kernel(const GatherArgs a) {
   const E* __restrict__ in = static_cast<const E*>(a.in);
@@ -73,6 +213,19 @@ unsigned clamp_grid(int64_t v) { return static_cast<unsigned>(v < 65535 ? v : 65
 
 cudaError_t launch_transpose(Layout layout, const TransposeArgs& a, cudaStream_t stream) {
   if (a.n_i == 0 || a.n_j == 0 || a.batch == 0) return cudaSuccess;
+  if (transpose_vec_ok(a)) {
+    return with_layout(layout, [&](auto tag) {
+      return with_bytes(a.elem_bytes, [&](auto e) {
+        constexpr int kE = sizeof(e);
+        using P = TransposeVec<kE>;
+        const dim3 grid(static_cast<unsigned>((a.n_j + P::kCols - 1) / P::kCols),
+                        clamp_grid((a.n_i + P::kRows - 1) / P::kRows), clamp_grid(a.batch));
+        transpose_vec_kernel<TransposeVecTile<decltype(tag)::value, kE>, kE>
+            <<<grid, P::kThreads, 0, stream>>>(a);
+        return cudaGetLastError();
+      });
+    });
+  }
   const dim3 grid(static_cast<unsigned>((a.n_j + kTransposeTile - 1) / kTransposeTile),
                   clamp_grid((a.n_i + kTransposeTile - 1) / kTransposeTile), clamp_grid(a.batch));
   const dim3 block(kTransposeTile, kTransposeRowGroups);
