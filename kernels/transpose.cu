@@ -4,15 +4,15 @@
 namespace bankops {
 namespace {
 
-constexpr int kPerThread = kTransposeTile / kTransposeRowGroups;
-
+// Four blocks an SM at least: 32 KB of tile loads in flight.
 template <class Tile, class E>
-__global__ void __launch_bounds__(kTransposeTile * kTransposeRowGroups) transpose_kernel(const TransposeArgs a) {
+__global__ void __launch_bounds__(kTransposeTile * kTransposeRowGroups, 4) transpose_kernel(const TransposeArgs a) {
+  constexpr int kRows = Tile::kRows, kPerThread = kRows / kTransposeRowGroups;
   __shared__ E tile[Tile::kSize];
   const E* __restrict__ in = static_cast<const E*>(a.in);
   E* __restrict__ out = static_cast<E*>(a.out);
   const int tx = threadIdx.x, ty = threadIdx.y;
-  const int64_t tiles_i = (a.n_i + kTransposeTile - 1) / kTransposeTile;
+  const int64_t tiles_i = (a.n_i + kRows - 1) / kRows;
   const int64_t j0 = int64_t(blockIdx.x) * kTransposeTile;
 
   for (int64_t b = blockIdx.z; b < a.batch; b += gridDim.z) {
@@ -27,21 +27,36 @@ __global__ void __launch_bounds__(kTransposeTile * kTransposeRowGroups) transpos
       }
     }
     for (int64_t ti = blockIdx.y; ti < tiles_i; ti += gridDim.y) {
-      const int64_t i0 = ti * kTransposeTile;
-      // Read rows of the input plane: lanes walk j, the input's contiguous dim.
+      const int64_t i0 = ti * kRows;
+      // Read rows of the input plane: lanes walk j, the input's contiguous dim. All loads
+      // first, so that they are in flight together.
+      // One running pointer (step: 8 rows) keeps a narrow element's 32 loads from holding
+      // 32 64-bit addresses in registers.
+      E v[kPerThread];
+      const TileCoord t0 = transpose_in(tx, ty, 0);
+      const E* p = in + in_base + (i0 + t0.r) * a.in_si + (j0 + t0.c) * a.in_sj;
+      const int64_t step = int64_t(transpose_in(tx, ty, 1).r - t0.r) * a.in_si;
+      const bool j_ok = j0 + t0.c < a.n_j;
+#pragma unroll
+      for (int k = 0; k < kPerThread; ++k, p += step) {
+        const TileCoord t = transpose_in(tx, ty, k);
+        if (j_ok && i0 + t.r < a.n_i) v[k] = *p;
+      }
 #pragma unroll
       for (int k = 0; k < kPerThread; ++k) {
         const TileCoord t = transpose_in(tx, ty, k);
-        const int64_t i = i0 + t.r, j = j0 + t.c;
-        if (i < a.n_i && j < a.n_j) tile[Tile::offset(t.r, t.c)] = in[in_base + i * a.in_si + j * a.in_sj];
+        if (i0 + t.r < a.n_i && j0 + t.c < a.n_j) tile[Tile::offset(t.r, t.c)] = v[k];
       }
       __syncthreads();
       // Write rows of the output plane: lanes walk i, reading a column of the tile.
+      const TileCoord o0 = transpose_out(tx, ty, 0);
+      E* const q = out + out_base + (j0 + o0.c) * a.out_sj + (i0 + o0.r) * a.out_si;
 #pragma unroll
       for (int k = 0; k < kPerThread; ++k) {
         const TileCoord t = transpose_out(tx, ty, k);
         const int64_t i = i0 + t.r, j = j0 + t.c;
-        if (i < a.n_i && j < a.n_j) out[out_base + j * a.out_sj + i * a.out_si] = tile[Tile::offset(t.r, t.c)];
+        if (i < a.n_i && j < a.n_j)
+          q[(t.c - o0.c) * a.out_sj + (t.r - o0.r) * a.out_si] = tile[Tile::offset(t.r, t.c)];
       }
       __syncthreads();
     }
@@ -226,8 +241,9 @@ cudaError_t launch_transpose(Layout layout, const TransposeArgs& a, cudaStream_t
       });
     });
   }
+  const int64_t rows = transpose_tile_rows(a.elem_bytes);
   const dim3 grid(static_cast<unsigned>((a.n_j + kTransposeTile - 1) / kTransposeTile),
-                  clamp_grid((a.n_i + kTransposeTile - 1) / kTransposeTile), clamp_grid(a.batch));
+                  clamp_grid((a.n_i + rows - 1) / rows), clamp_grid(a.batch));
   const dim3 block(kTransposeTile, kTransposeRowGroups);
   return with_layout(layout, [&](auto tag) {
     return with_bytes(a.elem_bytes, [&](auto e) {

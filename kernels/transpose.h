@@ -19,19 +19,31 @@ namespace bankops {
 
 // ---- the scalar kernel: any strides, any alignment ----
 
-constexpr int kTransposeTile = 32;      // the tile is 32 x 32 elements
-constexpr int kTransposeRowGroups = 8;  // a (32 x 8) block, 4 tile rows per thread
+constexpr int kTransposeTile = 32;      // tile columns (j) and the rows of one tile column
+constexpr int kTransposeRowGroups = 8;  // a (32 x 8) block, 4 tile rows per thread and 32 rows
 constexpr int kTransposeBatchDims = 6;
 constexpr int kGatherDims = 8;
 
-template <Layout L, int ELEM_BYTES>
-using TransposeTile = TileLayout<L, kTransposeTile, kTransposeTile, ELEM_BYTES>;
+// Tile rows (i) of the scalar kernel: 32 x 32 elements of 8 bytes or more; for narrower
+// elements 2 or 4 stripes of 32 rows (8 KB for 4- and 2-byte elements, 4 KB for bytes:
+// 16 loads a thread stay within 64 registers), so that an SM keeps more bytes in flight
+// (a 1 KB int8 tile left the kernel at a quarter of copy).
+constexpr int transpose_tile_rows(int elem_bytes) {
+  return elem_bytes >= 8 ? kTransposeTile : elem_bytes == 4 ? 2 * kTransposeTile : 4 * kTransposeTile;
+}
 
-// The tile element thread (tx, ty) handles in its k-th step: on the way in it stores a row
-// of the input plane (lanes walk tile columns), on the way out it reads a tile column
-// (lanes walk tile rows). The kernel and its trace both call these.
+template <Layout L, int ELEM_BYTES>
+using TransposeTile = TileLayout<L, transpose_tile_rows(ELEM_BYTES), kTransposeTile, ELEM_BYTES>;
+
+// The tile element thread (tx, ty) handles in its k-th step (k < rows / 8): on the way in
+// it stores a row of the input plane (lanes walk tile columns), on the way out it reads 32
+// consecutive rows of a tile column (lanes walk tile rows; stripe k / 4, column ty + 8 (k % 4)).
+// The kernel and its trace both call these.
 BANKOPS_HD TileCoord transpose_in(int tx, int ty, int k) { return {ty + k * kTransposeRowGroups, tx}; }
-BANKOPS_HD TileCoord transpose_out(int tx, int ty, int k) { return {tx, ty + k * kTransposeRowGroups}; }
+BANKOPS_HD TileCoord transpose_out(int tx, int ty, int k) {
+  constexpr int kSteps = kTransposeTile / kTransposeRowGroups;
+  return {tx + (k / kSteps) * kTransposeTile, ty + (k % kSteps) * kTransposeRowGroups};
+}
 
 // ---- the vector kernel: 16-byte global accesses in both directions ----
 //

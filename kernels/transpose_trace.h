@@ -30,14 +30,15 @@ void trace_transpose_vec(int64_t tiles, SmemTrace& trace) {
   for (int k = 0; k < P::kVec; ++k) add_block(ld, P::kThreads, [&](int t) { return byte_of(transpose_vec_read<E>(t, k)); });
 }
 
-// The scalar kernel, per tile: 4 element stores of input rows, 4 element loads of tile columns.
+// The scalar kernel, per tile: rows / 8 element stores of input rows, as many element
+// loads of tile columns.
 template <Layout L, int E>
 void trace_transpose_scalar(int64_t tiles, SmemTrace& trace) {
   using Tile = TransposeTile<L, E>;
   constexpr int kThreads = kTransposeTile * kTransposeRowGroups;
   const auto trace_step = [&](const char* name, SmemOp op, TileCoord (*coord)(int, int, int)) {
     SmemInstr& row = trace.instr("transpose", name, op, E, tiles);
-    for (int k = 0; k < kTransposeTile / kTransposeRowGroups; ++k)
+    for (int k = 0; k < Tile::kRows / kTransposeRowGroups; ++k)
       add_block(row, kThreads, [&](int t) {
         const TileCoord c = coord(t % kTransposeTile, t / kTransposeTile, k);
         return int64_t(Tile::offset(c.r, c.c)) * E;
@@ -59,7 +60,7 @@ inline void trace_transpose(Layout layout, int elem_bytes, int64_t batch, int64_
         using P = TransposeVec<E>;
         trace_transpose_vec<L, E>(batch * ceil_div(n_i, P::kRows) * ceil_div(n_j, P::kCols), trace);
       } else {
-        trace_transpose_scalar<L, E>(batch * ceil_div(n_i, kTransposeTile) * ceil_div(n_j, kTransposeTile), trace);
+        trace_transpose_scalar<L, E>(batch * ceil_div(n_i, transpose_tile_rows(E)) * ceil_div(n_j, kTransposeTile), trace);
       }
     });
   });
