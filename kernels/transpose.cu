@@ -93,6 +93,65 @@ __device__ __forceinline__ Vec16 load_partial(const char* p, int64_t n) {
   return u.vec;
 }
 
+// Elements [first, last) of the 16-byte chunk at p (the rest zero): a chunk that reaches
+// past the valid bytes of a row segment. p is 16-byte aligned; only valid elements are read.
+template <int E>
+__device__ __forceinline__ Vec16 load_elems(const char* p, int first, int last) {
+  using T = typename ElemOf<E>::type;
+  union {
+    Vec16 vec;
+    T e[16 / E];
+  } u;
+  u.vec.v = make_uint4(0, 0, 0, 0);
+#pragma unroll
+  for (int c = 0; c < 16 / E; ++c)
+    if (c >= first && c < last) u.e[c] = reinterpret_cast<const T*>(p)[c];
+  return u.vec;
+}
+
+// Writes elements [first, last) of vec to p: the chunks at a row segment's ends, whose
+// other bytes belong to a neighbouring tile (another block writes them).
+template <int E>
+__device__ __forceinline__ void store_elems(char* p, const Vec16& vec, int first, int last) {
+  using T = typename ElemOf<E>::type;
+  union {
+    Vec16 vec;
+    T e[16 / E];
+  } u;
+  u.vec = vec;
+#pragma unroll
+  for (int c = 0; c < 16 / E; ++c)
+    if (c >= first && c < last) reinterpret_cast<T*>(p)[c] = u.e[c];
+}
+
+// Bytes [s, s + 16) of the 32 bytes lo:hi (s < 16, a multiple of E): a 16-byte vector that
+// straddles two aligned chunks.
+template <int E>
+__device__ __forceinline__ Vec16 shift_bytes(const Vec16& lo, const Vec16& hi, int s) {
+  s &= 16 - E;  // tells the compiler what it cannot know: s is a multiple of E
+  const uint32_t x[8] = {lo.w[0], lo.w[1], lo.w[2], lo.w[3], hi.w[0], hi.w[1], hi.w[2], hi.w[3]};
+  const int words = s >> 2;
+  const uint32_t bits = (s & 3) * 8;
+  Vec16 r;
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+    uint32_t a = x[w], b = x[w + 1];
+#pragma unroll
+    for (int d = 1; d < 4; ++d)
+      if (words == d) a = x[w + d], b = x[w + d + 1];
+    r.w[w] = __funnelshift_r(a, b, bits);
+  }
+  return r;
+}
+
+// Vector `delta` lanes up, within groups of `width` lanes (all lanes must call it).
+__device__ __forceinline__ Vec16 shfl_down(const Vec16& v, int delta, int width) {
+  Vec16 r;
+#pragma unroll
+  for (int w = 0; w < 4; ++w) r.w[w] = __shfl_down_sync(0xffffffffu, v.w[w], delta, width);
+  return r;
+}
+
 // w[c] holds element c of every v[k] (k < V): the V x V micro-tile transposed.
 template <int E>
 __device__ __forceinline__ void transpose_regs(const Vec16 (&v)[16 / E], Vec16 (&w)[16 / E]) {
@@ -130,11 +189,18 @@ __device__ __forceinline__ void transpose_regs(const Vec16 (&v)[16 / E], Vec16 (
   }
 }
 
-// See TransposeVec in transpose.h. Needs transpose_vec_ok(a): every vector starts
-// 16-byte aligned and n_i is a multiple of V, so only an input row's last vector can be
-// partial (a sliced view; then element-wise) and every output vector is whole.
-template <class Tile, int E>
-__global__ void __launch_bounds__(TransposeVec<E>::kThreads, TransposeVec<E>::kMinBlocks) transpose_vec_kernel(const TransposeArgs a) {
+// See TransposeVec in transpose.h. kRealign = false needs transpose_vec_ok(a): every
+// vector starts 16-byte aligned and n_i is a multiple of V, so only an input row's last
+// vector can be partial (a sliced view; then element-wise) and every output vector is
+// whole. kRealign = true needs only in_sj == out_si == 1: rows start anywhere (an odd row
+// length). Each 16-lane row segment then loads the aligned 16-byte chunks that cover it
+// and shifts each lane's vector out of its chunk and the next lane's (a shuffle); on the
+// way out, each lane writes the aligned chunk that starts inside its vector, made of its
+// vector's tail and the next lane's head, and the segment's two partial end chunks go out
+// element by element (their other bytes are a neighbouring tile's). The shared-memory
+// accesses are the same in both.
+template <class Tile, int E, bool kRealign>
+__global__ void __launch_bounds__(TransposeVec<E>::kThreads, kRealign && E == 1 ? 2 : TransposeVec<E>::kMinBlocks) transpose_vec_kernel(const TransposeArgs a) {
   using P = TransposeVec<E>;
   constexpr int V = P::kVec;
   __shared__ uint4 tile_storage[Tile::kSize * E / 16];
@@ -160,17 +226,57 @@ __global__ void __launch_bounds__(TransposeVec<E>::kThreads, TransposeVec<E>::kM
       const int64_t i0 = ti * P::kRows;
       // Load phase: all V loads first, so they are in flight together.
       Vec16 v[V];
+      if constexpr (!kRealign) {
 #pragma unroll
-      for (int k = 0; k < V; ++k) {
-        const TileCoord c = transpose_vec_load<E>(t, k);
-        const int64_t i = i0 + c.r, j = j0 + c.c;
-        v[k].v = make_uint4(0, 0, 0, 0);
-        if (i < a.n_i && j < a.n_j) {
-          const char* p = in + (in_base + i * a.in_si + j * a.in_sj) * E;
-          if (j + V <= a.n_j) {
-            v[k].v = __ldg(reinterpret_cast<const uint4*>(p));
-          } else {
-            v[k] = load_partial<E>(p, a.n_j - j);
+        for (int k = 0; k < V; ++k) {
+          const TileCoord c = transpose_vec_load<E>(t, k);
+          const int64_t i = i0 + c.r, j = j0 + c.c;
+          v[k].v = make_uint4(0, 0, 0, 0);
+          if (i < a.n_i && j < a.n_j) {
+            const char* p = in + (in_base + i * a.in_si + j * a.in_sj) * E;
+            if (j + V <= a.n_j) {
+              v[k].v = __ldg(reinterpret_cast<const uint4*>(p));
+            } else {
+              v[k] = load_partial<E>(p, a.n_j - j);
+            }
+          }
+        }
+      } else {
+        // Row segment: the tile's kCols elements of input row i from j0 (lj valid bytes).
+        // Loads go out in batches: 16 chunks and 16 vectors of bytes would not fit in registers.
+        const int lj = static_cast<int>((a.n_j - j0 < P::kCols ? a.n_j - j0 : P::kCols) * E);
+        constexpr int kBatch = E == 1 ? V / 2 : V;
+#pragma unroll
+        for (int k0 = 0; k0 < V; k0 += kBatch) {
+          int shift[kBatch];
+          Vec16 chunk[kBatch];
+#pragma unroll
+          for (int b = 0; b < kBatch; ++b) {
+            const TileCoord c = transpose_vec_load<E>(t, k0 + b);
+            const int64_t i = i0 + c.r;
+            const int u = c.c / V;  // this lane's vector in the segment
+            const char* seg = in + (in_base + (i < a.n_i ? i : 0) * a.in_si + j0) * E;
+            shift[b] = static_cast<int>(reinterpret_cast<uintptr_t>(seg) & 15);
+            const int pos = 16 * u - shift[b];  // this lane's aligned chunk, from seg (>= -15)
+            chunk[b].v = make_uint4(0, 0, 0, 0);
+            if (i < a.n_i) {
+              if (pos + 16 <= lj) {
+                chunk[b].v = __ldg(reinterpret_cast<const uint4*>(seg + pos));
+              } else if (pos < lj) {
+                chunk[b] = load_elems<E>(seg + pos, 0, (lj - pos) / E);
+              }
+              // The last lane's vector ends in the chunk after the segment's last: read its
+              // valid elements directly.
+              if (u == P::kUnits - 1 && shift[b] != 0)
+                v[k0 + b] = load_partial<E>(seg + 16 * u, lj > 16 * u ? (lj - 16 * u) / E : 0);
+            }
+          }
+#pragma unroll
+          for (int b = 0; b < kBatch; ++b) {
+            const Vec16 next = shfl_down(chunk[b], 1, P::kUnits);
+            const TileCoord c = transpose_vec_load<E>(t, k0 + b);
+            const bool own = c.c / V == P::kUnits - 1 && shift[b] != 0 && i0 + c.r < a.n_i;
+            if (!own) v[k0 + b] = shift_bytes<E>(chunk[b], next, shift[b]);
           }
         }
       }
@@ -192,11 +298,35 @@ __global__ void __launch_bounds__(TransposeVec<E>::kThreads, TransposeVec<E>::kM
       transpose_regs<E>(v, w);
       const TileCoord c0 = transpose_vec_read<E>(t, 0);
       const int64_t i = i0 + c0.r, jb = j0 + c0.c;
-      if (i < a.n_i) {
+      if constexpr (!kRealign) {
+        if (i < a.n_i) {
+#pragma unroll
+          for (int c = 0; c < V; ++c) {
+            const int64_t j = jb + c;
+            if (j < a.n_j) *reinterpret_cast<uint4*>(out + (out_base + j * a.out_sj + i * a.out_si) * E) = w[c].v;
+          }
+        }
+      } else {
+        // Row segment: kRows elements of output row j from i0 (li valid bytes); this lane's
+        // vector starts 16 * ig bytes into it.
+        const int li = static_cast<int>((a.n_i - i0 < P::kRows ? a.n_i - i0 : P::kRows) * E);
+        const int ig = c0.r / V;
 #pragma unroll
         for (int c = 0; c < V; ++c) {
           const int64_t j = jb + c;
-          if (j < a.n_j) *reinterpret_cast<uint4*>(out + (out_base + j * a.out_sj + i * a.out_si) * E) = w[c].v;
+          char* seg = out + (out_base + (j < a.n_j ? j : 0) * a.out_sj + i0 * a.out_si) * E;
+          const int head = static_cast<int>((16 - (reinterpret_cast<uintptr_t>(seg) & 15)) & 15);
+          const Vec16 next = shfl_down(w[c], 1, P::kIGroups);
+          const Vec16 chunk = shift_bytes<E>(w[c], next, head);
+          const int pos = 16 * ig + head;  // the aligned chunk that starts inside this lane's vector
+          if (j < a.n_j) {
+            if (pos + 16 <= li) {
+              *reinterpret_cast<uint4*>(seg + pos) = chunk.v;
+            } else if (pos < li) {
+              store_elems<E>(seg + pos, chunk, 0, (li - pos) / E);
+            }
+            if (ig == 0 && head != 0) store_elems<E>(seg, w[c], 0, (head < li ? head : li) / E);
+          }
         }
       }
     }
@@ -228,15 +358,20 @@ unsigned clamp_grid(int64_t v) { return static_cast<unsigned>(v < 65535 ? v : 65
 
 cudaError_t launch_transpose(Layout layout, const TransposeArgs& a, cudaStream_t stream) {
   if (a.n_i == 0 || a.n_j == 0 || a.batch == 0) return cudaSuccess;
-  if (transpose_vec_ok(a)) {
+  const bool aligned = transpose_vec_ok(a);
+  if (aligned || transpose_vec_realign_ok(a)) {
     return with_layout(layout, [&](auto tag) {
       return with_bytes(a.elem_bytes, [&](auto e) {
         constexpr int kE = sizeof(e);
         using P = TransposeVec<kE>;
+        using Tile = TransposeVecTile<decltype(tag)::value, kE>;
         const dim3 grid(static_cast<unsigned>((a.n_j + P::kCols - 1) / P::kCols),
                         clamp_grid((a.n_i + P::kRows - 1) / P::kRows), clamp_grid(a.batch));
-        transpose_vec_kernel<TransposeVecTile<decltype(tag)::value, kE>, kE>
-            <<<grid, P::kThreads, 0, stream>>>(a);
+        if (aligned) {
+          transpose_vec_kernel<Tile, kE, false><<<grid, P::kThreads, 0, stream>>>(a);
+        } else if constexpr (kE < 16) {
+          transpose_vec_kernel<Tile, kE, true><<<grid, P::kThreads, 0, stream>>>(a);
+        }
         return cudaGetLastError();
       });
     });

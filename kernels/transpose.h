@@ -7,9 +7,11 @@
 //   so no element changes place inside a row and a tile would only add a detour.
 //
 // The tiled transpose has two kernels. The vector kernel (TransposeVec below) moves 16
-// bytes per global load and store on both sides; it runs whenever every vector it touches
-// starts 16-byte aligned (transpose_vec_ok). Otherwise the scalar kernel (one element per
-// access, a 32 x 32 tile) does the work.
+// bytes per global load and store on both sides; it runs whenever j is contiguous in the
+// input and i in the output: as is when every vector it touches starts 16-byte aligned
+// (transpose_vec_ok), else realigning rows through shuffles and funnel shifts
+// (transpose_vec_realign_ok). Otherwise (strided inner dims, 16-byte elements on an 8-byte
+// boundary) the scalar kernel (one element per access) does the work.
 #pragma once
 #include <cstdint>
 
@@ -135,6 +137,12 @@ inline bool transpose_vec_strides_ok(const TransposeArgs& a) {
   for (int d = 0; d < a.batch_dims; ++d)
     if (!aligned(a.in_batch_stride[d]) || !aligned(a.out_batch_stride[d])) return false;
   return true;
+}
+
+// Whether the realigning vector kernel can run: j is contiguous in the input and i in the
+// output, rows may start anywhere (16-byte elements are vectors: aligned or scalar).
+inline bool transpose_vec_realign_ok(const TransposeArgs& a) {
+  return a.elem_bytes < 16 && a.in_sj == 1 && a.out_si == 1;
 }
 
 inline bool transpose_vec_ok(const TransposeArgs& a) {

@@ -51,7 +51,10 @@ void trace_transpose_scalar(int64_t tiles, SmemTrace& trace) {
 // A batch of n_i x n_j planes (the input's contiguous dim is j) of elem_bytes elements,
 // contiguous: the kernel launch_transpose picks for it (ops/ drops size-1 dims first).
 inline void trace_transpose(Layout layout, int elem_bytes, int64_t batch, int64_t n_i, int64_t n_j, SmemTrace& trace) {
-  const bool vec = transpose_vec_strides_ok(contiguous_transpose_args(elem_bytes, batch, n_i, n_j));
+  // launch_transpose's choice (a contiguous input always takes the vector kernel, aligned or
+  // realigning: both issue the same shared-memory instructions).
+  const TransposeArgs args = contiguous_transpose_args(elem_bytes, batch, n_i, n_j);
+  const bool vec = transpose_vec_strides_ok(args) || transpose_vec_realign_ok(args);
   with_layout(layout, [&](auto tag) {
     with_elem_bytes(elem_bytes, [&](auto e) {
       constexpr Layout L = decltype(tag)::value;

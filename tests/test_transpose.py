@@ -34,8 +34,12 @@ VIEWS = {
     # Aligned rows, a partial last vector per row (the vector kernel's element-wise edge).
     "row-sliced": lambda d: random_tensor((96, 128), torch.float32, d)[:, :37],
     "row-sliced-bytes": lambda d: random_tensor((96, 128), torch.int8, d)[:, 5:42][:, 11:],
-    # A base 4 bytes past 16-byte alignment: the scalar kernel.
+    # A base 4 bytes past 16-byte alignment: the realigning vector kernel.
     "unaligned-base": lambda d: random_tensor((64 * 64 + 2,), torch.float16, d)[2:].view(64, 64),
+    "unaligned-base-bytes": lambda d: random_tensor((300 * 70 + 7,), torch.int8, d)[7:].view(300, 70)[:, 3:69],
+    # A strided inner dim: the scalar kernel, for narrow elements too.
+    "strided-bytes": lambda d: random_tensor((40, 90), torch.int8, d)[:, ::3],
+    "strided-half": lambda d: random_tensor((70, 80), torch.bfloat16, d)[:, ::2],
     # Nine non-trivial dims in a scrambled order: more than one launch can describe.
     "many-dims": lambda d: random_tensor((2, 3, 2, 3, 2, 3, 2, 3, 2), torch.int16, d).permute(8, 0, 7, 1, 6, 2, 5, 3, 4),
 }
@@ -86,10 +90,11 @@ def test_cuda_views(layout, view):
 
 
 @requires_cuda
-@pytest.mark.parametrize("n", [46_341, 46_352], ids=["scalar", "vector"])
+@pytest.mark.parametrize("n", [46_341, 46_352], ids=["realigned", "aligned"])
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_cuda_beyond_int32_elements(layout, n):
-    """n^2 > 2^31 int8 elements: 64-bit offsets in both tile kernels (46352 = 16 * 2897)."""
+    """n^2 > 2^31 int8 elements: 64-bit offsets in the vector kernel, rows off and on 16-byte
+    boundaries (46352 = 16 * 2897)."""
     if torch.cuda.mem_get_info()[0] < 3 * n * n:
         pytest.skip("needs about 7 GB of free GPU memory")
     x = torch.randint(-128, 127, (n, n), dtype=torch.int8, device="cuda")
@@ -112,8 +117,12 @@ def test_vector_kernel_bank_model(layout, dtype):
     assert rep.totals["ld"]["instructions"] == rep.totals["st"]["instructions"] == 4096 * 4096 // (32 * vec)
 
 
+@pytest.mark.parametrize("dtype", [torch.int8, torch.float16, torch.float32], ids=str)
 @pytest.mark.parametrize("shape", [(4097, 8191), (1022, 64)], ids=["odd", "unaligned-output-rows"])
-def test_unaligned_planes_take_the_scalar_kernel(shape):
-    rep = bankops.explain("transpose", "swizzle", torch.float32, shape=shape, num_sms=132)
-    assert all("scalar kernel" in r["instruction"] for r in rep.rows)
+def test_unaligned_planes_take_the_realigning_vector_kernel(shape, dtype):
+    """Rows that start off 16-byte boundaries are realigned in registers: the tile sees the
+    same 16-byte accesses as for aligned rows (partial tiles included)."""
+    rep = bankops.explain("transpose", "swizzle", dtype, shape=shape, num_sms=132)
+    assert not any("scalar" in r["instruction"] for r in rep.rows)
+    assert {r["width"] for r in rep.rows} == {16}
     assert rep.conflicts == 0
