@@ -152,6 +152,29 @@ __device__ __forceinline__ Vec16 shfl_down(const Vec16& v, int delta, int width)
   return r;
 }
 
+// Writes bytes [lo, hi) of the 16-byte chunk at p (p 16-byte aligned; lo, hi multiples of
+// E) from the same bytes of vec, in at most two aligned pieces of each size: the ends of a
+// row segment, whose other bytes are a neighbouring tile's (another block writes them).
+template <int E>
+__device__ __forceinline__ void store_range(char* p, const Vec16& vec, int lo, int hi) {
+  int at = lo;
+  const auto piece = [&](int size) {
+    const Vec16 b = shift_bytes<E>(vec, vec, at);  // bytes [at, at + size) first
+    if (size == 8) *reinterpret_cast<uint2*>(p + at) = make_uint2(b.w[0], b.w[1]);
+    if (size == 4) *reinterpret_cast<uint32_t*>(p + at) = b.w[0];
+    if (size == 2) *reinterpret_cast<uint16_t*>(p + at) = static_cast<uint16_t>(b.w[0]);
+    if (size == 1) *reinterpret_cast<uint8_t*>(p + at) = static_cast<uint8_t>(b.w[0]);
+    at += size;
+  };
+  // Up to an 8-byte boundary with growing pieces, then down to hi with shrinking ones.
+#pragma unroll
+  for (int size = E; size < 16; size *= 2)
+    if ((at & size) && at + size <= hi) piece(size);
+#pragma unroll
+  for (int size = 8; size >= E; size /= 2)
+    if (at + size <= hi) piece(size);
+}
+
 // w[c] holds element c of every v[k] (k < V): the V x V micro-tile transposed.
 template <int E>
 __device__ __forceinline__ void transpose_regs(const Vec16 (&v)[16 / E], Vec16 (&w)[16 / E]) {
@@ -242,14 +265,27 @@ __global__ void __launch_bounds__(TransposeVec<E>::kThreads, kRealign && E == 1 
           }
         }
       } else {
-        // Row segment: the tile's kCols elements of input row i from j0 (lj valid bytes).
-        // Loads go out in batches: 16 chunks and 16 vectors of bytes would not fit in registers.
-        const int lj = static_cast<int>((a.n_j - j0 < P::kCols ? a.n_j - j0 : P::kCols) * E);
+        // Row segment: the tile's kCols elements of input row i from j0; lrow: the valid
+        // bytes of the row from there. Lane u's vector is bytes [s, 16) of its aligned chunk
+        // and [0, s) of the next one (lane u + 1's; the last lane loads the chunk past the
+        // segment itself). Chunks that reach past the row's end are read element by element.
+        // Loads go out in batches: 16 vectors of bytes and their chunks would not fit in registers.
+        const int64_t lrow = (a.n_j - j0) * E;
         constexpr int kBatch = E == 1 ? V / 2 : V;
+        const auto load_chunk = [&](const char* seg, int pos) {
+          Vec16 r;
+          r.v = make_uint4(0, 0, 0, 0);
+          if (pos + 16 <= lrow) {
+            r.v = __ldg(reinterpret_cast<const uint4*>(seg + pos));
+          } else if (pos < lrow) {
+            r = load_elems<E>(seg + pos, 0, static_cast<int>((lrow - pos) / E));
+          }
+          return r;
+        };
 #pragma unroll
         for (int k0 = 0; k0 < V; k0 += kBatch) {
           int shift[kBatch];
-          Vec16 chunk[kBatch];
+          Vec16 chunk[kBatch], after[kBatch];
 #pragma unroll
           for (int b = 0; b < kBatch; ++b) {
             const TileCoord c = transpose_vec_load<E>(t, k0 + b);
@@ -258,25 +294,17 @@ __global__ void __launch_bounds__(TransposeVec<E>::kThreads, kRealign && E == 1 
             const char* seg = in + (in_base + (i < a.n_i ? i : 0) * a.in_si + j0) * E;
             shift[b] = static_cast<int>(reinterpret_cast<uintptr_t>(seg) & 15);
             const int pos = 16 * u - shift[b];  // this lane's aligned chunk, from seg (>= -15)
-            chunk[b].v = make_uint4(0, 0, 0, 0);
+            chunk[b].v = after[b].v = make_uint4(0, 0, 0, 0);
             if (i < a.n_i) {
-              if (pos + 16 <= lj) {
-                chunk[b].v = __ldg(reinterpret_cast<const uint4*>(seg + pos));
-              } else if (pos < lj) {
-                chunk[b] = load_elems<E>(seg + pos, 0, (lj - pos) / E);
-              }
-              // The last lane's vector ends in the chunk after the segment's last: read its
-              // valid elements directly.
-              if (u == P::kUnits - 1 && shift[b] != 0)
-                v[k0 + b] = load_partial<E>(seg + 16 * u, lj > 16 * u ? (lj - 16 * u) / E : 0);
+              chunk[b] = load_chunk(seg, pos);
+              if (u == P::kUnits - 1 && shift[b] != 0) after[b] = load_chunk(seg, pos + 16);
             }
           }
 #pragma unroll
           for (int b = 0; b < kBatch; ++b) {
-            const Vec16 next = shfl_down(chunk[b], 1, P::kUnits);
-            const TileCoord c = transpose_vec_load<E>(t, k0 + b);
-            const bool own = c.c / V == P::kUnits - 1 && shift[b] != 0 && i0 + c.r < a.n_i;
-            if (!own) v[k0 + b] = shift_bytes<E>(chunk[b], next, shift[b]);
+            Vec16 next = shfl_down(chunk[b], 1, P::kUnits);
+            if (transpose_vec_load<E>(t, k0 + b).c / V == P::kUnits - 1) next = after[b];
+            v[k0 + b] = shift_bytes<E>(chunk[b], next, shift[b]);
           }
         }
       }
@@ -323,9 +351,13 @@ __global__ void __launch_bounds__(TransposeVec<E>::kThreads, kRealign && E == 1 
             if (pos + 16 <= li) {
               *reinterpret_cast<uint4*>(seg + pos) = chunk.v;
             } else if (pos < li) {
-              store_elems<E>(seg + pos, chunk, 0, (li - pos) / E);
+              store_range<E>(seg + pos, chunk, 0, li - pos);
             }
-            if (ig == 0 && head != 0) store_elems<E>(seg, w[c], 0, (head < li ? head : li) / E);
+            // The segment's head: bytes [16 - head, 16) of the chunk before seg + head.
+            if (ig == 0 && head != 0) {
+              const Vec16 lead = shift_bytes<E>(w[c], w[c], head);  // vector byte x at chunk offset 16 - head + x
+              store_range<E>(seg + head - 16, lead, 16 - head, 16 - head + (head < li ? head : li));
+            }
           }
         }
       }
