@@ -125,8 +125,8 @@ def gpu_cases():
     n_full = 256 * 1024 * 1024  # 1 GiB of float32
     return [
         *[transpose((8192, 8192), dt, quick=dt == f32) for dt in (f32, f16, bf16, torch.int8, f64)],
-        transpose((64, 1024, 1024), f32),
-        transpose((4097, 8191), f32, quick=True),
+        *[transpose((64, 1024, 1024), dt) for dt in (f32, f16, bf16, torch.int8)],
+        *[transpose((4097, 8191), dt, quick=dt == f32) for dt in (f32, f16, bf16, torch.int8)],
         # reduce_sum: 1 GiB of each float type, rows (dim=-1), columns (dim=0), a middle dim
         reduce_sum((n_full,), f32, quick=True),
         *[reduce_sum((2 * n_full,), dt) for dt in (f16, bf16)],

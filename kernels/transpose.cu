@@ -4,15 +4,15 @@
 namespace bankops {
 namespace {
 
-constexpr int kPerThread = kTransposeTile / kTransposeRowGroups;
-
+// Four blocks an SM at least: 32 KB of tile loads in flight.
 template <class Tile, class E>
-__global__ void __launch_bounds__(kTransposeTile * kTransposeRowGroups) transpose_kernel(const TransposeArgs a) {
+__global__ void __launch_bounds__(kTransposeTile * kTransposeRowGroups, 4) transpose_kernel(const TransposeArgs a) {
+  constexpr int kRows = Tile::kRows, kPerThread = kRows / kTransposeRowGroups;
   __shared__ E tile[Tile::kSize];
   const E* __restrict__ in = static_cast<const E*>(a.in);
   E* __restrict__ out = static_cast<E*>(a.out);
   const int tx = threadIdx.x, ty = threadIdx.y;
-  const int64_t tiles_i = (a.n_i + kTransposeTile - 1) / kTransposeTile;
+  const int64_t tiles_i = (a.n_i + kRows - 1) / kRows;
   const int64_t j0 = int64_t(blockIdx.x) * kTransposeTile;
 
   for (int64_t b = blockIdx.z; b < a.batch; b += gridDim.z) {
@@ -27,23 +27,340 @@ __global__ void __launch_bounds__(kTransposeTile * kTransposeRowGroups) transpos
       }
     }
     for (int64_t ti = blockIdx.y; ti < tiles_i; ti += gridDim.y) {
-      const int64_t i0 = ti * kTransposeTile;
-      // Read rows of the input plane: lanes walk j, the input's contiguous dim.
+      const int64_t i0 = ti * kRows;
+      // Read rows of the input plane: lanes walk j, the input's contiguous dim. All loads
+      // first, so that they are in flight together.
+      // One running pointer (step: 8 rows) keeps a narrow element's 32 loads from holding
+      // 32 64-bit addresses in registers.
+      E v[kPerThread];
+      const TileCoord t0 = transpose_in(tx, ty, 0);
+      const E* p = in + in_base + (i0 + t0.r) * a.in_si + (j0 + t0.c) * a.in_sj;
+      const int64_t step = int64_t(transpose_in(tx, ty, 1).r - t0.r) * a.in_si;
+      const bool j_ok = j0 + t0.c < a.n_j;
+#pragma unroll
+      for (int k = 0; k < kPerThread; ++k, p += step) {
+        const TileCoord t = transpose_in(tx, ty, k);
+        if (j_ok && i0 + t.r < a.n_i) v[k] = *p;
+      }
 #pragma unroll
       for (int k = 0; k < kPerThread; ++k) {
         const TileCoord t = transpose_in(tx, ty, k);
-        const int64_t i = i0 + t.r, j = j0 + t.c;
-        if (i < a.n_i && j < a.n_j) tile[Tile::offset(t.r, t.c)] = in[in_base + i * a.in_si + j * a.in_sj];
+        if (i0 + t.r < a.n_i && j0 + t.c < a.n_j) tile[Tile::offset(t.r, t.c)] = v[k];
       }
       __syncthreads();
       // Write rows of the output plane: lanes walk i, reading a column of the tile.
+      const TileCoord o0 = transpose_out(tx, ty, 0);
+      E* const q = out + out_base + (j0 + o0.c) * a.out_sj + (i0 + o0.r) * a.out_si;
 #pragma unroll
       for (int k = 0; k < kPerThread; ++k) {
         const TileCoord t = transpose_out(tx, ty, k);
         const int64_t i = i0 + t.r, j = j0 + t.c;
-        if (i < a.n_i && j < a.n_j) out[out_base + j * a.out_sj + i * a.out_si] = tile[Tile::offset(t.r, t.c)];
+        if (i < a.n_i && j < a.n_j)
+          q[(t.c - o0.c) * a.out_sj + (t.r - o0.r) * a.out_si] = tile[Tile::offset(t.r, t.c)];
       }
       __syncthreads();
+    }
+  }
+}
+
+// A 16-byte vector as four 32-bit words (the register transposes work on words).
+union Vec16 {
+  uint4 v;
+  uint32_t w[4];
+};
+
+// Element type of E bytes, for the element-wise edges of the vector kernel.
+template <int E> struct ElemOf;
+template <> struct ElemOf<1> { using type = uint8_t; };
+template <> struct ElemOf<2> { using type = uint16_t; };
+template <> struct ElemOf<4> { using type = uint32_t; };
+template <> struct ElemOf<8> { using type = uint64_t; };
+template <> struct ElemOf<16> { using type = uint4; };
+
+// The first n (< V) elements of a vector, one element at a time: a row's partial last
+// vector. The rest of the vector is zero; the caller never writes it out.
+template <int E>
+__device__ __forceinline__ Vec16 load_partial(const char* p, int64_t n) {
+  using T = typename ElemOf<E>::type;
+  union {
+    Vec16 vec;
+    T e[16 / E];
+  } u;
+  u.vec.v = make_uint4(0, 0, 0, 0);
+#pragma unroll
+  for (int c = 0; c < 16 / E; ++c)
+    if (c < n) u.e[c] = reinterpret_cast<const T*>(p)[c];
+  return u.vec;
+}
+
+// Elements [first, last) of the 16-byte chunk at p (the rest zero): a chunk that reaches
+// past the valid bytes of a row segment. p is 16-byte aligned; only valid elements are read.
+template <int E>
+__device__ __forceinline__ Vec16 load_elems(const char* p, int first, int last) {
+  using T = typename ElemOf<E>::type;
+  union {
+    Vec16 vec;
+    T e[16 / E];
+  } u;
+  u.vec.v = make_uint4(0, 0, 0, 0);
+#pragma unroll
+  for (int c = 0; c < 16 / E; ++c)
+    if (c >= first && c < last) u.e[c] = reinterpret_cast<const T*>(p)[c];
+  return u.vec;
+}
+
+// Writes elements [first, last) of vec to p: the chunks at a row segment's ends, whose
+// other bytes belong to a neighbouring tile (another block writes them).
+template <int E>
+__device__ __forceinline__ void store_elems(char* p, const Vec16& vec, int first, int last) {
+  using T = typename ElemOf<E>::type;
+  union {
+    Vec16 vec;
+    T e[16 / E];
+  } u;
+  u.vec = vec;
+#pragma unroll
+  for (int c = 0; c < 16 / E; ++c)
+    if (c >= first && c < last) reinterpret_cast<T*>(p)[c] = u.e[c];
+}
+
+// Bytes [s, s + 16) of the 32 bytes lo:hi (s < 16, a multiple of E): a 16-byte vector that
+// straddles two aligned chunks.
+template <int E>
+__device__ __forceinline__ Vec16 shift_bytes(const Vec16& lo, const Vec16& hi, int s) {
+  s &= 16 - E;  // tells the compiler what it cannot know: s is a multiple of E
+  const uint32_t x[8] = {lo.w[0], lo.w[1], lo.w[2], lo.w[3], hi.w[0], hi.w[1], hi.w[2], hi.w[3]};
+  const int words = s >> 2;
+  const uint32_t bits = (s & 3) * 8;
+  Vec16 r;
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+    uint32_t a = x[w], b = x[w + 1];
+#pragma unroll
+    for (int d = 1; d < 4; ++d)
+      if (words == d) a = x[w + d], b = x[w + d + 1];
+    r.w[w] = __funnelshift_r(a, b, bits);
+  }
+  return r;
+}
+
+// Vector `delta` lanes up, within groups of `width` lanes (all lanes must call it).
+__device__ __forceinline__ Vec16 shfl_down(const Vec16& v, int delta, int width) {
+  Vec16 r;
+#pragma unroll
+  for (int w = 0; w < 4; ++w) r.w[w] = __shfl_down_sync(0xffffffffu, v.w[w], delta, width);
+  return r;
+}
+
+// Writes bytes [lo, hi) of the 16-byte chunk at p (p 16-byte aligned; lo, hi multiples of
+// E) from the same bytes of vec, in at most two aligned pieces of each size: the ends of a
+// row segment, whose other bytes are a neighbouring tile's (another block writes them).
+template <int E>
+__device__ __forceinline__ void store_range(char* p, const Vec16& vec, int lo, int hi) {
+  int at = lo;
+  const auto piece = [&](int size) {
+    const Vec16 b = shift_bytes<E>(vec, vec, at);  // bytes [at, at + size) first
+    if (size == 8) *reinterpret_cast<uint2*>(p + at) = make_uint2(b.w[0], b.w[1]);
+    if (size == 4) *reinterpret_cast<uint32_t*>(p + at) = b.w[0];
+    if (size == 2) *reinterpret_cast<uint16_t*>(p + at) = static_cast<uint16_t>(b.w[0]);
+    if (size == 1) *reinterpret_cast<uint8_t*>(p + at) = static_cast<uint8_t>(b.w[0]);
+    at += size;
+  };
+  // Up to an 8-byte boundary with growing pieces, then down to hi with shrinking ones.
+#pragma unroll
+  for (int size = E; size < 16; size *= 2)
+    if ((at & size) && at + size <= hi) piece(size);
+#pragma unroll
+  for (int size = 8; size >= E; size /= 2)
+    if (at + size <= hi) piece(size);
+}
+
+// w[c] holds element c of every v[k] (k < V): the V x V micro-tile transposed.
+template <int E>
+__device__ __forceinline__ void transpose_regs(const Vec16 (&v)[16 / E], Vec16 (&w)[16 / E]) {
+  constexpr int V = 16 / E;
+  if constexpr (E >= 4) {
+    constexpr int W = E / 4;  // words per element: a pure renaming of registers
+#pragma unroll
+    for (int c = 0; c < V; ++c)
+#pragma unroll
+      for (int k = 0; k < V; ++k)
+#pragma unroll
+        for (int h = 0; h < W; ++h) w[c].w[k * W + h] = v[k].w[c * W + h];
+  } else if constexpr (E == 2) {
+    // Word m of w[c] packs element c of rows 2m and 2m+1: the matching halves of two words.
+#pragma unroll
+    for (int c = 0; c < V; ++c)
+#pragma unroll
+      for (int m = 0; m < 4; ++m)
+        w[c].w[m] = __byte_perm(v[2 * m].w[c / 2], v[2 * m + 1].w[c / 2], (c & 1) ? 0x7632 : 0x5410);
+  } else {
+    // 4x4 byte blocks: byte n of word q of rows 4m..4m+3 becomes word m of w[4q + n],
+    // in two rounds of prmt (interleave pairs of rows, then pairs of pairs).
+#pragma unroll
+    for (int m = 0; m < 4; ++m)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const uint32_t a = v[4 * m].w[q], b = v[4 * m + 1].w[q], c = v[4 * m + 2].w[q], d = v[4 * m + 3].w[q];
+        const uint32_t ab01 = __byte_perm(a, b, 0x5140), ab23 = __byte_perm(a, b, 0x7362);
+        const uint32_t cd01 = __byte_perm(c, d, 0x5140), cd23 = __byte_perm(c, d, 0x7362);
+        w[4 * q + 0].w[m] = __byte_perm(ab01, cd01, 0x5410);
+        w[4 * q + 1].w[m] = __byte_perm(ab01, cd01, 0x7632);
+        w[4 * q + 2].w[m] = __byte_perm(ab23, cd23, 0x5410);
+        w[4 * q + 3].w[m] = __byte_perm(ab23, cd23, 0x7632);
+      }
+  }
+}
+
+// See TransposeVec in transpose.h. kRealign = false needs transpose_vec_ok(a): every
+// vector starts 16-byte aligned and n_i is a multiple of V, so only an input row's last
+// vector can be partial (a sliced view; then element-wise) and every output vector is
+// whole. kRealign = true needs only in_sj == out_si == 1: rows start anywhere (an odd row
+// length). Each 16-lane row segment then loads the aligned 16-byte chunks that cover it
+// and shifts each lane's vector out of its chunk and the next lane's (a shuffle); on the
+// way out, each lane writes the aligned chunk that starts inside its vector, made of its
+// vector's tail and the next lane's head, and the segment's two partial end chunks go out
+// element by element (their other bytes are a neighbouring tile's). The shared-memory
+// accesses are the same in both.
+template <class Tile, int E, bool kRealign>
+__global__ void __launch_bounds__(TransposeVec<E>::kThreads, kRealign && E == 1 ? 2 : TransposeVec<E>::kMinBlocks) transpose_vec_kernel(const TransposeArgs a) {
+  using P = TransposeVec<E>;
+  constexpr int V = P::kVec;
+  __shared__ uint4 tile_storage[Tile::kSize * E / 16];
+  char* const tile = reinterpret_cast<char*>(tile_storage);
+  const char* __restrict__ in = static_cast<const char*>(a.in);
+  char* __restrict__ out = static_cast<char*>(a.out);
+  const int t = threadIdx.x;
+  const int64_t tiles_i = (a.n_i + P::kRows - 1) / P::kRows;
+  const int64_t j0 = int64_t(blockIdx.x) * P::kCols;
+
+  for (int64_t b = blockIdx.z; b < a.batch; b += gridDim.z) {
+    int64_t rem = b, in_base = 0, out_base = 0;
+#pragma unroll
+    for (int d = kTransposeBatchDims - 1; d >= 0; --d) {
+      if (d < a.batch_dims) {
+        const int64_t q = rem / a.batch_size[d], r = rem - q * a.batch_size[d];
+        in_base += r * a.in_batch_stride[d];
+        out_base += r * a.out_batch_stride[d];
+        rem = q;
+      }
+    }
+    for (int64_t ti = blockIdx.y; ti < tiles_i; ti += gridDim.y) {
+      const int64_t i0 = ti * P::kRows;
+      // Load phase: all V loads first, so they are in flight together.
+      Vec16 v[V];
+      if constexpr (!kRealign) {
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          const TileCoord c = transpose_vec_load<E>(t, k);
+          const int64_t i = i0 + c.r, j = j0 + c.c;
+          v[k].v = make_uint4(0, 0, 0, 0);
+          if (i < a.n_i && j < a.n_j) {
+            const char* p = in + (in_base + i * a.in_si + j * a.in_sj) * E;
+            if (j + V <= a.n_j) {
+              v[k].v = __ldg(reinterpret_cast<const uint4*>(p));
+            } else {
+              v[k] = load_partial<E>(p, a.n_j - j);
+            }
+          }
+        }
+      } else {
+        // Row segment: the tile's kCols elements of input row i from j0; lrow: the valid
+        // bytes of the row from there. Lane u's vector is bytes [s, 16) of its aligned chunk
+        // and [0, s) of the next one (lane u + 1's; the last lane loads the chunk past the
+        // segment itself). Chunks that reach past the row's end are read element by element.
+        // Loads go out in batches: 16 vectors of bytes and their chunks would not fit in registers.
+        const int64_t lrow = (a.n_j - j0) * E;
+        constexpr int kBatch = E == 1 ? V / 2 : V;
+        const auto load_chunk = [&](const char* seg, int pos) {
+          Vec16 r;
+          r.v = make_uint4(0, 0, 0, 0);
+          if (pos + 16 <= lrow) {
+            r.v = __ldg(reinterpret_cast<const uint4*>(seg + pos));
+          } else if (pos < lrow) {
+            r = load_elems<E>(seg + pos, 0, static_cast<int>((lrow - pos) / E));
+          }
+          return r;
+        };
+#pragma unroll
+        for (int k0 = 0; k0 < V; k0 += kBatch) {
+          int shift[kBatch];
+          Vec16 chunk[kBatch], after[kBatch];
+#pragma unroll
+          for (int b = 0; b < kBatch; ++b) {
+            const TileCoord c = transpose_vec_load<E>(t, k0 + b);
+            const int64_t i = i0 + c.r;
+            const int u = c.c / V;  // this lane's vector in the segment
+            const char* seg = in + (in_base + (i < a.n_i ? i : 0) * a.in_si + j0) * E;
+            shift[b] = static_cast<int>(reinterpret_cast<uintptr_t>(seg) & 15);
+            const int pos = 16 * u - shift[b];  // this lane's aligned chunk, from seg (>= -15)
+            chunk[b].v = after[b].v = make_uint4(0, 0, 0, 0);
+            if (i < a.n_i) {
+              chunk[b] = load_chunk(seg, pos);
+              if (u == P::kUnits - 1 && shift[b] != 0) after[b] = load_chunk(seg, pos + 16);
+            }
+          }
+#pragma unroll
+          for (int b = 0; b < kBatch; ++b) {
+            Vec16 next = shfl_down(chunk[b], 1, P::kUnits);
+            if (transpose_vec_load<E>(t, k0 + b).c / V == P::kUnits - 1) next = after[b];
+            v[k0 + b] = shift_bytes<E>(chunk[b], next, shift[b]);
+          }
+        }
+      }
+      // Every lane stores (zeros past the edges): the instruction count is one per vector.
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const TileCoord c = transpose_vec_load<E>(t, k);
+        *reinterpret_cast<uint4*>(tile + Tile::offset(transpose_vec_row<E>(c.r), c.c) * E) = v[k].v;
+      }
+      __syncthreads();
+      // Store phase: the micro-tile's V rows, transposed in registers, out as V vectors.
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const TileCoord c = transpose_vec_read<E>(t, k);
+        v[k].v = *reinterpret_cast<const uint4*>(tile + Tile::offset(transpose_vec_row<E>(c.r), c.c) * E);
+      }
+      __syncthreads();  // the tile is free for the next iteration once everything is in registers
+      Vec16 w[V];
+      transpose_regs<E>(v, w);
+      const TileCoord c0 = transpose_vec_read<E>(t, 0);
+      const int64_t i = i0 + c0.r, jb = j0 + c0.c;
+      if constexpr (!kRealign) {
+        if (i < a.n_i) {
+#pragma unroll
+          for (int c = 0; c < V; ++c) {
+            const int64_t j = jb + c;
+            if (j < a.n_j) *reinterpret_cast<uint4*>(out + (out_base + j * a.out_sj + i * a.out_si) * E) = w[c].v;
+          }
+        }
+      } else {
+        // Row segment: kRows elements of output row j from i0 (li valid bytes); this lane's
+        // vector starts 16 * ig bytes into it.
+        const int li = static_cast<int>((a.n_i - i0 < P::kRows ? a.n_i - i0 : P::kRows) * E);
+        const int ig = c0.r / V;
+#pragma unroll
+        for (int c = 0; c < V; ++c) {
+          const int64_t j = jb + c;
+          char* seg = out + (out_base + (j < a.n_j ? j : 0) * a.out_sj + i0 * a.out_si) * E;
+          const int head = static_cast<int>((16 - (reinterpret_cast<uintptr_t>(seg) & 15)) & 15);
+          const Vec16 next = shfl_down(w[c], 1, P::kIGroups);
+          const Vec16 chunk = shift_bytes<E>(w[c], next, head);
+          const int pos = 16 * ig + head;  // the aligned chunk that starts inside this lane's vector
+          if (j < a.n_j) {
+            if (pos + 16 <= li) {
+              *reinterpret_cast<uint4*>(seg + pos) = chunk.v;
+            } else if (pos < li) {
+              store_range<E>(seg + pos, chunk, 0, li - pos);
+            }
+            // The segment's head: bytes [16 - head, 16) of the chunk before seg + head.
+            if (ig == 0 && head != 0) {
+              const Vec16 lead = shift_bytes<E>(w[c], w[c], head);  // vector byte x at chunk offset 16 - head + x
+              store_range<E>(seg + head - 16, lead, 16 - head, 16 - head + (head < li ? head : li));
+            }
+          }
+        }
+      }
     }
   }
 }
@@ -73,8 +390,27 @@ unsigned clamp_grid(int64_t v) { return static_cast<unsigned>(v < 65535 ? v : 65
 
 cudaError_t launch_transpose(Layout layout, const TransposeArgs& a, cudaStream_t stream) {
   if (a.n_i == 0 || a.n_j == 0 || a.batch == 0) return cudaSuccess;
+  const bool aligned = transpose_vec_ok(a);
+  if (aligned || transpose_vec_realign_ok(a)) {
+    return with_layout(layout, [&](auto tag) {
+      return with_bytes(a.elem_bytes, [&](auto e) {
+        constexpr int kE = sizeof(e);
+        using P = TransposeVec<kE>;
+        using Tile = TransposeVecTile<decltype(tag)::value, kE>;
+        const dim3 grid(static_cast<unsigned>((a.n_j + P::kCols - 1) / P::kCols),
+                        clamp_grid((a.n_i + P::kRows - 1) / P::kRows), clamp_grid(a.batch));
+        if (aligned) {
+          transpose_vec_kernel<Tile, kE, false><<<grid, P::kThreads, 0, stream>>>(a);
+        } else if constexpr (kE < 16) {
+          transpose_vec_kernel<Tile, kE, true><<<grid, P::kThreads, 0, stream>>>(a);
+        }
+        return cudaGetLastError();
+      });
+    });
+  }
+  const int64_t rows = transpose_tile_rows(a.elem_bytes);
   const dim3 grid(static_cast<unsigned>((a.n_j + kTransposeTile - 1) / kTransposeTile),
-                  clamp_grid((a.n_i + kTransposeTile - 1) / kTransposeTile), clamp_grid(a.batch));
+                  clamp_grid((a.n_i + rows - 1) / rows), clamp_grid(a.batch));
   const dim3 block(kTransposeTile, kTransposeRowGroups);
   return with_layout(layout, [&](auto tag) {
     return with_bytes(a.elem_bytes, [&](auto e) {

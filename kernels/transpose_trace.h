@@ -1,27 +1,70 @@
-// The shared-memory instructions of transpose_kernel, replayed on the host (smem_trace.h).
+// The shared-memory instructions of the transpose kernels, replayed on the host (smem_trace.h).
 #pragma once
 #include "smem_trace.h"
 #include "transpose.h"
 
 namespace bankops {
 
-// A batch of n_i x n_j planes (the input's contiguous dim is j) of elem_bytes elements.
-inline void trace_transpose(Layout layout, int elem_bytes, int64_t batch, int64_t n_i, int64_t n_j, SmemTrace& trace) {
-  const int64_t tiles = batch * ceil_div(n_i, kTransposeTile) * ceil_div(n_j, kTransposeTile);
+// The arguments ops/ passes for a contiguous batch x n_i x n_j input whose last two dims
+// are transposed (null pointers: only the strides matter here).
+inline TransposeArgs contiguous_transpose_args(int elem_bytes, int64_t batch, int64_t n_i, int64_t n_j) {
+  TransposeArgs a{nullptr, nullptr, elem_bytes, n_i, n_j, n_j, 1, 1, n_i, 0, batch, {}, {}, {}};
+  if (batch > 1) {
+    a.batch_dims = 1;
+    a.batch_size[0] = batch;
+    a.in_batch_stride[0] = a.out_batch_stride[0] = n_i * n_j;
+  }
+  return a;
+}
+
+// The vector kernel, per tile: kVec 16-byte stores of input rows into the tile, then kVec
+// 16-byte loads of micro-tile rows. Every lane issues both, also past the plane's edges.
+template <Layout L, int E>
+void trace_transpose_vec(int64_t tiles, SmemTrace& trace) {
+  using P = TransposeVec<E>;
+  using Tile = TransposeVecTile<L, E>;
+  const auto byte_of = [](TileCoord c) { return int64_t(Tile::offset(transpose_vec_row<E>(c.r), c.c)) * E; };
+  SmemInstr& st = trace.instr("transpose", "sts tile[i][16 B at j] <- input row vectors", SmemOp::St, 16, tiles);
+  for (int k = 0; k < P::kVec; ++k) add_block(st, P::kThreads, [&](int t) { return byte_of(transpose_vec_load<E>(t, k)); });
+  SmemInstr& ld = trace.instr("transpose", "lds tile[i + k][16 B at j] -> micro-tile row k", SmemOp::Ld, 16, tiles);
+  for (int k = 0; k < P::kVec; ++k) add_block(ld, P::kThreads, [&](int t) { return byte_of(transpose_vec_read<E>(t, k)); });
+}
+
+// The scalar kernel, per tile: rows / 8 element stores of input rows, as many element
+// loads of tile columns.
+template <Layout L, int E>
+void trace_transpose_scalar(int64_t tiles, SmemTrace& trace) {
+  using Tile = TransposeTile<L, E>;
   constexpr int kThreads = kTransposeTile * kTransposeRowGroups;
+  const auto trace_step = [&](const char* name, SmemOp op, TileCoord (*coord)(int, int, int)) {
+    SmemInstr& row = trace.instr("transpose", name, op, E, tiles);
+    for (int k = 0; k < Tile::kRows / kTransposeRowGroups; ++k)
+      add_block(row, kThreads, [&](int t) {
+        const TileCoord c = coord(t % kTransposeTile, t / kTransposeTile, k);
+        return int64_t(Tile::offset(c.r, c.c)) * E;
+      });
+  };
+  trace_step("sts tile[row][lane] <- input rows (scalar kernel)", SmemOp::St, transpose_in);
+  trace_step("lds tile[lane][col] -> output rows (scalar kernel)", SmemOp::Ld, transpose_out);
+}
+
+// A batch of n_i x n_j planes (the input's contiguous dim is j) of elem_bytes elements,
+// contiguous: the kernel launch_transpose picks for it (ops/ drops size-1 dims first).
+inline void trace_transpose(Layout layout, int elem_bytes, int64_t batch, int64_t n_i, int64_t n_j, SmemTrace& trace) {
+  // launch_transpose's choice (a contiguous input always takes the vector kernel, aligned or
+  // realigning: both issue the same shared-memory instructions).
+  const TransposeArgs args = contiguous_transpose_args(elem_bytes, batch, n_i, n_j);
+  const bool vec = transpose_vec_strides_ok(args) || transpose_vec_realign_ok(args);
   with_layout(layout, [&](auto tag) {
     with_elem_bytes(elem_bytes, [&](auto e) {
-      using Tile = TransposeTile<decltype(tag)::value, decltype(e)::value>;
-      const auto trace_step = [&](const char* name, SmemOp op, TileCoord (*coord)(int, int, int)) {
-        SmemInstr& row = trace.instr("transpose", name, op, e.value, tiles);
-        for (int k = 0; k < kTransposeTile / kTransposeRowGroups; ++k)
-          add_block(row, kThreads, [&](int t) {
-            const TileCoord c = coord(t % kTransposeTile, t / kTransposeTile, k);
-            return int64_t(Tile::offset(c.r, c.c)) * e.value;
-          });
-      };
-      trace_step("sts tile[row][lane] <- input rows", SmemOp::St, transpose_in);
-      trace_step("lds tile[lane][col] -> output rows", SmemOp::Ld, transpose_out);
+      constexpr Layout L = decltype(tag)::value;
+      constexpr int E = decltype(e)::value;
+      if (vec) {
+        using P = TransposeVec<E>;
+        trace_transpose_vec<L, E>(batch * ceil_div(n_i, P::kRows) * ceil_div(n_j, P::kCols), trace);
+      } else {
+        trace_transpose_scalar<L, E>(batch * ceil_div(n_i, transpose_tile_rows(E)) * ceil_div(n_j, kTransposeTile), trace);
+      }
     });
   });
 }

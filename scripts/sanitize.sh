@@ -5,8 +5,9 @@
 set -euo pipefail
 source "$(dirname "$0")/prepare.sh" pytest
 export PYTORCH_NO_CUDA_MEMORY_CACHING=1
-subset='test_cuda_matches_reference and (torch.float32- or torch.int8- or torch.bfloat16- or torch.complex128-)
-  and (33x65 or 257- or 100003 or 5000x40 or 7x40000 or 63x65x31 or 3x33x17x65 or 2x3x4x5-1-3 or 3x33x65-0-1)'
+subset='(test_cuda_matches_reference and (torch.float32- or torch.int8- or torch.bfloat16- or torch.complex128-)
+  and (33x65 or 257- or 100003 or 5000x40 or 7x40000 or 63x65x31 or 3x33x17x65 or 2x3x4x5-1-3 or 3x33x65-0-1
+  or 272x528 or 3x48x80)) or (test_cuda_views and (sliced or strided or unaligned))'
 subset=$(echo $subset)  # one line for pytest -k
 for tool in "$@"; do
   echo "== compute-sanitizer --tool $tool"

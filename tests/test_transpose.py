@@ -11,13 +11,17 @@ DTYPES = [torch.bool, torch.int8, torch.float16, torch.bfloat16, torch.float32, 
 
 # (shape, dim0, dim1): empty, single elements, around the 32x32 tile, batched and N-d
 # (the plane transpose and the gather that keeps the contiguous dim), 0-d and 1-d,
-# a batch past one grid dimension.
+# a batch past one grid dimension. Sizes that are multiples of 16 take the 16-byte vector
+# kernel for every element size (whole and partial tiles, batched, N-d); the others the
+# scalar kernel.
 CASES = [
     ((0, 5), -2, -1), ((1, 1), 0, 1), ((1, 7), 0, 1), ((7, 1), 0, 1),
     ((31, 33), 0, 1), ((32, 32), 0, 1), ((33, 31), 1, 0), ((64, 65), 0, 1), ((257, 129), -1, -2),
     ((3, 33, 65), -2, -1), ((3, 33, 65), 0, 2), ((3, 33, 65), 0, 1),
     ((2, 3, 4, 5), 1, 3), ((2, 3, 4, 5), 3, 0), ((2, 3, 4, 5), 1, 2),
     ((5,), 0, 0), ((), 0, -1), ((4, 5), 1, 1), ((70_000, 2, 3), -2, -1),
+    ((16, 16), 0, 1), ((48, 80), 0, 1), ((272, 528), 1, 0), ((3, 48, 80), -2, -1),
+    ((2, 32, 3, 16), 1, 3), ((5, 16, 2, 32), 1, 3),
 ]
 CASE_IDS = [f"{'x'.join(map(str, s)) or 'scalar'}-{a}-{b}" for s, a, b in CASES]
 
@@ -27,6 +31,15 @@ VIEWS = {
     "expanded": lambda d: random_tensor((40, 1), torch.float32, d).expand(40, 70),
     "batch-strided": lambda d: random_tensor((33, 4, 65), torch.float16, d).transpose(0, 1),
     "offset": lambda d: random_tensor((4001,), torch.float64, d)[1:].view(40, 100),
+    # Aligned rows, a partial last vector per row (the vector kernel's element-wise edge).
+    "row-sliced": lambda d: random_tensor((96, 128), torch.float32, d)[:, :37],
+    "row-sliced-bytes": lambda d: random_tensor((96, 128), torch.int8, d)[:, 5:42][:, 11:],
+    # A base 4 bytes past 16-byte alignment: the realigning vector kernel.
+    "unaligned-base": lambda d: random_tensor((64 * 64 + 2,), torch.float16, d)[2:].view(64, 64),
+    "unaligned-base-bytes": lambda d: random_tensor((300 * 70 + 7,), torch.int8, d)[7:].view(300, 70)[:, 3:69],
+    # A strided inner dim: the scalar kernel, for narrow elements too.
+    "strided-bytes": lambda d: random_tensor((40, 90), torch.int8, d)[:, ::3],
+    "strided-half": lambda d: random_tensor((70, 80), torch.bfloat16, d)[:, ::2],
     # Nine non-trivial dims in a scrambled order: more than one launch can describe.
     "many-dims": lambda d: random_tensor((2, 3, 2, 3, 2, 3, 2, 3, 2), torch.int16, d).permute(8, 0, 7, 1, 6, 2, 5, 3, 4),
 }
@@ -77,11 +90,39 @@ def test_cuda_views(layout, view):
 
 
 @requires_cuda
+@pytest.mark.parametrize("n", [46_341, 46_352], ids=["realigned", "aligned"])
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_cuda_beyond_int32_elements(layout):
-    """46341^2 > 2^31 int8 elements: 64-bit offsets in the tile kernel."""
-    n = 46_341
+def test_cuda_beyond_int32_elements(layout, n):
+    """n^2 > 2^31 int8 elements: 64-bit offsets in the vector kernel, rows off and on 16-byte
+    boundaries (46352 = 16 * 2897)."""
     if torch.cuda.mem_get_info()[0] < 3 * n * n:
         pytest.skip("needs about 7 GB of free GPU memory")
     x = torch.randint(-128, 127, (n, n), dtype=torch.int8, device="cuda")
     assert torch.equal(bankops.transpose(x, layout=layout), x.t().contiguous())
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.float16, torch.float32, torch.float64, torch.complex128], ids=str)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_vector_kernel_bank_model(layout, dtype):
+    """Aligned planes take the 16-byte kernel: its tile stores (input row vectors) are free
+    in every layout; its micro-tile row loads put 8 consecutive tile rows in each
+    quarter-warp phase, which pad and swizzle spread over the 8 bank groups and `none`
+    piles onto one (8 wavefronts a phase, 32 an instruction)."""
+    rep = bankops.explain("transpose", layout, dtype, shape=(4096, 4096), num_sms=132)
+    assert {r["width"] for r in rep.rows} == {16}
+    assert not any("scalar" in r["instruction"] for r in rep.rows)
+    assert rep.per_instruction("st") == 4
+    assert rep.per_instruction("ld") == (32 if layout == "none" else 4)
+    vec = 16 // dtype.itemsize
+    assert rep.totals["ld"]["instructions"] == rep.totals["st"]["instructions"] == 4096 * 4096 // (32 * vec)
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.float16, torch.float32], ids=str)
+@pytest.mark.parametrize("shape", [(4097, 8191), (1022, 64)], ids=["odd", "unaligned-output-rows"])
+def test_unaligned_planes_take_the_realigning_vector_kernel(shape, dtype):
+    """Rows that start off 16-byte boundaries are realigned in registers: the tile sees the
+    same 16-byte accesses as for aligned rows (partial tiles included)."""
+    rep = bankops.explain("transpose", "swizzle", dtype, shape=shape, num_sms=132)
+    assert not any("scalar" in r["instruction"] for r in rep.rows)
+    assert {r["width"] for r in rep.rows} == {16}
+    assert rep.conflicts == 0
