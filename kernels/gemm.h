@@ -4,7 +4,7 @@
 // A is staged transposed (As[k][m]) and B as is (Bs[k][n]), so each step kk of the inner
 // loop reads one tile row of each: 16-byte vectors (LDS.128) of a thread's register
 // micro-tile. Tiles have 16-byte units (4 floats, 2 doubles): `pad` adds one unit per row and
-// `swizzle` XORs the row into the unit index (BankSwizzle), so a vector is never split.
+// `swizzle` XORs row bits above the units (GemmSwizzle), so a vector is never split.
 #pragma once
 #include <cstdint>
 
@@ -20,34 +20,48 @@ constexpr int kGemmVecBytes = 16;
 
 // One block configuration. Each thread owns QM x QN quadrants of VEC x VEC accumulators (VEC
 // = one 16-byte vector of the accumulator type); a warp is 4 (m) x 8 (n) lanes, the block
-// WARPS_M x WARPS_N warps. Quadrants of a thread lie a warp's lane span apart, so one
-// quadrant's LDS.128 of a warp reads 4 (A) or 8 (B) consecutive vectors.
-template <int ACC_BYTES, int QM, int QN, int WARPS_M, int WARPS_N>
+// WARPS_M x WARPS_N warps (gemm_frag_m / gemm_frag_n place the quadrants). MIN_BLOCKS per SM
+// sets the register budget: 65536 / (threads * MIN_BLOCKS), at most 255.
+template <int ACC_BYTES, int QM, int QN, int WARPS_M, int WARPS_N, int MIN_BLOCKS>
 struct GemmShape {
   static constexpr int kAccBytes = ACC_BYTES;
   static constexpr int kVec = kGemmVecBytes / ACC_BYTES;
   static constexpr int kQM = QM, kQN = QN, kWarpsM = WARPS_M, kWarpsN = WARPS_N;
   static constexpr int kTM = QM * kVec, kTN = QN * kVec;  // micro-tile
   static constexpr int kLanesM = 4, kLanesN = 8;
+  static constexpr int kQuad = 4 * kVec;  // tile columns between a thread's quadrants (A and B)
   static constexpr int kWM = kLanesM * kTM, kWN = kLanesN * kTN;  // warp tile
   static constexpr int kBM = WARPS_M * kWM, kBN = WARPS_N * kWN, kBK = kGemmBK;
   static constexpr int kThreads = 32 * WARPS_M * WARPS_N;
-  static constexpr int kMinBlocks = kThreads >= 256 ? 2 : 4;  // blocks per SM: 128 registers a thread
+  static constexpr int kMinBlocks = MIN_BLOCKS;  // blocks per SM the registers must allow
   static_assert(kBM == kBN, "A and B tiles share one tile type");
   static constexpr int kCols = kBM;
   // 16-byte vectors of one operand tile per thread (both staging directions).
   static constexpr int kLoads = kBK * kCols / (kVec * kThreads);
   static_assert(kLoads >= 1 && kBK * kCols == kLoads * kVec * kThreads, "whole vectors per thread");
+  // Between a thread's staged vectors: tile columns (k-major) or rows (x-major).
+  static constexpr int kLoadStepX = kThreads / (kBK / kVec), kLoadStepK = kThreads / (kCols / kVec);
+  static_assert(kLoadStepX * (kBK / kVec) == kThreads && kLoadStepK * (kCols / kVec) == kThreads, "uniform steps");
 };
 
 // The configurations, chosen by gemm_config() from the problem's shape:
-//  - Big (float32/16-bit: 128x128, 256 threads, 8x8 per thread; float64: 64x64, 4x4 doubles):
-//    64 FMAs per 4 LDS.128 per k step, and 2 blocks per SM within 128 registers.
+//  - Big, float32/16-bit: 128x128, 128 threads (2x2 warps of 64x64), 16x8 per thread: 128 FMAs
+//    per 6 LDS.128, two blocks per SM with up to 255 registers.
+//  - Big, float64: 64x64, 256 threads, 4x4 doubles per thread, two blocks per SM.
 //  - Small (float32/16-bit only: 64x64, 128 threads, 8x4 per thread): four times the blocks,
 //    for problems whose 128x128 grid would leave SMs idle.
 template <int ACC_BYTES>
-using GemmBig = GemmShape<ACC_BYTES, 2, 2, 4, 2>;
-using GemmSmall = GemmShape<4, 2, 1, 2, 2>;
+struct GemmBigOf {
+  using type = GemmShape<4, 4, 2, 2, 2, 2>;
+};
+template <>
+struct GemmBigOf<8> {
+  using type = GemmShape<8, 2, 2, 4, 2, 2>;
+};
+template <int ACC_BYTES>
+using GemmBig = typename GemmBigOf<ACC_BYTES>::type;
+using GemmBig256 = GemmShape<4, 2, 2, 4, 2, 2>;  // 128x128, 256 threads, 8x8 per thread
+using GemmSmall = GemmShape<4, 2, 1, 2, 2, 4>;
 
 enum class GemmConfig : int { Big = 0, Small = 1 };
 
@@ -139,19 +153,25 @@ BANKOPS_HD TileCoord gemm_stage_x(int t, int v) {
 }
 
 // Lanes of a warp, interleaved so that lanes T and T^1 read the same A vector and lanes T and
-// T^2 the same B vector: lane bits 0, 2, 3 give the n lane, bits 1, 4 the m lane.
+// T^2 the same B vector (the hardware then packs two lanes' 16 bytes into one wavefront):
+// lane bits 0, 2, 3 give the n lane, bits 1, 4 the m lane.
 BANKOPS_HD int gemm_lane_m(int t) { return ((t >> 1) & 1) | ((t >> 3) & 2); }
 BANKOPS_HD int gemm_lane_n(int t) { return (t & 1) | ((t >> 1) & 6); }
 // First tile column (m) of quadrant q of thread t's A fragment, and (n) of its B fragment.
+// A: the 4 m lanes' vectors are adjacent, quadrants 4 vectors apart. B: n lanes 0-3 are
+// adjacent, quadrants 4 vectors apart, n lanes 4-7 after all quadrants. Either way the
+// quadrant index is one known bit of the column (bit log2(4*VEC)), so for a swizzle that
+// XORs only that bit (float32's GemmSwizzle) the inner loop's addresses stay immediates.
 template <class S>
 BANKOPS_HD int gemm_frag_m(int t, int q) {
   const int warp_m = (t >> 5) & (S::kWarpsM - 1);
-  return warp_m * S::kWM + q * (S::kLanesM * S::kVec) + gemm_lane_m(t) * S::kVec;
+  return warp_m * S::kWM + q * S::kQuad + gemm_lane_m(t) * S::kVec;
 }
 template <class S>
 BANKOPS_HD int gemm_frag_n(int t, int q) {
   const int warp_n = ((t >> 5) / S::kWarpsM) & (S::kWarpsN - 1);
-  return warp_n * S::kWN + q * (S::kLanesN * S::kVec) + gemm_lane_n(t) * S::kVec;
+  const int lane = gemm_lane_n(t);
+  return warp_n * S::kWN + (lane & 3) * S::kVec + q * S::kQuad + (lane >> 2) * (S::kQuad * S::kQN);
 }
 
 struct GemmArgs {

@@ -18,20 +18,22 @@ void trace_shape(const char* kernel, GemmStage mode_a, GemmStage mode_b, int64_t
       for (int e = 0; e < V; ++e) {
         SmemInstr& row = trace.instr(kernel, "sts " + name + "[k+" + std::to_string(e) + "][x] (transposed store)",
                                      SmemOp::St, E, iterations);
-        add_block(row, S::kThreads, [&](int t) {
-          const TileCoord c = gemm_stage_k<S>(t, 0);
-          return byte(c.r + e, c.c);
-        });
+        for (int l = 0; l < S::kLoads; ++l)
+          add_block(row, S::kThreads, [&](int t) {
+            const TileCoord c = gemm_stage_k<S>(t, l);
+            return byte(c.r + e, c.c);
+          });
       }
       return;
     }
     const bool async = mode == GemmStage::XAsync;
     SmemInstr& row = trace.instr(kernel, (async ? "cp.async " : "sts ") + name + "[k][x..x+" + std::to_string(V - 1) + "]",
                                  async ? SmemOp::Ldgsts : SmemOp::St, kGemmVecBytes, iterations);
-    add_block(row, S::kThreads, [&](int t) {
-      const TileCoord c = gemm_stage_x<S>(t, 0);
-      return byte(c.r, c.c);
-    });
+    for (int l = 0; l < S::kLoads; ++l)
+      add_block(row, S::kThreads, [&](int t) {
+        const TileCoord c = gemm_stage_x<S>(t, l);
+        return byte(c.r, c.c);
+      });
   };
   stage("As", mode_a);
   stage("Bs", mode_b);
