@@ -7,7 +7,6 @@
 #include <cuda_runtime.h>
 
 #include <climits>
-#include <cstdlib>
 
 #include "launch.h"
 #include "numeric.cuh"
@@ -282,18 +281,15 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
 
 constexpr int kKVec = int(GemmStage::KVec), kXAsync = int(GemmStage::XAsync);
 
-template <class S, Layout L, class T, class Acc>
-cudaError_t run(const GemmArgs& g, cudaStream_t stream) {
+// SPECIALIZE: also build kernels with the aligned row-major / transposed operands' staging
+// fixed at compile time (fewer registers and branches); other layouts read it at run time.
+template <class S, Layout L, class T, class Acc, bool SPECIALIZE>
+cudaError_t run(const GemmArgs& g, GemmStage ma, GemmStage mb, cudaStream_t stream) {
   const auto clamp = [](int64_t v) { return static_cast<unsigned>(v < 65535 ? v : 65535); };
   const dim3 grid(static_cast<unsigned>(ceil_div(g.n, S::kBN)), clamp(ceil_div(g.m, S::kBM)), clamp(g.batch));
-  const int eb = sizeof(T), ab = sizeof(Acc);
-  const GemmStage ma = gemm_stage_mode(g.a, eb, ab, g.batch, g.a_sb, g.k, g.a_sk, g.m, g.a_sm);
-  const GemmStage mb = gemm_stage_mode(g.b, eb, ab, g.batch, g.b_sb, g.k, g.b_sk, g.n, g.b_sn);
   using Tile = GemmTileOf<L, S>;
-  // The aligned layouts of row-major and transposed operands get kernels with their staging
-  // fixed at compile time (fewer registers and branches); anything else reads it at run time.
   auto* kernel = gemm_kernel<S, Tile, T, Acc, kAnyMode, kAnyMode>;
-  if constexpr (sizeof(T) == sizeof(Acc)) {
+  if constexpr (SPECIALIZE && sizeof(T) == sizeof(Acc)) {
     if (ma == GemmStage::KVec && mb == GemmStage::XAsync) kernel = gemm_kernel<S, Tile, T, Acc, kKVec, kXAsync>;
     if (ma == GemmStage::XAsync && mb == GemmStage::XAsync) kernel = gemm_kernel<S, Tile, T, Acc, kXAsync, kXAsync>;
     if (ma == GemmStage::KVec && mb == GemmStage::KVec) kernel = gemm_kernel<S, Tile, T, Acc, kKVec, kKVec>;
@@ -312,12 +308,21 @@ int num_sms() {
   return n;
 }
 
-template <Layout L, class T>
-cudaError_t run_float_acc(const GemmArgs& g, cudaStream_t stream) {
-  static const bool t256 = [] { const char* v = std::getenv("BANKOPS_GEMM_T256"); return v && *v == '1'; }();
-  if (gemm_config(4, g.batch, g.m, g.n, num_sms()) == GemmConfig::Big)
-    return t256 ? run<GemmBig256, L, T, float>(g, stream) : run<GemmBig<4>, L, T, float>(g, stream);
-  return run<GemmSmall, L, T, float>(g, stream);
+template <Layout L, class T, class Acc>
+cudaError_t dispatch(const GemmArgs& g, cudaStream_t stream) {
+  const int eb = sizeof(T), ab = sizeof(Acc);
+  const GemmStage ma = gemm_stage_mode(g.a, eb, ab, g.batch, g.a_sb, g.k, g.a_sk, g.m, g.a_sm);
+  const GemmStage mb = gemm_stage_mode(g.b, eb, ab, g.batch, g.b_sb, g.k, g.b_sk, g.n, g.b_sn);
+  if constexpr (sizeof(Acc) == 8) {
+    return run<GemmBig<8>, L, T, Acc, true>(g, ma, mb, stream);
+  } else {
+    switch (gemm_config(ab, g.batch, g.m, g.n, num_sms(), gemm_vector(ma) && gemm_vector(mb))) {
+      case GemmConfig::Big: return run<GemmBig<4>, L, T, Acc, true>(g, ma, mb, stream);
+      case GemmConfig::BigScalar: return run<GemmBigScalar, L, T, Acc, false>(g, ma, mb, stream);
+      case GemmConfig::Small:
+      default: return run<GemmSmall, L, T, Acc, true>(g, ma, mb, stream);
+    }
+  }
 }
 
 }  // namespace
@@ -329,11 +334,11 @@ cudaError_t launch_gemm(Layout layout, DType dtype, const GemmArgs& g, cudaStrea
   return with_layout(layout, [&](auto tag) {
     constexpr Layout L = decltype(tag)::value;
     switch (dtype) {
-      case DType::F16: return run_float_acc<L, __half>(g, stream);
-      case DType::BF16: return run_float_acc<L, __nv_bfloat16>(g, stream);
-      case DType::F64: return run<GemmBig<8>, L, double, double>(g, stream);
+      case DType::F16: return dispatch<L, __half, float>(g, stream);
+      case DType::BF16: return dispatch<L, __nv_bfloat16, float>(g, stream);
+      case DType::F64: return dispatch<L, double, double>(g, stream);
       case DType::F32:
-      default: return run_float_acc<L, float>(g, stream);  // ops/ admits only these four
+      default: return dispatch<L, float, float>(g, stream);  // ops/ admits only these four
     }
   });
 }

@@ -44,12 +44,16 @@ struct GemmShape {
   static_assert(kLoadStepX * (kBK / kVec) == kThreads && kLoadStepK * (kCols / kVec) == kThreads, "uniform steps");
 };
 
-// The configurations, chosen by gemm_config() from the problem's shape:
-//  - Big, float32/16-bit: 128x128, 128 threads (2x2 warps of 64x64), 16x8 per thread: 128 FMAs
-//    per 6 LDS.128, two blocks per SM with up to 255 registers.
-//  - Big, float64: 64x64, 256 threads, 4x4 doubles per thread, two blocks per SM.
-//  - Small (float32/16-bit only: 64x64, 128 threads, 8x4 per thread): four times the blocks,
-//    for problems whose 128x128 grid would leave SMs idle.
+// The configurations, chosen by gemm_config() (H100, 2026-11-23, bench/run.py and ncu):
+//  - Big (float32, both operands staged with 16-byte vectors): 128x128, 128 threads (2x2 warps
+//    of 64x64), 16x8 per thread: 128 FMAs per 6 LDS.128, two blocks per SM with up to 255
+//    registers. 0.83x cuBLAS at 2048^3 to 8192^3, where the 256-thread 8x8 one gave 0.78x.
+//  - BigScalar (float32 with an operand staged element by element: misaligned or strided
+//    rows; float16/bfloat16): 128x128, 256 threads, 8x8 per thread. With the scalar loads'
+//    staging registers it beat Big (0.63x vs 0.50x cuBLAS at 4095x4097x4093).
+//  - Small (float32/16-bit: 64x64, 128 threads, 8x4 per thread): four times the blocks, for
+//    grids of 128x128 tiles that would leave SMs idle, or matrices of 64 rows or columns.
+//  - float64: 64x64, 256 threads, 4x4 doubles per thread (DFMA; registers allow no more).
 template <int ACC_BYTES>
 struct GemmBigOf {
   using type = GemmShape<4, 4, 2, 2, 2, 2>;
@@ -60,18 +64,19 @@ struct GemmBigOf<8> {
 };
 template <int ACC_BYTES>
 using GemmBig = typename GemmBigOf<ACC_BYTES>::type;
-using GemmBig256 = GemmShape<4, 2, 2, 4, 2, 2>;  // 128x128, 256 threads, 8x8 per thread
+using GemmBigScalar = GemmShape<4, 2, 2, 4, 2, 2>;
 using GemmSmall = GemmShape<4, 2, 1, 2, 2, 4>;
 
-enum class GemmConfig : int { Big = 0, Small = 1 };
+enum class GemmConfig : int { Big = 0, BigScalar = 1, Small = 2 };
 
-// Big when its grid gives every SM at least one block and the matrices fill its tiles at
-// least half way (a 64-row or 64-column problem would waste most of a 128-wide tile);
-// float64 has one configuration.
-BANKOPS_HD GemmConfig gemm_config(int acc_bytes, int64_t batch, int64_t m, int64_t n, int num_sms) {
+// vector_staging: both operands take the 16-byte modes (KVec / XAsync). A 128x128 tile when
+// its grid gives every SM at least one block and the matrices fill it at least half way.
+BANKOPS_HD GemmConfig gemm_config(int acc_bytes, int64_t batch, int64_t m, int64_t n, int num_sms,
+                                  bool vector_staging) {
   if (acc_bytes != 4) return GemmConfig::Big;
   const int64_t blocks = batch * ceil_div(m, GemmBig<4>::kBM) * ceil_div(n, GemmBig<4>::kBN);
-  return blocks >= num_sms && m > GemmSmall::kBM && n > GemmSmall::kBN ? GemmConfig::Big : GemmConfig::Small;
+  if (blocks < num_sms || m <= GemmSmall::kBM || n <= GemmSmall::kBN) return GemmConfig::Small;
+  return vector_staging ? GemmConfig::Big : GemmConfig::BigScalar;
 }
 
 // The swizzle of the operand tiles. Only the transposed store (k-major staging) walks a tile
@@ -121,6 +126,7 @@ using GemmTile = GemmTileOf<L, GemmBig<ACC_BYTES>>;
 //  - XScalar: x the faster dim but not vector-loadable: scalar loads, one 16-byte store.
 enum class GemmStage : int { KVec = 0, KScalar = 1, XAsync = 2, XScalar = 3 };
 BANKOPS_HD bool gemm_k_major(GemmStage s) { return s == GemmStage::KVec || s == GemmStage::KScalar; }
+BANKOPS_HD bool gemm_vector(GemmStage s) { return s == GemmStage::KVec || s == GemmStage::XAsync; }
 
 // The operand's mode: k_stride / x_stride / batch_stride in elements, extents k and x.
 inline GemmStage gemm_stage_mode(const void* base, int elem_bytes, int acc_bytes, int64_t batch, int64_t batch_stride,

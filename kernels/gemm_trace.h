@@ -73,14 +73,28 @@ inline void trace_gemm(Layout layout, int elem_bytes, int acc_bytes, int64_t bat
     using S = GemmBig<8>;
     gemm_detail::trace_layout<S>(layout, "gemm/64x64", mode(a_k_fast), mode(b_k_fast),
                                  iterations(S::kBM, S::kBN, S::kBK), trace);
-  } else if (gemm_config(acc_bytes, batch, m, n, num_sms) == GemmConfig::Big) {
-    using S = GemmBig<4>;
-    gemm_detail::trace_layout<S>(layout, "gemm/128x128", mode(a_k_fast), mode(b_k_fast),
-                                 iterations(S::kBM, S::kBN, S::kBK), trace);
-  } else {
-    using S = GemmSmall;
-    gemm_detail::trace_layout<S>(layout, "gemm/64x64", mode(a_k_fast), mode(b_k_fast),
-                                 iterations(S::kBM, S::kBN, S::kBK), trace);
+    return;
+  }
+  switch (gemm_config(acc_bytes, batch, m, n, num_sms, vec)) {
+    case GemmConfig::Big: {
+      using S = GemmBig<4>;
+      gemm_detail::trace_layout<S>(layout, "gemm/128x128", mode(a_k_fast), mode(b_k_fast),
+                                   iterations(S::kBM, S::kBN, S::kBK), trace);
+      break;
+    }
+    case GemmConfig::BigScalar: {
+      using S = GemmBigScalar;
+      gemm_detail::trace_layout<S>(layout, "gemm/128x128/256", mode(a_k_fast), mode(b_k_fast),
+                                   iterations(S::kBM, S::kBN, S::kBK), trace);
+      break;
+    }
+    case GemmConfig::Small:
+    default: {
+      using S = GemmSmall;
+      gemm_detail::trace_layout<S>(layout, "gemm/64x64", mode(a_k_fast), mode(b_k_fast),
+                                   iterations(S::kBM, S::kBN, S::kBK), trace);
+      break;
+    }
   }
 }
 
