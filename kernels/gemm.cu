@@ -1,6 +1,6 @@
 // The gemm kernel (tiling in gemm.h; gemm_trace.h replays its shared-memory accesses).
 //
-// Per k tile of kGemmBK: every thread stages one 16-byte vector of each operand (register
+// Per k tile of kGemmBK: every thread stages kLoads 16-byte vectors of each operand (register
 // modes load it while earlier tiles are computed and store it after; cp.async writes
 // straight to shared memory, kGemmStages - 1 tiles ahead), then reads BK rows of its A and B
 // fragments as LDS.128 (one row ahead of the FMAs) and does QM*QN*VEC*VEC FMAs per row.
