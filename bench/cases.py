@@ -136,10 +136,12 @@ def gpu_cases():
         reduce_sum((n_full,), torch.int32),
         gemm((2048, 2048, 2048), f32, quick=True),
         gemm((4096, 4096, 4096), f32),
+        gemm((8192, 8192, 8192), f32),
+        gemm((8192, 1024, 8192), f32),  # [M, N, K]: a skinny N
         gemm((4096, 4096, 4096), f16, quick=True),
         gemm((4096, 4096, 4096), bf16),
         gemm((8, 1024, 1024, 1024), f32),
-        gemm((4095, 4097, 4093), f32),
+        gemm((4095, 4097, 4093), f32),  # misaligned rows: the scalar staging modes
     ]
 
 

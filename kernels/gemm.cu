@@ -1,93 +1,344 @@
+// The gemm kernel (tiling in gemm.h; gemm_trace.h replays its shared-memory accesses).
+//
+// Per k tile of kGemmBK: every thread stages kLoads 16-byte vectors of each operand (register
+// modes load it while earlier tiles are computed and store it after; cp.async writes
+// straight to shared memory, kGemmStages - 1 tiles ahead), then reads BK rows of its A and B
+// fragments as LDS.128 (one row ahead of the FMAs) and does QM*QN*VEC*VEC FMAs per row.
+#include <cuda_runtime.h>
+
+#include <climits>
+
 #include "launch.h"
 #include "numeric.cuh"
 
 namespace bankops {
 namespace {
 
-static_assert(kGemmBM == kGemmBN, "A and B tiles share GemmTile");
-static_assert(kGemmBM * kGemmBK % kGemmThreads == 0, "whole tile loads per thread");
+// Native 16-byte vector types, so that vector accesses stay single LDS/STS/LDG/STG.128
+// instructions whatever the compiler can prove about the address.
+template <class E> struct Vec16Of;
+template <> struct Vec16Of<float> { using type = float4; };
+template <> struct Vec16Of<double> { using type = double2; };
 
-// Stage a kGemmBK x 64 tile of `src` (rows k, columns x, element strides sk and sx) into
-// `dst` at tile(k, x). Lanes walk whichever of k and x is contiguous in memory, so the
-// global reads coalesce; when that is k, the shared-memory store walks a tile column.
-template <class Tile, class T, class Acc>
-__device__ __forceinline__ void stage(Acc* dst, const T* __restrict__ src, int64_t sk, int64_t sx, bool k_fast,
-                                      int64_t k0, int64_t kmax, int64_t x0, int64_t xmax) {
-#pragma unroll
-  for (int e = 0; e < kGemmStageLoads; ++e) {
-    const TileCoord t = gemm_stage(threadIdx.x, e, k_fast);
-    const int64_t k = k0 + t.r, x = x0 + t.c;
-    dst[Tile::offset(t.r, t.c)] = (k < kmax && x < xmax) ? to_acc<Acc>(src[k * sk + x * sx]) : Acc(0);
-  }
+template <class E>
+struct Frag {  // one 16-byte vector of accumulators in registers
+  E v[16 / sizeof(E)];
+};
+
+__device__ __forceinline__ Frag<float> unpack(const float4 v) { return Frag<float>{{v.x, v.y, v.z, v.w}}; }
+__device__ __forceinline__ Frag<double> unpack(const double2 v) { return Frag<double>{{v.x, v.y}}; }
+__device__ __forceinline__ float4 pack(const float (&r)[4]) { return make_float4(r[0], r[1], r[2], r[3]); }
+__device__ __forceinline__ double2 pack(const double (&r)[2]) { return make_double2(r[0], r[1]); }
+
+template <class E>
+__device__ __forceinline__ Frag<E> lds16(const E* p) {
+  return unpack(*reinterpret_cast<const typename Vec16Of<E>::type*>(p));
+}
+template <class E>
+__device__ __forceinline__ void st16(E* p, const E (&r)[16 / sizeof(E)]) {
+  *reinterpret_cast<typename Vec16Of<E>::type*>(p) = pack(r);
+}
+// LDG.128 through the read-only path.
+template <class E>
+__device__ __forceinline__ Frag<E> ldg16(const E* p) {
+  return unpack(__ldg(reinterpret_cast<const typename Vec16Of<E>::type*>(p)));
 }
 
-template <class Tile, class T, class Acc>
-__global__ void __launch_bounds__(kGemmThreads) gemm_kernel(const GemmArgs g) {
-  __shared__ Acc as[Tile::kSize];
-  __shared__ Acc bs[Tile::kSize];
-  const bool a_k_fast = g.a_sk <= g.a_sm, b_k_fast = g.b_sk < g.b_sn;
-  const int64_t n0 = int64_t(blockIdx.x) * kGemmBN;
-  const int64_t tiles_m = (g.m + kGemmBM - 1) / kGemmBM;
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int src_bytes) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  // Bytes past src_bytes are zero-filled and not read: tails never read past an operand.
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+
+// A staging mode fixed at compile time, or kAnyMode: read from the kernel argument.
+constexpr int kAnyMode = -1;
+
+// One operand tile stream of one thread: its kLoads vectors of the next k tile, the first at
+// tile row kr, column xc, starting at p; the others kLoadStepX columns (k-major) or
+// kLoadStepK rows (x-major) further. Element e of a vector is e strides further along k
+// (k-major modes) or x. State is kept small: the accumulators take most registers.
+template <class S, class Tile, class T, class Acc, int MODE>
+struct Stager {
+  static constexpr int V = S::kVec, L = S::kLoads;
+  static constexpr bool kVector = sizeof(T) == sizeof(Acc);  // 16-bit inputs widen in registers
+  static_assert(kVector || MODE == kAnyMode || !(MODE == int(GemmStage::KVec) || MODE == int(GemmStage::XAsync)),
+                "vector modes need elements that are their own accumulators");
+
+  const T* p;
+  int64_t sk, sx;  // k and x strides
+  int64_t x_left;  // columns from xc to the operand's end
+  int kr, xc;      // tile row and column of the first vector
+  GemmStage run_mode;
+  Acc r[L][V];
+
+  __device__ __forceinline__ GemmStage mode() const { return MODE == kAnyMode ? run_mode : GemmStage(MODE); }
+  __device__ __forceinline__ bool k_major() const { return gemm_k_major(mode()); }
+  // Tile row and column of vector l.
+  __device__ __forceinline__ int row(int l) const { return kr + (k_major() ? 0 : l * S::kLoadStepK); }
+  __device__ __forceinline__ int col(int l) const { return xc + (k_major() ? l * S::kLoadStepX : 0); }
+  __device__ __forceinline__ const T* at(int l) const {
+    return k_major() ? p + l * S::kLoadStepX * sx : p + l * S::kLoadStepK * sk;
+  }
+  // Valid elements of vector l along x (0..V; a k-major vector lies in one column: 0 or V).
+  __device__ __forceinline__ int x_rest(int l) const {
+    const int64_t xl = x_left - (k_major() ? l * S::kLoadStepX : 0);
+    return xl <= 0 ? 0 : k_major() || xl >= V ? V : static_cast<int>(xl);
+  }
+
+  // base: the operand at (k 0, x 0) of the block; x_end: its columns from there.
+  __device__ __forceinline__ Stager(const T* base, int64_t k_stride, int64_t x_stride, int64_t x_end, GemmStage m)
+      : sk(k_stride), sx(x_stride), run_mode(m) {
+    const TileCoord c = k_major() ? gemm_stage_k<S>(threadIdx.x, 0) : gemm_stage_x<S>(threadIdx.x, 0);
+    kr = c.r;
+    xc = c.c;
+    p = base + kr * k_stride + xc * x_stride;
+    x_left = x_end - xc;
+  }
+
+  // Issues the global reads of the next k tile, whose first k_rows rows are inside the operand
+  // (cp.async goes straight to `dst`; `safe` is an address cp.async may name for no bytes).
+  __device__ __forceinline__ void issue(Acc* dst, const void* safe, int k_rows) {
+#pragma unroll
+    for (int l = 0; l < L; ++l) {
+      const int k_rest = k_rows - row(l), xr = x_rest(l);
+      const T* q = at(l);
+      if constexpr (kVector) {
+        if (mode() == GemmStage::KVec) {
+          // Partial vectors at the k tail fall back to predicated scalar reads.
+          if (xr > 0 && k_rest >= V) {
+            const Frag<T> v = ldg16(q);
+#pragma unroll
+            for (int e = 0; e < V; ++e) r[l][e] = v.v[e];
+          } else {
+#pragma unroll
+            for (int e = 0; e < V; ++e) r[l][e] = xr > 0 && e < k_rest ? q[e] : T(0);
+          }
+          continue;
+        }
+        if (mode() == GemmStage::XAsync) {
+          const int n = k_rest > 0 ? xr : 0;
+          cp_async16(dst + Tile::offset(row(l), col(l)), n > 0 ? static_cast<const void*>(q) : safe,
+                     n * static_cast<int>(sizeof(T)));
+          continue;
+        }
+      }
+      if (k_major()) {
+#pragma unroll
+        for (int e = 0; e < V; ++e) r[l][e] = xr > 0 && e < k_rest ? to_acc<Acc>(q[e * sk]) : Acc(0);
+      } else {
+#pragma unroll
+        for (int e = 0; e < V; ++e) r[l][e] = k_rest > 0 && e < xr ? to_acc<Acc>(q[e * sx]) : Acc(0);
+      }
+    }
+    p += S::kBK * sk;
+  }
+
+  // Stores what issue() loaded into registers (nothing for cp.async).
+  __device__ __forceinline__ void store(Acc* dst) const {
+    if (kVector && mode() == GemmStage::XAsync) return;
+#pragma unroll
+    for (int l = 0; l < L; ++l) {
+      if (k_major()) {
+        // The transposed store: VEC tile rows of one column.
+#pragma unroll
+        for (int e = 0; e < V; ++e) dst[Tile::offset(row(l) + e, col(l))] = r[l][e];
+      } else {
+        st16(dst + Tile::offset(row(l), col(l)), r[l]);
+      }
+    }
+  }
+};
+
+template <class S, class Tile, class T, class Acc, int MODE_A, int MODE_B>
+__global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
+    gemm_kernel(const GemmArgs g, const GemmStage mode_a, const GemmStage mode_b) {
+  constexpr int V = S::kVec, kStages = kGemmStages, kStage = Tile::kSize;
+  static_assert(kStage % V == 0, "stages start on 16-byte boundaries");
+  __shared__ typename Vec16Of<Acc>::type smem_a[kStages * kStage / V];
+  __shared__ typename Vec16Of<Acc>::type smem_b[kStages * kStage / V];
+  Acc* const sa0 = reinterpret_cast<Acc*>(smem_a);
+  Acc* const sb0 = reinterpret_cast<Acc*>(smem_b);
+  const int t = threadIdx.x;
+  const int64_t n0 = int64_t(blockIdx.x) * S::kBN;
+  const int64_t tiles_m = ceil_div(g.m, S::kBM);
+  const int tiles_k = static_cast<int>(ceil_div(g.k, S::kBK));  // launch_gemm keeps it below 2^31
+  // Rows of k tile kt inside the operands.
+  const auto k_rows = [&](int kt) {
+    const int64_t left = g.k - int64_t(kt) * S::kBK;
+    return static_cast<int>(left < S::kBK ? left : S::kBK);
+  };
+  const int am = gemm_frag_m<S>(t, 0), bn = gemm_frag_n<S>(t, 0);
+  using StA = Stager<S, Tile, T, Acc, MODE_A>;
+  using StB = Stager<S, Tile, T, Acc, MODE_B>;
 
   for (int64_t bz = blockIdx.z; bz < g.batch; bz += gridDim.z) {
-    const T* a = static_cast<const T*>(g.a) + bz * g.a_sb;
-    const T* b = static_cast<const T*>(g.b) + bz * g.b_sb;
-    T* c = static_cast<T*>(g.c) + bz * g.m * g.n;
     for (int64_t tm = blockIdx.y; tm < tiles_m; tm += gridDim.y) {
-      const int64_t m0 = tm * kGemmBM;
-      Acc acc[kGemmMicro][kGemmMicro] = {};
-      for (int64_t k0 = 0; k0 < g.k; k0 += kGemmBK) {
-        stage<Tile>(as, a + m0 * g.a_sm, g.a_sk, g.a_sm, a_k_fast, k0, g.k, 0, g.m - m0);
-        stage<Tile>(bs, b + n0 * g.b_sn, g.b_sk, g.b_sn, b_k_fast, k0, g.k, 0, g.n - n0);
-        __syncthreads();
-#pragma unroll 8
-        for (int kk = 0; kk < kGemmBK; ++kk) {
-          Acc av[kGemmMicro], bv[kGemmMicro];
+      const int64_t m0 = tm * S::kBM;
+      StA sa(static_cast<const T*>(g.a) + bz * g.a_sb + m0 * g.a_sm, g.a_sk, g.a_sm, g.m - m0, mode_a);
+      StB sb(static_cast<const T*>(g.b) + bz * g.b_sb + n0 * g.b_sn, g.b_sk, g.b_sn, g.n - n0, mode_b);
+      Acc acc[S::kTM][S::kTN];
 #pragma unroll
-          for (int i = 0; i < kGemmMicro; ++i) av[i] = as[Tile::offset(kk, gemm_row(threadIdx.x, i))];
+      for (int i = 0; i < S::kTM; ++i)
 #pragma unroll
-          for (int j = 0; j < kGemmMicro; ++j) bv[j] = bs[Tile::offset(kk, gemm_col(threadIdx.x, j))];
+        for (int j = 0; j < S::kTN; ++j) acc[i][j] = Acc(0);
+
+      // Prologue: tiles 0 .. kStages-2 in flight, one cp.async group each.
 #pragma unroll
-          for (int i = 0; i < kGemmMicro; ++i)
-#pragma unroll
-            for (int j = 0; j < kGemmMicro; ++j) acc[i][j] += av[i] * bv[j];
+      for (int s = 0; s < kStages - 1; ++s) {
+        if (s < tiles_k) {
+          sa.issue(sa0 + s * kStage, g.a, k_rows(s));
+          sb.issue(sb0 + s * kStage, g.b, k_rows(s));
+          sa.store(sa0 + s * kStage);
+          sb.store(sb0 + s * kStage);
         }
-        __syncthreads();
+        cp_async_commit();
       }
+
+      // Fragments of row kk of the current tile, double-buffered: row kk + 1 is read while
+      // row kk's FMAs run.
+      Frag<Acc> fa[2][S::kQM], fb[2][S::kQN];
+      const auto load_frags = [&](int buf, const Acc* as, const Acc* bs, int kk) {
 #pragma unroll
-      for (int i = 0; i < kGemmMicro; ++i) {
-        const int64_t m = m0 + gemm_row(threadIdx.x, i);
+        for (int q = 0; q < S::kQM; ++q) fa[buf][q] = lds16(as + Tile::offset(kk, am + q * S::kQuad));
 #pragma unroll
-        for (int j = 0; j < kGemmMicro; ++j) {
-          const int64_t n = n0 + gemm_col(threadIdx.x, j);
-          if (m < g.m && n < g.n) c[m * g.n + n] = from_acc<T>(acc[i][j]);
+        for (int q = 0; q < S::kQN; ++q) fb[buf][q] = lds16(bs + Tile::offset(kk, bn + q * S::kQuad));
+      };
+
+      int read = 0;  // the stage of tile kt; tile kt + kStages - 1 goes to the one before it
+      cp_async_wait<kStages - 2>();
+      __syncthreads();
+      if (tiles_k > 0) load_frags(0, sa0, sb0, 0);
+      for (int kt = 0; kt < tiles_k; ++kt) {
+        const int write = (read + kStages - 1) % kStages;
+        const bool more = kt + kStages - 1 < tiles_k;
+        if (more) {
+          sa.issue(sa0 + write * kStage, g.a, k_rows(kt + kStages - 1));
+          sb.issue(sb0 + write * kStage, g.b, k_rows(kt + kStages - 1));
+        }
+        cp_async_commit();
+
+        const Acc* as = sa0 + read * kStage;
+        const Acc* bs = sb0 + read * kStage;
+#pragma unroll
+        for (int kk = 0; kk < S::kBK; ++kk) {
+          if (kk == S::kBK - 1) {
+            // The tile is read out: store the register-staged tile, wait for tile kt + 1 and
+            // read its first row while the last row's FMAs run.
+            if (more) {
+              sa.store(sa0 + write * kStage);
+              sb.store(sb0 + write * kStage);
+            }
+            cp_async_wait<kStages - 2>();
+            __syncthreads();
+            read = (read + 1) % kStages;
+            if (kt + 1 < tiles_k) load_frags((kk + 1) % 2, sa0 + read * kStage, sb0 + read * kStage, 0);
+          } else {
+            load_frags((kk + 1) % 2, as, bs, kk + 1);
+          }
+#pragma unroll
+          for (int i = 0; i < S::kTM; ++i)
+#pragma unroll
+            for (int j = 0; j < S::kTN; ++j)
+              acc[i][j] = fma(fa[kk % 2][i / V].v[i % V], fb[kk % 2][j / V].v[j % V], acc[i][j]);
+        }
+      }
+      cp_async_wait<0>();
+      __syncthreads();  // the next tile's prologue overwrites the stages
+
+      // Each row of the micro-tile: QN vectors of VEC columns (one STG.128 each when aligned).
+      const bool vec_out = sizeof(T) == sizeof(Acc) && g.n % V == 0;
+      const int64_t n_first = n0 + bn;
+      T* row = static_cast<T*>(g.c) + (bz * g.m + m0 + am) * g.n + n_first;
+#pragma unroll
+      for (int i = 0; i < S::kTM; ++i) {
+        const int dm = (i / V) * S::kQuad + i % V;
+        if (m0 + am + dm < g.m) {
+#pragma unroll
+          for (int q = 0; q < S::kQN; ++q) {
+            T* dst = row + dm * g.n + q * S::kQuad;
+            const int64_t left = g.n - n_first - q * S::kQuad;
+            if constexpr (sizeof(T) == sizeof(Acc)) {
+              if (vec_out && left >= V) {
+                Acc v[V];
+#pragma unroll
+                for (int e = 0; e < V; ++e) v[e] = acc[i][q * V + e];
+                st16(dst, v);
+                continue;
+              }
+            }
+#pragma unroll
+            for (int e = 0; e < V; ++e)
+              if (e < left) dst[e] = from_acc<T>(acc[i][q * V + e]);
+          }
         }
       }
     }
   }
 }
 
-template <Layout L, class T, class Acc>
-cudaError_t run(const GemmArgs& g, cudaStream_t stream) {
+constexpr int kKVec = int(GemmStage::KVec), kXAsync = int(GemmStage::XAsync);
+
+// SPECIALIZE: also build kernels with the aligned row-major / transposed operands' staging
+// fixed at compile time (fewer registers and branches); other layouts read it at run time.
+template <class S, Layout L, class T, class Acc, bool SPECIALIZE>
+cudaError_t run(const GemmArgs& g, GemmStage ma, GemmStage mb, cudaStream_t stream) {
   const auto clamp = [](int64_t v) { return static_cast<unsigned>(v < 65535 ? v : 65535); };
-  const dim3 grid(static_cast<unsigned>((g.n + kGemmBN - 1) / kGemmBN), clamp((g.m + kGemmBM - 1) / kGemmBM),
-                  clamp(g.batch));
-  gemm_kernel<GemmTile<L, sizeof(Acc)>, T, Acc><<<grid, kGemmThreads, 0, stream>>>(g);
+  const dim3 grid(static_cast<unsigned>(ceil_div(g.n, S::kBN)), clamp(ceil_div(g.m, S::kBM)), clamp(g.batch));
+  using Tile = GemmTileOf<L, S>;
+  auto* kernel = gemm_kernel<S, Tile, T, Acc, kAnyMode, kAnyMode>;
+  if constexpr (SPECIALIZE && sizeof(T) == sizeof(Acc)) {
+    if (ma == GemmStage::KVec && mb == GemmStage::XAsync) kernel = gemm_kernel<S, Tile, T, Acc, kKVec, kXAsync>;
+    if (ma == GemmStage::XAsync && mb == GemmStage::XAsync) kernel = gemm_kernel<S, Tile, T, Acc, kXAsync, kXAsync>;
+    if (ma == GemmStage::KVec && mb == GemmStage::KVec) kernel = gemm_kernel<S, Tile, T, Acc, kKVec, kKVec>;
+  }
+  kernel<<<grid, S::kThreads, 0, stream>>>(g, ma, mb);
   return cudaGetLastError();
+}
+
+int num_sms() {
+  static const int n = [] {
+    int dev = 0, v = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+      return 132;
+    return v;
+  }();
+  return n;
+}
+
+template <Layout L, class T, class Acc>
+cudaError_t dispatch(const GemmArgs& g, cudaStream_t stream) {
+  const int eb = sizeof(T), ab = sizeof(Acc);
+  const GemmStage ma = gemm_stage_mode(g.a, eb, ab, g.batch, g.a_sb, g.k, g.a_sk, g.m, g.a_sm);
+  const GemmStage mb = gemm_stage_mode(g.b, eb, ab, g.batch, g.b_sb, g.k, g.b_sk, g.n, g.b_sn);
+  if constexpr (sizeof(Acc) == 8) {
+    return run<GemmBig<8>, L, T, Acc, true>(g, ma, mb, stream);
+  } else {
+    switch (gemm_config(ab, g.batch, g.m, g.n, num_sms(), gemm_vector(ma) && gemm_vector(mb))) {
+      case GemmConfig::Big: return run<GemmBig<4>, L, T, Acc, true>(g, ma, mb, stream);
+      case GemmConfig::BigScalar: return run<GemmBigScalar, L, T, Acc, false>(g, ma, mb, stream);
+      case GemmConfig::Small:
+      default: return run<GemmSmall, L, T, Acc, true>(g, ma, mb, stream);
+    }
+  }
 }
 
 }  // namespace
 
 cudaError_t launch_gemm(Layout layout, DType dtype, const GemmArgs& g, cudaStream_t stream) {
   if (g.batch == 0 || g.m == 0 || g.n == 0) return cudaSuccess;
+  // k tiles are counted in int: K up to 2^34 (no tensor that fits a GPU comes near it).
+  if (ceil_div(g.k, kGemmBK) > INT_MAX) return cudaErrorInvalidValue;
   return with_layout(layout, [&](auto tag) {
     constexpr Layout L = decltype(tag)::value;
     switch (dtype) {
-      case DType::F16: return run<L, __half, float>(g, stream);
-      case DType::BF16: return run<L, __nv_bfloat16, float>(g, stream);
-      case DType::F64: return run<L, double, double>(g, stream);
+      case DType::F16: return dispatch<L, __half, float>(g, stream);
+      case DType::BF16: return dispatch<L, __nv_bfloat16, float>(g, stream);
+      case DType::F64: return dispatch<L, double, double>(g, stream);
       case DType::F32:
-      default: return run<L, float, float>(g, stream);  // ops/ admits only these four
+      default: return dispatch<L, float, float>(g, stream);  // ops/ admits only these four
     }
   });
 }

@@ -1,6 +1,10 @@
-// gemm: C[b] = A[b] @ B[b] with a shared-memory tiled FMA kernel (float32, float64, and
-// float16/bfloat16 with float accumulation). A is staged transposed (k x m) and B as is
-// (k x n), so the inner loop reads one tile row of each.
+// gemm: C[b] = A[b] @ B[b] with a shared-memory tiled FMA kernel (FFMA for float32, DFMA for
+// float64, and float16/bfloat16 with float accumulation until a tensor-core path takes them).
+//
+// A is staged transposed (As[k][m]) and B as is (Bs[k][n]), so each step kk of the inner
+// loop reads one tile row of each: 16-byte vectors (LDS.128) of a thread's register
+// micro-tile. Tiles have 16-byte units (4 floats, 2 doubles): `pad` adds one unit per row and
+// `swizzle` XORs row bits above the units (GemmSwizzle), so a vector is never split.
 #pragma once
 #include <cstdint>
 
@@ -9,28 +13,172 @@
 
 namespace bankops {
 
-constexpr int kGemmBM = 64, kGemmBN = 64, kGemmBK = 32;
-constexpr int kGemmThreads = 256;  // 16 x 16 threads, each computing a 4 x 4 micro-tile
-constexpr int kGemmMicro = 4;
+constexpr int kGemmBK = 8;      // k per tile: the transposed store of a 16-byte k-vector hits
+                                // rows j and j+4 only, which pad and swizzle both separate
+constexpr int kGemmStages = 4;  // cp.async pipeline depth (tiles in shared memory)
+constexpr int kGemmVecBytes = 16;
 
-// A and B tiles share one shape: kGemmBK rows of kGemmBM (== kGemmBN) accumulators.
-template <Layout L, int ACC_BYTES>
-using GemmTile = TileLayout<L, kGemmBK, kGemmBM, ACC_BYTES>;
+// One block configuration. Each thread owns QM x QN quadrants of VEC x VEC accumulators (VEC
+// = one 16-byte vector of the accumulator type); a warp is 4 (m) x 8 (n) lanes, the block
+// WARPS_M x WARPS_N warps (gemm_frag_m / gemm_frag_n place the quadrants). MIN_BLOCKS per SM
+// sets the register budget: 65536 / (threads * MIN_BLOCKS), at most 255.
+template <int ACC_BYTES, int QM, int QN, int WARPS_M, int WARPS_N, int MIN_BLOCKS>
+struct GemmShape {
+  static constexpr int kAccBytes = ACC_BYTES;
+  static constexpr int kVec = kGemmVecBytes / ACC_BYTES;
+  static constexpr int kQM = QM, kQN = QN, kWarpsM = WARPS_M, kWarpsN = WARPS_N;
+  static constexpr int kTM = QM * kVec, kTN = QN * kVec;  // micro-tile
+  static constexpr int kLanesM = 4, kLanesN = 8;
+  static constexpr int kQuad = 4 * kVec;  // tile columns between a thread's quadrants (A and B)
+  static constexpr int kWM = kLanesM * kTM, kWN = kLanesN * kTN;  // warp tile
+  static constexpr int kBM = WARPS_M * kWM, kBN = WARPS_N * kWN, kBK = kGemmBK;
+  static constexpr int kThreads = 32 * WARPS_M * WARPS_N;
+  static constexpr int kMinBlocks = MIN_BLOCKS;  // blocks per SM the registers must allow
+  static_assert(kBM == kBN, "A and B tiles share one tile type");
+  static constexpr int kCols = kBM;
+  // 16-byte vectors of one operand tile per thread (both staging directions).
+  static constexpr int kLoads = kBK * kCols / (kVec * kThreads);
+  static_assert(kLoads >= 1 && kBK * kCols == kLoads * kVec * kThreads, "whole vectors per thread");
+  // Between a thread's staged vectors: tile columns (k-major) or rows (x-major).
+  static constexpr int kLoadStepX = kThreads / (kBK / kVec), kLoadStepK = kThreads / (kCols / kVec);
+  static_assert(kLoadStepX * (kBK / kVec) == kThreads && kLoadStepK * (kCols / kVec) == kThreads, "uniform steps");
+};
 
-constexpr int kGemmSide = kGemmBM / kGemmMicro;  // 16 x 16 threads
-constexpr int kGemmStageLoads = kGemmBM * kGemmBK / kGemmThreads;
+// The configurations, chosen by gemm_config() (H100, 2026-11-23, bench/run.py and ncu):
+//  - Big (float32, both operands staged with 16-byte vectors): 128x128, 128 threads (2x2 warps
+//    of 64x64), 16x8 per thread: 128 FMAs per 6 LDS.128, two blocks per SM with up to 255
+//    registers. 0.83x cuBLAS at 2048^3 to 8192^3, where the 256-thread 8x8 one gave 0.78x.
+//  - BigScalar (float32 with an operand staged element by element: misaligned or strided
+//    rows; float16/bfloat16): 128x128, 256 threads, 8x8 per thread. With the scalar loads'
+//    staging registers it beat Big (0.63x vs 0.50x cuBLAS at 4095x4097x4093).
+//  - Small (float32/16-bit: 64x64, 128 threads, 8x4 per thread): four times the blocks, for
+//    grids of 128x128 tiles that would leave SMs idle, or matrices of 64 rows or columns.
+//  - float64: 64x64, 256 threads, 4x4 doubles per thread (DFMA; registers allow no more).
+template <int ACC_BYTES>
+struct GemmBigOf {
+  using type = GemmShape<4, 4, 2, 2, 2, 2>;
+};
+template <>
+struct GemmBigOf<8> {
+  using type = GemmShape<8, 2, 2, 4, 2, 2>;
+};
+template <int ACC_BYTES>
+using GemmBig = typename GemmBigOf<ACC_BYTES>::type;
+using GemmBigScalar = GemmShape<4, 2, 2, 4, 2, 2>;
+using GemmSmall = GemmShape<4, 2, 1, 2, 2, 4>;
 
-// Staging: element e of thread t of a kGemmBK x 64 tile. Lanes walk k when k is the
-// source's contiguous dim (the global reads coalesce and the tile store walks a column),
-// the other dim otherwise.
-BANKOPS_HD TileCoord gemm_stage(int t, int e, bool k_fast) {
-  const int idx = t + e * kGemmThreads;
-  return k_fast ? TileCoord{idx % kGemmBK, idx / kGemmBK} : TileCoord{idx / kGemmBM, idx % kGemmBM};
+enum class GemmConfig : int { Big = 0, BigScalar = 1, Small = 2 };
+
+// vector_staging: both operands take the 16-byte modes (KVec / XAsync). A 128x128 tile when
+// its grid gives every SM at least one block and the matrices fill it at least half way.
+BANKOPS_HD GemmConfig gemm_config(int acc_bytes, int64_t batch, int64_t m, int64_t n, int num_sms,
+                                  bool vector_staging) {
+  if (acc_bytes != 4) return GemmConfig::Big;
+  const int64_t blocks = batch * ceil_div(m, GemmBig<4>::kBM) * ceil_div(n, GemmBig<4>::kBN);
+  if (blocks < num_sms || m <= GemmSmall::kBM || n <= GemmSmall::kBN) return GemmConfig::Small;
+  return vector_staging ? GemmConfig::Big : GemmConfig::BigScalar;
 }
-// Inner loop: thread t owns rows ty + 16i of C (A tile columns) and columns tx + 16j (B
-// tile columns), so a warp reads two A values (broadcast) and 16 consecutive B values.
-BANKOPS_HD int gemm_row(int t, int i) { return t / kGemmSide + kGemmSide * i; }
-BANKOPS_HD int gemm_col(int t, int j) { return t % kGemmSide + kGemmSide * j; }
+
+// The swizzle of the operand tiles. Only the transposed store (k-major staging) walks a tile
+// column: one warp phase (128 bytes of requests) holds P consecutive columns of the rows
+// kv*VEC + e, kv < BK/VEC, which all start on bank 0. XORing exactly those row bits (B of
+// them) into the offset bits just above the P columns (M) moves each row to its own banks;
+// row walks (LDS.128, cp.async, STS.128) only permute whole 16-byte vectors inside a row.
+// It XORs the fewest offset bits that remove the conflict, so the inner loop's swizzled
+// addresses differ from the dense ones in as few registers as possible.
+template <class Shape>
+struct GemmSwizzle {
+  static constexpr int kRowsPerWarp = Shape::kBK / Shape::kVec;                 // kv values in a warp
+  static constexpr int kPhaseLanes = Shape::kAccBytes <= 4 ? 32 : 128 / Shape::kAccBytes;
+  static constexpr int B = log2_exact(kRowsPerWarp);
+  static constexpr int M = log2_exact(kPhaseLanes / kRowsPerWarp);            // columns per phase
+  static constexpr int S = log2_exact(Shape::kCols) + log2_exact(Shape::kVec) - M;
+  using type = Swizzle<B, M, S>;
+};
+
+// Both operand tiles of a configuration: kGemmBK rows (k) of kCols (m for A, n for B), in
+// 16-byte units: `pad` adds one unit per row, `swizzle` is GemmSwizzle.
+template <Layout L, class Shape>
+struct GemmTileSelect {
+  using type = RowMajor<Shape::kBK, Shape::kCols>;
+};
+template <class Shape>
+struct GemmTileSelect<Layout::Pad, Shape> {
+  using type = Padded<Shape::kBK, Shape::kCols, Shape::kVec>;
+};
+template <class Shape>
+struct GemmTileSelect<Layout::Swizzle, Shape> {
+  using type = Swizzled<Shape::kBK, Shape::kCols, typename GemmSwizzle<Shape>::type>;
+};
+template <Layout L, class Shape>
+using GemmTileOf = typename GemmTileSelect<L, Shape>::type;
+// The big configuration's tile for an accumulator size (what _tile_map shows).
+template <Layout L, int ACC_BYTES>
+using GemmTile = GemmTileOf<L, GemmBig<ACC_BYTES>>;
+
+// How a block stages one operand tile (rows k, columns x = m for A, n for B); chosen per call
+// from the operand's strides and alignment:
+//  - KVec:    k contiguous, 16-byte aligned: one 16-byte load along k, VEC scalar stores down
+//             a tile column (the transposed store: rows kv*VEC + e).
+//  - KScalar: k the faster dim but not vector-loadable: the same thread -> element map with
+//             scalar loads (misaligned rows, strided views, 16-bit elements).
+//  - XAsync:  x contiguous, 16-byte aligned: cp.async 16 bytes into a tile row.
+//  - XScalar: x the faster dim but not vector-loadable: scalar loads, one 16-byte store.
+enum class GemmStage : int { KVec = 0, KScalar = 1, XAsync = 2, XScalar = 3 };
+BANKOPS_HD bool gemm_k_major(GemmStage s) { return s == GemmStage::KVec || s == GemmStage::KScalar; }
+BANKOPS_HD bool gemm_vector(GemmStage s) { return s == GemmStage::KVec || s == GemmStage::XAsync; }
+
+// The operand's mode: k_stride / x_stride / batch_stride in elements, extents k and x.
+inline GemmStage gemm_stage_mode(const void* base, int elem_bytes, int acc_bytes, int64_t batch, int64_t batch_stride,
+                                 int64_t k, int64_t k_stride, int64_t x, int64_t x_stride) {
+  const bool k_unit = k > 1 && k_stride == 1, x_unit = x > 1 && x_stride == 1;
+  const bool k_major = k_unit || (!x_unit && k > 1 && (x == 1 || k_stride <= x_stride));
+  const int vec = kGemmVecBytes / acc_bytes;
+  // Vector loads read whole 16-byte vectors, so every vector's first element must be aligned.
+  const auto mult = [&](int64_t stride, int64_t extent) { return extent <= 1 || stride % vec == 0; };
+  const bool aligned = elem_bytes == acc_bytes && reinterpret_cast<uintptr_t>(base) % kGemmVecBytes == 0 &&
+                       mult(batch_stride, batch);
+  if (k_major) return k_unit && aligned && mult(x_stride, x) ? GemmStage::KVec : GemmStage::KScalar;
+  return x_unit && aligned && mult(k_stride, k) ? GemmStage::XAsync : GemmStage::XScalar;
+}
+
+// Staging: vector v (0 <= v < kLoads) of thread t. k-major: tile rows kv*VEC .. +VEC-1 of
+// column x, lanes walking k first (coalesced global reads, the tile store walks a column).
+// x-major: tile row k, columns xv*VEC .. +VEC-1, lanes walking x.
+template <class S>
+BANKOPS_HD TileCoord gemm_stage_k(int t, int v) {
+  const int i = t + v * S::kThreads;
+  constexpr int kvs = S::kBK / S::kVec;
+  return TileCoord{(i % kvs) * S::kVec, i / kvs};
+}
+template <class S>
+BANKOPS_HD TileCoord gemm_stage_x(int t, int v) {
+  const int i = t + v * S::kThreads;
+  constexpr int xvs = S::kCols / S::kVec;
+  return TileCoord{i / xvs, (i % xvs) * S::kVec};
+}
+
+// Lanes of a warp, interleaved so that lanes T and T^1 read the same A vector and lanes T and
+// T^2 the same B vector (the hardware then packs two lanes' 16 bytes into one wavefront):
+// lane bits 0, 2, 3 give the n lane, bits 1, 4 the m lane.
+BANKOPS_HD int gemm_lane_m(int t) { return ((t >> 1) & 1) | ((t >> 3) & 2); }
+BANKOPS_HD int gemm_lane_n(int t) { return (t & 1) | ((t >> 1) & 6); }
+// First tile column (m) of quadrant q of thread t's A fragment, and (n) of its B fragment.
+// A: the 4 m lanes' vectors are adjacent, quadrants 4 vectors apart. B: n lanes 0-3 are
+// adjacent, quadrants 4 vectors apart, n lanes 4-7 after all quadrants. Either way the
+// quadrant index is one known bit of the column (bit log2(4*VEC)), so for a swizzle that
+// XORs only that bit (float32's GemmSwizzle) the inner loop's addresses stay immediates.
+template <class S>
+BANKOPS_HD int gemm_frag_m(int t, int q) {
+  const int warp_m = (t >> 5) & (S::kWarpsM - 1);
+  return warp_m * S::kWM + q * S::kQuad + gemm_lane_m(t) * S::kVec;
+}
+template <class S>
+BANKOPS_HD int gemm_frag_n(int t, int q) {
+  const int warp_n = ((t >> 5) / S::kWarpsM) & (S::kWarpsN - 1);
+  const int lane = gemm_lane_n(t);
+  return warp_n * S::kWN + (lane & 3) * S::kVec + q * S::kQuad + (lane >> 2) * (S::kQuad * S::kQN);
+}
 
 struct GemmArgs {
   int64_t batch, m, n, k;
@@ -40,6 +188,5 @@ struct GemmArgs {
   int64_t b_sb, b_sk, b_sn;
   void* c;                   // contiguous (batch, m, n)
 };
-
 
 }  // namespace bankops

@@ -5,34 +5,103 @@
 
 namespace bankops {
 
-// C[batch] (m x n) = A (m x k) @ B (k x n) with accumulators of acc_bytes; a_k_fast / b_k_fast
-// say whether k is A's / B's contiguous dim (A row-major: true; B row-major: false).
+namespace gemm_detail {
+
+template <class S, class Tile>
+void trace_shape(const char* kernel, GemmStage mode_a, GemmStage mode_b, int64_t iterations, SmemTrace& trace) {
+  constexpr int V = S::kVec, E = S::kAccBytes;
+  const auto byte = [](int r, int c) { return int64_t(Tile::offset(r, c)) * E; };
+  // One k tile's staging of an operand: what Stager::store / issue put in shared memory.
+  const auto stage = [&](const char* what, GemmStage mode) {
+    const std::string name(what);
+    if (gemm_k_major(mode)) {
+      for (int e = 0; e < V; ++e) {
+        SmemInstr& row = trace.instr(kernel, "sts " + name + "[k+" + std::to_string(e) + "][x] (transposed store)",
+                                     SmemOp::St, E, iterations);
+        for (int l = 0; l < S::kLoads; ++l)
+          add_block(row, S::kThreads, [&](int t) {
+            const TileCoord c = gemm_stage_k<S>(t, l);
+            return byte(c.r + e, c.c);
+          });
+      }
+      return;
+    }
+    const bool async = mode == GemmStage::XAsync;
+    SmemInstr& row = trace.instr(kernel, (async ? "cp.async " : "sts ") + name + "[k][x..x+" + std::to_string(V - 1) + "]",
+                                 async ? SmemOp::Ldgsts : SmemOp::St, kGemmVecBytes, iterations);
+    for (int l = 0; l < S::kLoads; ++l)
+      add_block(row, S::kThreads, [&](int t) {
+        const TileCoord c = gemm_stage_x<S>(t, l);
+        return byte(c.r, c.c);
+      });
+  };
+  stage("As", mode_a);
+  stage("Bs", mode_b);
+  SmemInstr& a = trace.instr(kernel, "lds.128 As[kk][m..] (inner loop)", SmemOp::Ld, kGemmVecBytes, iterations);
+  SmemInstr& b = trace.instr(kernel, "lds.128 Bs[kk][n..] (inner loop)", SmemOp::Ld, kGemmVecBytes, iterations);
+  for (int kk = 0; kk < S::kBK; ++kk) {
+    for (int q = 0; q < S::kQM; ++q) add_block(a, S::kThreads, [&](int t) { return byte(kk, gemm_frag_m<S>(t, q)); });
+    for (int q = 0; q < S::kQN; ++q) add_block(b, S::kThreads, [&](int t) { return byte(kk, gemm_frag_n<S>(t, q)); });
+  }
+}
+
+template <class S>
+void trace_layout(Layout layout, const char* kernel, GemmStage mode_a, GemmStage mode_b, int64_t iterations,
+                  SmemTrace& trace) {
+  with_layout(layout, [&](auto tag) {
+    trace_shape<S, GemmTileOf<decltype(tag)::value, S>>(kernel, mode_a, mode_b, iterations, trace);
+  });
+}
+
+}  // namespace gemm_detail
+
+// C[batch] (m x n) = A (m x k) @ B (k x n) of elem_bytes elements accumulated in acc_bytes;
+// a_k_fast / b_k_fast say whether k is A's / B's contiguous dim (A row-major: true; B
+// row-major: false). Operands are taken as 16-byte aligned with aligned strides (the vector
+// modes, for float32 and float64); 16-bit elements stage through registers. The block
+// configuration follows launch_gemm's choice for num_sms SMs.
+inline void trace_gemm(Layout layout, int elem_bytes, int acc_bytes, int64_t batch, int64_t m, int64_t n, int64_t k,
+                       bool a_k_fast, bool b_k_fast, int num_sms, SmemTrace& trace) {
+  const bool vec = elem_bytes == acc_bytes;
+  const auto mode = [&](bool k_fast) {
+    return k_fast ? (vec ? GemmStage::KVec : GemmStage::KScalar) : (vec ? GemmStage::XAsync : GemmStage::XScalar);
+  };
+  const auto iterations = [&](int bm, int bn, int bk) {
+    return batch * ceil_div(m, bm) * ceil_div(n, bn) * ceil_div(k, bk);
+  };
+  if (acc_bytes == 8) {
+    using S = GemmBig<8>;
+    gemm_detail::trace_layout<S>(layout, "gemm/64x64", mode(a_k_fast), mode(b_k_fast),
+                                 iterations(S::kBM, S::kBN, S::kBK), trace);
+    return;
+  }
+  switch (gemm_config(acc_bytes, batch, m, n, num_sms, vec)) {
+    case GemmConfig::Big: {
+      using S = GemmBig<4>;
+      gemm_detail::trace_layout<S>(layout, "gemm/128x128", mode(a_k_fast), mode(b_k_fast),
+                                   iterations(S::kBM, S::kBN, S::kBK), trace);
+      break;
+    }
+    case GemmConfig::BigScalar: {
+      using S = GemmBigScalar;
+      gemm_detail::trace_layout<S>(layout, "gemm/128x128/256", mode(a_k_fast), mode(b_k_fast),
+                                   iterations(S::kBM, S::kBN, S::kBK), trace);
+      break;
+    }
+    case GemmConfig::Small:
+    default: {
+      using S = GemmSmall;
+      gemm_detail::trace_layout<S>(layout, "gemm/64x64", mode(a_k_fast), mode(b_k_fast),
+                                   iterations(S::kBM, S::kBN, S::kBK), trace);
+      break;
+    }
+  }
+}
+
+// float32 / float64 (elements are their own accumulators) on an H100's 132 SMs.
 inline void trace_gemm(Layout layout, int acc_bytes, int64_t batch, int64_t m, int64_t n, int64_t k, bool a_k_fast,
                        bool b_k_fast, SmemTrace& trace) {
-  const int64_t steps = batch * ceil_div(m, kGemmBM) * ceil_div(n, kGemmBN) * ceil_div(k, kGemmBK);
-  with_layout(layout, [&](auto tag) {
-    with_elem_bytes(acc_bytes, [&](auto e) {
-      using Tile = GemmTile<decltype(tag)::value, decltype(e)::value>;
-      const auto byte = [&](int r, int c) { return int64_t(Tile::offset(r, c)) * e.value; };
-      const auto stage = [&](const char* name, bool k_fast) {
-        SmemInstr& row = trace.instr("gemm", name, SmemOp::St, e.value, steps);
-        for (int s = 0; s < kGemmStageLoads; ++s)
-          add_block(row, kGemmThreads, [&](int t) {
-            const TileCoord c = gemm_stage(t, s, k_fast);
-            return byte(c.r, c.c);
-          });
-      };
-      stage("sts As[k][m] <- A", a_k_fast);
-      stage("sts Bs[k][n] <- B", b_k_fast);
-      SmemInstr& a = trace.instr("gemm", "lds As[kk][row] (inner loop)", SmemOp::Ld, e.value, steps);
-      SmemInstr& b = trace.instr("gemm", "lds Bs[kk][col] (inner loop)", SmemOp::Ld, e.value, steps);
-      for (int kk = 0; kk < kGemmBK; ++kk)
-        for (int i = 0; i < kGemmMicro; ++i) {
-          add_block(a, kGemmThreads, [&](int t) { return byte(kk, gemm_row(t, i)); });
-          add_block(b, kGemmThreads, [&](int t) { return byte(kk, gemm_col(t, i)); });
-        }
-    });
-  });
+  trace_gemm(layout, acc_bytes, acc_bytes, batch, m, n, k, a_k_fast, b_k_fast, 132, trace);
 }
 
 }  // namespace bankops

@@ -43,8 +43,10 @@ SmemTrace trace_op(std::string_view op, Layout layout, at::ScalarType dtype, con
     expect(6, "[batch, m, n, k, a_k_contiguous, b_k_contiguous]");
     TORCH_CHECK(dtype == at::kFloat || dtype == at::kHalf || dtype == at::kBFloat16 || dtype == at::kDouble,
                 "_smem_trace: gemm takes float32, float16, bfloat16 or float64, got ", dtype);
-    trace_gemm(layout, dtype == at::kDouble ? 8 : 4, positive(p, 0, "batch"), positive(p, 1, "m"), positive(p, 2, "n"),
-               positive(p, 3, "k"), p[4] != 0, p[5] != 0, trace);
+    TORCH_CHECK(num_sms > 0, "_smem_trace: num_sms must be positive, got ", num_sms);
+    trace_gemm(layout, static_cast<int>(c10::elementSize(dtype)), dtype == at::kDouble ? 8 : 4, positive(p, 0, "batch"),
+               positive(p, 1, "m"), positive(p, 2, "n"), positive(p, 3, "k"), p[4] != 0, p[5] != 0,
+               static_cast<int>(num_sms), trace);
   } else {
     TORCH_CHECK(false, "_smem_trace: unknown op '", op, "'; expected one of: reduce_sum, transpose, gemm");
   }
