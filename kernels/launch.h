@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 
 #include "gemm.h"
+#include "gemm_mma.h"
 #include "reduce.h"
 #include "transpose.h"
 
@@ -19,5 +20,8 @@ cudaError_t launch_transpose(Layout layout, const TransposeArgs& args, cudaStrea
 cudaError_t launch_gather(const GatherArgs& args, cudaStream_t stream);
 
 cudaError_t launch_gemm(Layout layout, DType dtype, const GemmArgs& args, cudaStream_t stream);
+
+// float16/bfloat16 on tensor cores; cudaErrorNotSupported for other dtypes (use launch_gemm).
+cudaError_t launch_gemm_mma(Layout layout, DType dtype, const GemmArgs& args, cudaStream_t stream);
 
 }  // namespace bankops
