@@ -183,16 +183,19 @@ __global__ void __launch_bounds__(kMmaThreads, 1) gemm_mma_kernel(const GemmArgs
   extern __shared__ __align__(16) unsigned char smem_raw[];
   uint16_t* smem = reinterpret_cast<uint16_t*>(smem_raw);
   const uint32_t smem_base = smem_u32(smem);
-  const int64_t n0 = int64_t(blockIdx.x) * kMmaBN;
   const int64_t tiles_m = ceil_div(g.m, kMmaBM);
+  // One pass over the m tiles (the usual case): grouped order; otherwise the grid loops.
+  const bool grouped = gridDim.y == tiles_m;
   const int nk = static_cast<int>(ceil_div(g.k, kMmaBK));
 
   for (int64_t bz = blockIdx.z; bz < g.batch; bz += gridDim.z) {
     const uint16_t* a = static_cast<const uint16_t*>(g.a) + bz * g.a_sb;
     const uint16_t* b = static_cast<const uint16_t*>(g.b) + bz * g.b_sb;
     uint16_t* c = static_cast<uint16_t*>(g.c) + bz * g.m * g.n;
-    for (int64_t tm = blockIdx.y; tm < tiles_m; tm += gridDim.y) {
-      const int64_t m0 = tm * kMmaBM;
+    for (int64_t ty = blockIdx.y; ty < tiles_m; ty += gridDim.y) {
+      const MmaTileIndex idx =
+          grouped ? mma_raster(blockIdx.x, ty, gridDim.x, tiles_m) : MmaTileIndex{int64_t(blockIdx.x), ty};
+      const int64_t m0 = idx.tm * kMmaBM, n0 = idx.tn * kMmaBN;
       // Tile corners move along k: A's columns, and B's rows (KN) or columns (NK).
       const Operand oa{a + m0 * g.a_sm, g.a_sm, g.a_sk, g.m - m0, g.k};
       const Operand ob = KN ? Operand{b + n0 * g.b_sn, g.b_sk, g.b_sn, g.k, g.n - n0}

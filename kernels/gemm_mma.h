@@ -112,6 +112,19 @@ BANKOPS_HD TileCoord mma_acc(int t, int i, int j, int h) {
   return TileCoord{mma_warp_m(t) + i * 16 + lane / 4 + 8 * h, mma_warp_n(t) + j * 8 + lane % 4 * 2};
 }
 
+// Block (bx, by) of a gx x gy grid -> (n tile, m tile), in groups of kMmaGroup m tiles: the
+// blocks resident at one time share a few rows of A tiles and a band of B tiles in L2,
+// instead of every wave streaming all of B.
+constexpr int kMmaGroup = 8;
+struct MmaTileIndex {
+  int64_t tn, tm;
+};
+BANKOPS_HD MmaTileIndex mma_raster(int64_t bx, int64_t by, int64_t gx, int64_t gy) {
+  const int64_t pid = by * gx + bx, per_group = kMmaGroup * gx, first = pid / per_group * kMmaGroup;
+  const int64_t rows = gy - first < kMmaGroup ? gy - first : kMmaGroup, local = pid % per_group;
+  return MmaTileIndex{local / rows, first + local % rows};
+}
+
 // Bytes of dynamic shared memory: the stage ring, reused by the C tile.
 template <Layout L, bool KN>
 constexpr int mma_smem_bytes() {
