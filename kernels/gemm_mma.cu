@@ -66,15 +66,24 @@ struct Operand {
   int64_t s_row, s_col, rows, cols;
 };
 
+// threadIdx.x that the compiler cannot hoist: the register path recomputes its tile
+// coordinates each k step instead of keeping dozens of them live beside the accumulators.
+__device__ __forceinline__ int opaque_tid() {
+  int t;
+  asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(t));
+  return t;
+}
+
 // cp.async a ROWS x COLS tile (rows 16-byte aligned, columns contiguous). Partial chunks at
 // the right edge and rows past the end are zero-filled by src-size; the source address
 // stays inside the operand either way.
 template <class Tile>
 __device__ __forceinline__ void fill_async(uint32_t dst, const Operand& o, int64_t r0, int64_t c0) {
   constexpr int kChunks = Tile::kRows * Tile::kCols / kMmaChunk / kMmaThreads;
+  const int tid = opaque_tid();
 #pragma unroll
   for (int e = 0; e < kChunks; ++e) {
-    const TileCoord t = mma_chunk(threadIdx.x, e, Tile::kCols);
+    const TileCoord t = mma_chunk(tid, e, Tile::kCols);
     const int64_t r = r0 + t.r, c = c0 + t.c;
     const int64_t left = o.cols - c;
     const bool in = r < o.rows && left > 0;
@@ -94,10 +103,11 @@ template <class Tile, int G>
 __device__ __forceinline__ void stage_load(uint16_t (&v)[kMmaChunk], const Operand& o, int64_t r0, int64_t c0,
                                            bool along) {
   const int64_t rows_left = o.rows - r0, cols_left = o.cols - c0;
+  const int tid = opaque_tid();
   if (along) {
     static_assert(kMmaThreads % Tile::kCols == 0, "along: a thread's elements share a column");
     constexpr int kRowStep = kMmaThreads / Tile::kCols;
-    const TileCoord t = mma_along_elem(threadIdx.x, G * kMmaChunk, Tile::kCols);
+    const TileCoord t = mma_along_elem(tid, G * kMmaChunk, Tile::kCols);
     const bool col_in = t.c < cols_left;
     const uint16_t* p = o.p + (r0 + t.r) * o.s_row + (c0 + t.c) * o.s_col;
     const int64_t step = kRowStep * o.s_row;
@@ -105,20 +115,12 @@ __device__ __forceinline__ void stage_load(uint16_t (&v)[kMmaChunk], const Opera
     for (int e = 0; e < kMmaChunk; ++e)
       v[e] = (col_in && t.r + e * kRowStep < rows_left) ? __ldg(p + e * step) : uint16_t(0);
   } else {
-    const TileCoord t = mma_across_chunk(threadIdx.x, G, Tile::kRows);
+    const TileCoord t = mma_across_chunk(tid, G, Tile::kRows);
     const bool row_in = t.r < rows_left;
     const uint16_t* p = o.p + (r0 + t.r) * o.s_row + (c0 + t.c) * o.s_col;
 #pragma unroll
     for (int q = 0; q < kMmaChunk; ++q) v[q] = (row_in && t.c + q < cols_left) ? __ldg(p + q * o.s_col) : uint16_t(0);
   }
-}
-
-// threadIdx.x that the compiler cannot hoist: the register path recomputes its tile
-// offsets each k step instead of keeping 48 of them live beside the accumulators.
-__device__ __forceinline__ int opaque_tid() {
-  int t;
-  asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(t));
-  return t;
 }
 
 template <class Tile, int G>
@@ -175,7 +177,7 @@ struct MmaFlags {
 };
 
 template <Layout L, class T, bool KN, bool ASYNC>
-__global__ void __launch_bounds__(kMmaThreads, 1) gemm_mma_kernel(const GemmArgs g, const MmaFlags f) {
+__global__ void __launch_bounds__(kMmaThreads, kMmaBlocksPerSM) gemm_mma_kernel(const GemmArgs g, const MmaFlags f) {
   using ATile = MmaATile<L>;
   using BTile = MmaBTile<L, KN>;
   using CTile = MmaCTile<L>;
@@ -240,7 +242,10 @@ __global__ void __launch_bounds__(kMmaThreads, 1) gemm_mma_kernel(const GemmArgs
         }
         cp_async_wait<0>();
       } else {
-        static_assert(kMmaElemsA == 2 * kMmaChunk && kMmaElemsB == 4 * kMmaChunk, "the register path's groups");
+        // Four 8-element groups of each operand per k-tile; group q of A and of B is in
+        // flight during quarter q of the previous tile's mma work (k16 step q / 2, half q % 2).
+        static_assert(kMmaElemsA == 4 * kMmaChunk && kMmaElemsB == 4 * kMmaChunk && kMmaBK == 32,
+                      "the register path's groups");
         uint16_t va[kMmaChunk], vb[kMmaChunk];
         for (int s = 0; s < kMmaStages - 1 && s < nk; ++s) {
           uint16_t* at = smem + s * kStage;
@@ -248,18 +253,13 @@ __global__ void __launch_bounds__(kMmaThreads, 1) gemm_mma_kernel(const GemmArgs
           int64_t br, bc;
           b_corner(int64_t(s) * kMmaBK, br, bc);
           const int64_t k0 = int64_t(s) * kMmaBK;
-          stage_load<ATile, 0>(va, oa, 0, k0, f.a_along);
-          stage_store<ATile, 0>(at, va, f.a_along);
-          stage_load<ATile, 1>(va, oa, 0, k0, f.a_along);
-          stage_store<ATile, 1>(at, va, f.a_along);
-          stage_load<BTile, 0>(vb, ob, br, bc, f.b_along);
-          stage_store<BTile, 0>(bt, vb, f.b_along);
-          stage_load<BTile, 1>(vb, ob, br, bc, f.b_along);
-          stage_store<BTile, 1>(bt, vb, f.b_along);
-          stage_load<BTile, 2>(vb, ob, br, bc, f.b_along);
-          stage_store<BTile, 2>(bt, vb, f.b_along);
-          stage_load<BTile, 3>(vb, ob, br, bc, f.b_along);
-          stage_store<BTile, 3>(bt, vb, f.b_along);
+#define BANKOPS_MMA_FILL(Q)                                \
+  stage_load<ATile, Q>(va, oa, 0, k0, f.a_along);          \
+  stage_load<BTile, Q>(vb, ob, br, bc, f.b_along);         \
+  stage_store<ATile, Q>(at, va, f.a_along);                \
+  stage_store<BTile, Q>(bt, vb, f.b_along);
+          BANKOPS_MMA_FILL(0) BANKOPS_MMA_FILL(1) BANKOPS_MMA_FILL(2) BANKOPS_MMA_FILL(3)
+#undef BANKOPS_MMA_FILL
         }
         for (int kt = 0; kt < nk; ++kt) {
           __syncthreads();  // tile kt stored by every thread; stage (kt - 1) % S is free
@@ -273,34 +273,19 @@ __global__ void __launch_bounds__(kMmaThreads, 1) gemm_mma_kernel(const GemmArgs
           const uint32_t a_base = smem_base + (kt % kMmaStages) * kStage * 2;
           const uint32_t b_base = a_base + ATile::kSize * 2;
           uint32_t bf[kMmaFragN / 2][4];
-          // The next tile's six 8-element groups, each in flight during a quarter of this
-          // tile's mma work.
-          load_b_frags<BTile, KN>(bf, b_base, 0);
-          if (more) {
-            stage_load<ATile, 0>(va, oa, 0, k0, f.a_along);
-            stage_load<BTile, 0>(vb, ob, br, bc, f.b_along);
-          }
-          mma_half<T, ATile, 0>(acc, bf, a_base, 0);
-          if (more) {
-            stage_store<ATile, 0>(at, va, f.a_along);
-            stage_store<BTile, 0>(bt, vb, f.b_along);
-            stage_load<ATile, 1>(va, oa, 0, k0, f.a_along);
-            stage_load<BTile, 1>(vb, ob, br, bc, f.b_along);
-          }
-          mma_half<T, ATile, 1>(acc, bf, a_base, 0);
-          if (more) {
-            stage_store<ATile, 1>(at, va, f.a_along);
-            stage_store<BTile, 1>(bt, vb, f.b_along);
-            stage_load<BTile, 2>(vb, ob, br, bc, f.b_along);
-          }
-          load_b_frags<BTile, KN>(bf, b_base, 1);
-          mma_half<T, ATile, 0>(acc, bf, a_base, 1);
-          if (more) {
-            stage_store<BTile, 2>(bt, vb, f.b_along);
-            stage_load<BTile, 3>(vb, ob, br, bc, f.b_along);
-          }
-          mma_half<T, ATile, 1>(acc, bf, a_base, 1);
-          if (more) stage_store<BTile, 3>(bt, vb, f.b_along);
+#define BANKOPS_MMA_QUARTER(Q)                                  \
+  if (Q % 2 == 0) load_b_frags<BTile, KN>(bf, b_base, Q / 2);   \
+  if (more) {                                                   \
+    stage_load<ATile, Q>(va, oa, 0, k0, f.a_along);             \
+    stage_load<BTile, Q>(vb, ob, br, bc, f.b_along);            \
+  }                                                             \
+  mma_half<T, ATile, Q % 2>(acc, bf, a_base, Q / 2);            \
+  if (more) {                                                   \
+    stage_store<ATile, Q>(at, va, f.a_along);                   \
+    stage_store<BTile, Q>(bt, vb, f.b_along);                   \
+  }
+          BANKOPS_MMA_QUARTER(0) BANKOPS_MMA_QUARTER(1) BANKOPS_MMA_QUARTER(2) BANKOPS_MMA_QUARTER(3)
+#undef BANKOPS_MMA_QUARTER
         }
       }
 
@@ -343,7 +328,7 @@ template <Layout L, class T, bool KN, bool ASYNC>
 cudaError_t run(const GemmArgs& g, const MmaFlags& f, cudaStream_t stream) {
   const auto kernel = gemm_mma_kernel<L, T, KN, ASYNC>;
   constexpr int kSmem = mma_smem_bytes<L, KN>();
-  static_assert(kSmem <= 227 * 1024, "tile ring exceeds the shared memory of one SM");
+  static_assert(kMmaBlocksPerSM * (kSmem + 1024) <= 228 * 1024, "the tile rings of two blocks exceed an SM's shared memory");
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (err != cudaSuccess) return err;
   const auto clamp = [](int64_t v) { return static_cast<unsigned>(v < 65535 ? v : 65535); };

@@ -5,8 +5,9 @@
 // each thread writes whole 16-byte chunks of a row.
 //
 // Tiles (halves): A is As[BM][BK] (k contiguous). B is Bs[BK][BN] (n contiguous, read with
-// ldmatrix.trans) when n is B's contiguous dim, Bs[BN][BK] (plain ldmatrix) otherwise. 8
-// warps as 2 (m) x 4 (n), each computing a 64 x 64 piece of the 128 x 256 block tile.
+// ldmatrix.trans) when n is B's contiguous dim, Bs[BN][BK] (plain ldmatrix) otherwise. 4
+// warps as 2 (m) x 2 (n), each computing a 64 x 64 piece of the 128 x 128 block tile; two
+// blocks per SM.
 #pragma once
 #include <cstdint>
 #include <type_traits>
@@ -17,18 +18,19 @@
 
 namespace bankops {
 
-constexpr int kMmaBM = 128, kMmaBN = 256, kMmaBK = 32, kMmaStages = 4;
-constexpr int kMmaWarpsM = 2, kMmaWarpsN = 4, kMmaThreads = 32 * kMmaWarpsM * kMmaWarpsN;
+constexpr int kMmaBM = 128, kMmaBN = 128, kMmaBK = 32, kMmaStages = 4;
+constexpr int kMmaWarpsM = 2, kMmaWarpsN = 2, kMmaThreads = 32 * kMmaWarpsM * kMmaWarpsN;
+constexpr int kMmaBlocksPerSM = 2;  // two blocks' barriers interleave on one SM
 constexpr int kMmaWM = kMmaBM / kMmaWarpsM, kMmaWN = kMmaBN / kMmaWarpsN;  // 64 x 64 per warp
 constexpr int kMmaFragM = kMmaWM / 16, kMmaFragN = kMmaWN / 8;             // m16 x n8 mma tiles per warp
 constexpr int kMmaChunk = 8;                                              // halves in 16 bytes
-constexpr int kMmaElemsA = kMmaBM * kMmaBK / kMmaThreads;                 // 16 per thread and k-tile
+constexpr int kMmaElemsA = kMmaBM * kMmaBK / kMmaThreads;                 // 32 per thread and k-tile
 constexpr int kMmaElemsB = kMmaBN * kMmaBK / kMmaThreads;                 // 32
 constexpr int kMmaOutChunks = kMmaBM * kMmaBN / kMmaChunk / kMmaThreads;  // 16
 
 // Every tile is addressed in 16-byte units: `pad` adds 16 bytes per row, `swizzle` XORs the
 // 16-byte chunk index with row bits (Swizzle<2,3,3> for the 64-byte rows of a BK = 32
-// tile, Swizzle<5,3,5> for the 512-byte rows of a BN = 256 tile).
+// tile, Swizzle<4,3,4> for the 256-byte rows of a BN = 128 tile).
 template <Layout L>
 using MmaATile = TileLayout<L, kMmaBM, kMmaBK, 2, 16>;
 template <Layout L, bool KN>
