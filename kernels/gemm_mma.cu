@@ -80,10 +80,19 @@ __device__ __forceinline__ int opaque_tid() {
 template <class Tile>
 __device__ __forceinline__ void fill_async(uint32_t dst, const Operand& o, int64_t r0, int64_t c0) {
   constexpr int kChunks = Tile::kRows * Tile::kCols / kMmaChunk / kMmaThreads;
-  const int tid = opaque_tid();
+  // Whole tiles inside the operand (all but the edges) skip the per-chunk bounds.
+  if (r0 + Tile::kRows <= o.rows && c0 + Tile::kCols <= o.cols) {
+    const uint16_t* corner = o.p + r0 * o.s_row + c0;
+#pragma unroll
+    for (int e = 0; e < kChunks; ++e) {
+      const TileCoord t = mma_chunk(threadIdx.x, e, Tile::kCols);
+      cp_async16(dst + Tile::offset(t.r, t.c) * 2, corner + t.r * o.s_row + t.c, 16);
+    }
+    return;
+  }
 #pragma unroll
   for (int e = 0; e < kChunks; ++e) {
-    const TileCoord t = mma_chunk(tid, e, Tile::kCols);
+    const TileCoord t = mma_chunk(threadIdx.x, e, Tile::kCols);
     const int64_t r = r0 + t.r, c = c0 + t.c;
     const int64_t left = o.cols - c;
     const bool in = r < o.rows && left > 0;
