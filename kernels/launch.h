@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 
 #include "gemm.h"
+#include "gemm_mma.h"
 #include "probe.h"
 #include "reduce.h"
 #include "transpose.h"
@@ -26,5 +27,8 @@ cudaError_t launch_gather(const GatherArgs& args, cudaStream_t stream);
 cudaError_t launch_smem_probe(const int64_t* addr, uint32_t* out, int width, bool store, cudaStream_t stream);
 
 cudaError_t launch_gemm(Layout layout, DType dtype, const GemmArgs& args, cudaStream_t stream);
+
+// float16/bfloat16 on tensor cores; cudaErrorNotSupported for other dtypes (use launch_gemm).
+cudaError_t launch_gemm_mma(Layout layout, DType dtype, const GemmArgs& args, cudaStream_t stream);
 
 }  // namespace bankops

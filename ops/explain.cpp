@@ -7,6 +7,7 @@
 #include <tuple>
 #include <vector>
 
+#include "../kernels/gemm_mma_trace.h"
 #include "../kernels/gemm_trace.h"
 #include "../kernels/reduce.h"
 #include "../kernels/reduce_trace.h"
@@ -44,9 +45,14 @@ SmemTrace trace_op(std::string_view op, Layout layout, at::ScalarType dtype, con
     TORCH_CHECK(dtype == at::kFloat || dtype == at::kHalf || dtype == at::kBFloat16 || dtype == at::kDouble,
                 "_smem_trace: gemm takes float32, float16, bfloat16 or float64, got ", dtype);
     TORCH_CHECK(num_sms > 0, "_smem_trace: num_sms must be positive, got ", num_sms);
-    trace_gemm(layout, static_cast<int>(c10::elementSize(dtype)), dtype == at::kDouble ? 8 : 4, positive(p, 0, "batch"),
-               positive(p, 1, "m"), positive(p, 2, "n"), positive(p, 3, "k"), p[4] != 0, p[5] != 0,
-               static_cast<int>(num_sms), trace);
+    const int64_t batch = positive(p, 0, "batch"), m = positive(p, 1, "m"), n = positive(p, 2, "n"),
+                  k = positive(p, 3, "k");
+    // The same choice as gemm_cuda: 16-bit floats run on the tensor cores.
+    const GemmArgs shape{batch, m, n, k, nullptr, 0, 0, 0, nullptr, 0, 0, 0, nullptr};
+    if (gemm_mma_supports(to_dtype(dtype), shape)) trace_gemm_mma(layout, batch, m, n, k, p[4] != 0, p[5] != 0, trace);
+    else
+      trace_gemm(layout, static_cast<int>(c10::elementSize(dtype)), dtype == at::kDouble ? 8 : 4, batch, m, n, k,
+                 p[4] != 0, p[5] != 0, static_cast<int>(num_sms), trace);
   } else {
     TORCH_CHECK(false, "_smem_trace: unknown op '", op, "'; expected one of: reduce_sum, transpose, gemm");
   }

@@ -21,7 +21,11 @@ at::Tensor gemm_cuda(const at::Tensor& a, const at::Tensor& b, std::string_view 
   const auto [bsb, bsk, bsn] = gemm_strides(b);
   const GemmArgs args{g.batch, g.m, g.n, g.k, a.const_data_ptr(), asb, asm_, ask,
                       b.const_data_ptr(), bsb, bsk, bsn, out.mutable_data_ptr()};
-  C10_CUDA_CHECK(launch_gemm(l, to_dtype(a.scalar_type()), args, c10::cuda::getCurrentCUDAStream()));
+  const DType dtype = to_dtype(a.scalar_type());
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  // float16/bfloat16 on tensor cores (any sizes and strides); the FFMA kernel for the rest.
+  if (gemm_mma_supports(dtype, args)) C10_CUDA_CHECK(launch_gemm_mma(l, dtype, args, stream));
+  else C10_CUDA_CHECK(launch_gemm(l, dtype, args, stream));
   return out;
 }
 

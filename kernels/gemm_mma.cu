@@ -1,0 +1,370 @@
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "gemm_mma.h"
+#include "launch.h"
+
+namespace bankops {
+namespace {
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global -> shared; bytes past src_bytes (0..16) are zero-filled, none read.
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+template <class T>
+struct Mma;
+template <>
+struct Mma<__half> {
+  static __device__ __forceinline__ void run(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+  static __device__ __forceinline__ uint32_t pack(float x, float y) {
+    const __half2 h = __floats2half2_rn(x, y);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  }
+};
+template <>
+struct Mma<__nv_bfloat16> {
+  static __device__ __forceinline__ void run(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+  static __device__ __forceinline__ uint32_t pack(float x, float y) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(x, y);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  }
+};
+
+// One operand as a ROWS x COLS tile sees it: rows of the tile are `rows` long in memory
+// with stride s_row, columns have stride s_col; (r0, c0) is the tile's corner.
+struct Operand {
+  const uint16_t* p;
+  int64_t s_row, s_col, rows, cols;
+};
+
+// threadIdx.x that the compiler cannot hoist: the register path recomputes its tile
+// coordinates each k step instead of keeping dozens of them live beside the accumulators.
+__device__ __forceinline__ int opaque_tid() {
+  int t;
+  asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(t));
+  return t;
+}
+
+// cp.async a ROWS x COLS tile (rows 16-byte aligned, columns contiguous). Partial chunks at
+// the right edge and rows past the end are zero-filled by src-size; the source address
+// stays inside the operand either way.
+template <class Tile>
+__device__ __forceinline__ void fill_async(uint32_t dst, const Operand& o, int64_t r0, int64_t c0) {
+  constexpr int kChunks = Tile::kRows * Tile::kCols / kMmaChunk / kMmaThreads;
+  // Whole tiles inside the operand (all but the edges) skip the per-chunk bounds.
+  if (r0 + Tile::kRows <= o.rows && c0 + Tile::kCols <= o.cols) {
+    const uint16_t* corner = o.p + r0 * o.s_row + c0;
+#pragma unroll
+    for (int e = 0; e < kChunks; ++e) {
+      const TileCoord t = mma_chunk(threadIdx.x, e, Tile::kCols);
+      cp_async16(dst + Tile::offset(t.r, t.c) * 2, corner + t.r * o.s_row + t.c, 16);
+    }
+    return;
+  }
+#pragma unroll
+  for (int e = 0; e < kChunks; ++e) {
+    const TileCoord t = mma_chunk(threadIdx.x, e, Tile::kCols);
+    const int64_t r = r0 + t.r, c = c0 + t.c;
+    const int64_t left = o.cols - c;
+    const bool in = r < o.rows && left > 0;
+    const int bytes = in ? static_cast<int>(left < kMmaChunk ? left : kMmaChunk) * 2 : 0;
+    const uint16_t* src = in ? o.p + r * o.s_row + c : o.p;
+    cp_async16(dst + Tile::offset(t.r, t.c) * 2, src, bytes);
+  }
+}
+
+// Register path, group G (8 elements) of a thread's elements: the loads are issued before
+// a quarter of a k-tile's mma work and stored into the tile after it, so that only 8-16
+// loaded values are live beside the accumulators. Along: a thread's elements share a
+// column and step down the rows; across: group G is one 8-element chunk of a row. The
+// addresses advance from one pointer: hoisting a 64-bit offset per element out of the k
+// loop would cost more registers than the accumulators leave.
+template <class Tile, int G>
+__device__ __forceinline__ void stage_load(uint16_t (&v)[kMmaChunk], const Operand& o, int64_t r0, int64_t c0,
+                                           bool along) {
+  const int64_t rows_left = o.rows - r0, cols_left = o.cols - c0;
+  const int tid = opaque_tid();
+  if (along) {
+    static_assert(kMmaThreads % Tile::kCols == 0, "along: a thread's elements share a column");
+    constexpr int kRowStep = kMmaThreads / Tile::kCols;
+    const TileCoord t = mma_along_elem(tid, G * kMmaChunk, Tile::kCols);
+    const bool col_in = t.c < cols_left;
+    const uint16_t* p = o.p + (r0 + t.r) * o.s_row + (c0 + t.c) * o.s_col;
+    const int64_t step = kRowStep * o.s_row;
+#pragma unroll
+    for (int e = 0; e < kMmaChunk; ++e)
+      v[e] = (col_in && t.r + e * kRowStep < rows_left) ? __ldg(p + e * step) : uint16_t(0);
+  } else {
+    const TileCoord t = mma_across_chunk(tid, G, Tile::kRows);
+    const bool row_in = t.r < rows_left;
+    const uint16_t* p = o.p + (r0 + t.r) * o.s_row + (c0 + t.c) * o.s_col;
+#pragma unroll
+    for (int q = 0; q < kMmaChunk; ++q) v[q] = (row_in && t.c + q < cols_left) ? __ldg(p + q * o.s_col) : uint16_t(0);
+  }
+}
+
+template <class Tile, int G>
+__device__ __forceinline__ void stage_store(uint16_t* tile, const uint16_t (&v)[kMmaChunk], bool along) {
+  const int tid = opaque_tid();
+  if (along) {
+#pragma unroll
+    for (int e = 0; e < kMmaChunk; ++e) {
+      const TileCoord t = mma_along_elem(tid, G * kMmaChunk + e, Tile::kCols);
+      tile[Tile::offset(t.r, t.c)] = v[e];
+    }
+  } else {
+    const TileCoord t = mma_across_chunk(tid, G, Tile::kRows);
+    uint4 w;
+    w.x = v[0] | uint32_t(v[1]) << 16;
+    w.y = v[2] | uint32_t(v[3]) << 16;
+    w.z = v[4] | uint32_t(v[5]) << 16;
+    w.w = v[6] | uint32_t(v[7]) << 16;
+    *reinterpret_cast<uint4*>(tile + Tile::offset(t.r, t.c)) = w;
+  }
+}
+
+// The B fragments of k16 step s: n8 tiles 2j, 2j+1 from ldmatrix.x4 j.
+template <class BTile, bool KN>
+__device__ __forceinline__ void load_b_frags(uint32_t (&bf)[kMmaFragN / 2][4], uint32_t b_base, int s) {
+#pragma unroll
+  for (int j = 0; j < kMmaFragN / 2; ++j) {
+    const TileCoord c = mma_ldsm_b(threadIdx.x, j, s, KN);
+    if (KN) ldsm_x4_trans(bf[j], b_base + BTile::offset(c.r, c.c) * 2);
+    else ldsm_x4(bf[j], b_base + BTile::offset(c.r, c.c) * 2);
+  }
+}
+// Half H of a k16 step: m16 tiles 2H and 2H+1 against every n8 tile of the warp.
+template <class T, class ATile, int H>
+__device__ __forceinline__ void mma_half(float (&acc)[kMmaFragM][kMmaFragN][4], const uint32_t (&bf)[kMmaFragN / 2][4],
+                                         uint32_t a_base, int s) {
+  constexpr int kI = kMmaFragM / 2;
+  uint32_t af[kI][4];
+#pragma unroll
+  for (int i = 0; i < kI; ++i) {
+    const TileCoord c = mma_ldsm_a(threadIdx.x, H * kI + i, s);
+    ldsm_x4(af[i], a_base + ATile::offset(c.r, c.c) * 2);
+  }
+#pragma unroll
+  for (int i = 0; i < kI; ++i)
+#pragma unroll
+    for (int j = 0; j < kMmaFragN; ++j)
+      Mma<T>::run(acc[H * kI + i][j], af[i], bf[j / 2][j % 2 * 2], bf[j / 2][j % 2 * 2 + 1]);
+}
+
+struct MmaFlags {
+  bool a_along, b_along;
+  bool out_vec;  // C rows 16-byte aligned: whole-chunk stores
+};
+
+template <Layout L, class T, bool KN, bool ASYNC>
+__global__ void __launch_bounds__(kMmaThreads, kMmaBlocksPerSM) gemm_mma_kernel(const GemmArgs g, const MmaFlags f) {
+  using ATile = MmaATile<L>;
+  using BTile = MmaBTile<L, KN>;
+  using CTile = MmaCTile<L>;
+  constexpr int kStage = ATile::kSize + BTile::kSize;  // halves
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  uint16_t* smem = reinterpret_cast<uint16_t*>(smem_raw);
+  const uint32_t smem_base = smem_u32(smem);
+  const int64_t tiles_m = ceil_div(g.m, kMmaBM);
+  // One pass over the m tiles (the usual case): grouped order; otherwise the grid loops.
+  const bool grouped = gridDim.y == tiles_m;
+  const int nk = static_cast<int>(ceil_div(g.k, kMmaBK));
+
+  for (int64_t bz = blockIdx.z; bz < g.batch; bz += gridDim.z) {
+    const uint16_t* a = static_cast<const uint16_t*>(g.a) + bz * g.a_sb;
+    const uint16_t* b = static_cast<const uint16_t*>(g.b) + bz * g.b_sb;
+    uint16_t* c = static_cast<uint16_t*>(g.c) + bz * g.m * g.n;
+    for (int64_t ty = blockIdx.y; ty < tiles_m; ty += gridDim.y) {
+      const MmaTileIndex idx =
+          grouped ? mma_raster(blockIdx.x, ty, gridDim.x, tiles_m) : MmaTileIndex{int64_t(blockIdx.x), ty};
+      const int64_t m0 = idx.tm * kMmaBM, n0 = idx.tn * kMmaBN;
+      // Tile corners move along k: A's columns, and B's rows (KN) or columns (NK).
+      const Operand oa{a + m0 * g.a_sm, g.a_sm, g.a_sk, g.m - m0, g.k};
+      const Operand ob = KN ? Operand{b + n0 * g.b_sn, g.b_sk, g.b_sn, g.k, g.n - n0}
+                            : Operand{b + n0 * g.b_sn, g.b_sn, g.b_sk, g.n - n0, g.k};
+      const auto b_corner = [](int64_t k0, int64_t& r, int64_t& cc) {
+        r = KN ? k0 : 0;
+        cc = KN ? 0 : k0;
+      };
+      float acc[kMmaFragM][kMmaFragN][4] = {};
+
+      if (ASYNC) {
+#pragma unroll
+        for (int s = 0; s < kMmaStages - 1; ++s) {
+          if (s < nk) {
+            int64_t br, bc;
+            b_corner(int64_t(s) * kMmaBK, br, bc);
+            fill_async<ATile>(smem_base + s * kStage * 2, oa, 0, int64_t(s) * kMmaBK);
+            fill_async<BTile>(smem_base + (s * kStage + ATile::kSize) * 2, ob, br, bc);
+          }
+          cp_async_commit();
+        }
+        for (int kt = 0; kt < nk; ++kt) {
+          cp_async_wait<kMmaStages - 2>();
+          __syncthreads();  // tile kt landed for every thread; stage (kt - 1) % S is free
+          const int next = kt + kMmaStages - 1;
+          if (next < nk) {
+            const int st = next % kMmaStages;
+            int64_t br, bc;
+            b_corner(int64_t(next) * kMmaBK, br, bc);
+            fill_async<ATile>(smem_base + st * kStage * 2, oa, 0, int64_t(next) * kMmaBK);
+            fill_async<BTile>(smem_base + (st * kStage + ATile::kSize) * 2, ob, br, bc);
+          }
+          cp_async_commit();
+          const uint32_t a_base = smem_base + (kt % kMmaStages) * kStage * 2;
+#pragma unroll
+          for (int s = 0; s < kMmaBK / 16; ++s) {
+            uint32_t bf[kMmaFragN / 2][4];
+            load_b_frags<BTile, KN>(bf, a_base + ATile::kSize * 2, s);
+            mma_half<T, ATile, 0>(acc, bf, a_base, s);
+            mma_half<T, ATile, 1>(acc, bf, a_base, s);
+          }
+        }
+        cp_async_wait<0>();
+      } else {
+        // Four 8-element groups of each operand per k-tile; group q of A and of B is in
+        // flight during quarter q of the previous tile's mma work (k16 step q / 2, half q % 2).
+        static_assert(kMmaElemsA == 4 * kMmaChunk && kMmaElemsB == 4 * kMmaChunk && kMmaBK == 32,
+                      "the register path's groups");
+        uint16_t va[kMmaChunk], vb[kMmaChunk];
+        for (int s = 0; s < kMmaStages - 1 && s < nk; ++s) {
+          uint16_t* at = smem + s * kStage;
+          uint16_t* bt = at + ATile::kSize;
+          int64_t br, bc;
+          b_corner(int64_t(s) * kMmaBK, br, bc);
+          const int64_t k0 = int64_t(s) * kMmaBK;
+#define BANKOPS_MMA_FILL(Q)                                \
+  stage_load<ATile, Q>(va, oa, 0, k0, f.a_along);          \
+  stage_load<BTile, Q>(vb, ob, br, bc, f.b_along);         \
+  stage_store<ATile, Q>(at, va, f.a_along);                \
+  stage_store<BTile, Q>(bt, vb, f.b_along);
+          BANKOPS_MMA_FILL(0) BANKOPS_MMA_FILL(1) BANKOPS_MMA_FILL(2) BANKOPS_MMA_FILL(3)
+#undef BANKOPS_MMA_FILL
+        }
+        for (int kt = 0; kt < nk; ++kt) {
+          __syncthreads();  // tile kt stored by every thread; stage (kt - 1) % S is free
+          const int next = kt + kMmaStages - 1;
+          const bool more = next < nk;
+          uint16_t* at = smem + (next % kMmaStages) * kStage;
+          uint16_t* bt = at + ATile::kSize;
+          int64_t br, bc;
+          b_corner(int64_t(next) * kMmaBK, br, bc);
+          const int64_t k0 = int64_t(next) * kMmaBK;
+          const uint32_t a_base = smem_base + (kt % kMmaStages) * kStage * 2;
+          const uint32_t b_base = a_base + ATile::kSize * 2;
+          uint32_t bf[kMmaFragN / 2][4];
+#define BANKOPS_MMA_QUARTER(Q)                                  \
+  if (Q % 2 == 0) load_b_frags<BTile, KN>(bf, b_base, Q / 2);   \
+  if (more) {                                                   \
+    stage_load<ATile, Q>(va, oa, 0, k0, f.a_along);             \
+    stage_load<BTile, Q>(vb, ob, br, bc, f.b_along);            \
+  }                                                             \
+  mma_half<T, ATile, Q % 2>(acc, bf, a_base, Q / 2);            \
+  if (more) {                                                   \
+    stage_store<ATile, Q>(at, va, f.a_along);                   \
+    stage_store<BTile, Q>(bt, vb, f.b_along);                   \
+  }
+          BANKOPS_MMA_QUARTER(0) BANKOPS_MMA_QUARTER(1) BANKOPS_MMA_QUARTER(2) BANKOPS_MMA_QUARTER(3)
+#undef BANKOPS_MMA_QUARTER
+        }
+      }
+
+      // Epilogue: accumulators -> C tile (pairs of columns), then whole 16-byte chunks of
+      // C rows -> global memory.
+      __syncthreads();  // every warp is done reading the stage ring
+#pragma unroll
+      for (int i = 0; i < kMmaFragM; ++i)
+#pragma unroll
+        for (int j = 0; j < kMmaFragN; ++j)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const TileCoord t = mma_acc(threadIdx.x, i, j, h);
+            *reinterpret_cast<uint32_t*>(smem + CTile::offset(t.r, t.c)) =
+                Mma<T>::pack(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+          }
+      __syncthreads();
+#pragma unroll 4
+      for (int e = 0; e < kMmaOutChunks; ++e) {
+        const TileCoord t = mma_chunk(threadIdx.x, e, kMmaBN);
+        const int64_t m = m0 + t.r, n = n0 + t.c;
+        if (m >= g.m || n >= g.n) continue;
+        const uint4 v = *reinterpret_cast<const uint4*>(smem + CTile::offset(t.r, t.c));
+        uint16_t* dst = c + m * g.n + n;
+        if (f.out_vec) {
+          *reinterpret_cast<uint4*>(dst) = v;
+        } else {
+          const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+          for (int q = 0; q < kMmaChunk; ++q)
+            if (n + q < g.n) dst[q] = static_cast<uint16_t>(w[q / 2] >> (q % 2 * 16));
+        }
+      }
+      __syncthreads();  // the C tile is read out before the next tile's loads reuse it
+    }
+  }
+}
+
+template <Layout L, class T, bool KN, bool ASYNC>
+cudaError_t run(const GemmArgs& g, const MmaFlags& f, cudaStream_t stream) {
+  const auto kernel = gemm_mma_kernel<L, T, KN, ASYNC>;
+  constexpr int kSmem = mma_smem_bytes<L, KN>();
+  static_assert(kMmaBlocksPerSM * (kSmem + 1024) <= 228 * 1024, "the tile rings of two blocks exceed an SM's shared memory");
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  if (err != cudaSuccess) return err;
+  const auto clamp = [](int64_t v) { return static_cast<unsigned>(v < 65535 ? v : 65535); };
+  const dim3 grid(static_cast<unsigned>(ceil_div(g.n, kMmaBN)), clamp(ceil_div(g.m, kMmaBM)), clamp(g.batch));
+  kernel<<<grid, kMmaThreads, kSmem, stream>>>(g, f);
+  return cudaGetLastError();
+}
+
+template <Layout L, class T>
+cudaError_t dispatch(const GemmArgs& g, const GemmMmaPlan& p, const MmaFlags& f, cudaStream_t stream) {
+  if (p.async) return p.b_kn ? run<L, T, true, true>(g, f, stream) : run<L, T, false, true>(g, f, stream);
+  return p.b_kn ? run<L, T, true, false>(g, f, stream) : run<L, T, false, false>(g, f, stream);
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+}  // namespace
+
+cudaError_t launch_gemm_mma(Layout layout, DType dtype, const GemmArgs& g, cudaStream_t stream) {
+  if (!gemm_mma_supports(dtype, g)) return cudaErrorNotSupported;
+  if (g.batch == 0 || g.m == 0 || g.n == 0) return cudaSuccess;
+  const GemmMmaPlan p = gemm_mma_plan(g, aligned16(g.a), aligned16(g.b));
+  const MmaFlags f{p.a_along, p.b_along, aligned16(g.c) && g.n % kMmaChunk == 0};
+  return with_layout(layout, [&](auto tag) {
+    constexpr Layout L = decltype(tag)::value;
+    return dtype == DType::F16 ? dispatch<L, __half>(g, p, f, stream) : dispatch<L, __nv_bfloat16>(g, p, f, stream);
+  });
+}
+
+}  // namespace bankops

@@ -1,0 +1,159 @@
+"""gemm on tensor cores (float16/bfloat16): against float64, every layout, odd sizes (odd K
+takes the register path, aligned rows the cp.async path), transposed and sliced views,
+batches; and the bank model's account of its ldmatrix / cp.async instructions."""
+import math
+
+import pytest
+import torch
+
+import bankops
+from conftest import LAYOUTS, assert_close_bound, eps, requires_cuda
+
+DTYPES = [torch.float16, torch.bfloat16]
+# The issue's bound on the normwise error against float64.
+REL_ERR = {torch.float16: 5e-3, torch.bfloat16: 1e-2}
+
+# (batch or None, M, N, K): ones, empties, K = 0, odd K / N / M, whole 128 x 256 x 32 tiles,
+# several k tiles past the 4-stage ring, batches.
+SHAPES = [
+    (None, 1, 1, 1), (None, 0, 5, 3), (None, 5, 0, 3), (None, 5, 3, 0), (None, 1, 9, 8),
+    (None, 129, 257, 33), (None, 127, 255, 31), (None, 128, 256, 32), (None, 256, 512, 64),
+    (None, 100, 200, 300), (None, 300, 72, 520), (None, 257, 264, 1000),
+    (3, 65, 130, 72), (2, 128, 264, 40), (2, 33, 17, 65), (0, 4, 4, 4),
+]
+SHAPE_IDS = [("" if b is None else f"{b}x") + f"{m}x{n}x{k}" for b, m, n, k in SHAPES]
+
+
+def operand(rows, cols, batch, dtype, how):
+    """A (batch,) rows x cols CUDA operand stored as `how` says: a view, never a copy."""
+    lead = () if batch is None else (batch,)
+    make = lambda *s: torch.randn(*s, device="cuda").to(dtype)  # noqa: E731
+    if how == "contiguous":
+        return make(*lead, rows, cols)
+    if how == "transposed":
+        return make(*lead, cols, rows).transpose(-2, -1)
+    if how == "sliced":  # rows 16-byte aligned (a multiple of 8 halves apart), cols cut short
+        return make(*lead, rows, (cols + 7) // 8 * 8 + 8)[..., :cols]
+    if how == "strided":  # no dim contiguous
+        return make(*lead, rows, 2 * cols + 1)[..., 1::2]
+    raise ValueError(how)
+
+
+def check_against_float64(got, a, b):
+    """Elementwise: float32 accumulation over K terms plus one rounding to the dtype;
+    normwise: the issue's relative error."""
+    ref = a.double() @ b.double()
+    k = a.shape[-1]
+    bound = 2 * eps(torch.float32) * math.sqrt(max(k, 1)) * (a.double().abs() @ b.double().abs()) + eps(got.dtype) * ref.abs()
+    assert got.is_contiguous()
+    assert_close_bound(got.double(), ref, bound, "gemm vs float64")
+    if ref.numel():
+        rel = float((got.double() - ref).norm() / ref.norm().clamp_min(1e-30))
+        assert rel <= REL_ERR[got.dtype], f"relative error {rel:.3g} > {REL_ERR[got.dtype]}"
+
+
+@requires_cuda
+@pytest.mark.parametrize("batch,m,n,k", SHAPES, ids=SHAPE_IDS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("views", [("contiguous", "contiguous"), ("contiguous", "transposed"),
+                                   ("transposed", "contiguous"), ("sliced", "sliced"), ("strided", "transposed")],
+                         ids="-".join)
+def test_cuda_matches_float64(views, layout, dtype, batch, m, n, k):
+    a = operand(m, k, batch, dtype, views[0])
+    b = operand(k, n, batch, dtype, views[1])
+    check_against_float64(bankops.gemm(a, b, layout), a, b)
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", [(4095, 4097, 4093), (1024, 1024, 1024)], ids=["misaligned", "1024"])
+def test_cuda_bench_shapes(dtype, shape):
+    m, n, k = shape
+    a = torch.randn(m, k, device="cuda").to(dtype)
+    b = torch.randn(k, n, device="cuda").to(dtype)
+    got = bankops.gemm(a, b, "swizzle")
+    # float64 on the GPU: the CPU would take minutes at this size.
+    ref = a.double() @ b.double()
+    bound = 2 * eps(torch.float32) * math.sqrt(k) * (a.double().abs() @ b.double().abs()) + eps(dtype) * ref.abs()
+    assert not torch.isnan(got).any()
+    assert bool(((got.double() - ref).abs() <= bound).all())
+    assert float((got.double() - ref).norm() / ref.norm()) <= REL_ERR[dtype]
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", [(200, 300, 130), (256, 512, 128)], ids=["registers", "cp.async"])
+def test_cuda_layouts_same_bits(dtype, shape):
+    """The layout moves where values sit in shared memory, never the order they are summed in."""
+    m, n, k = shape
+    a = torch.randn(m, k, device="cuda").to(dtype)
+    b = torch.randn(k, n, device="cuda").to(dtype)
+    outs = [bankops.gemm(a, b, layout) for layout in LAYOUTS]
+    for out in outs[1:]:
+        assert torch.equal(out.view(torch.int16), outs[0].view(torch.int16))
+
+
+@requires_cuda
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_cuda_expanded_batch(layout):
+    a = torch.randn(5, 33, 40, device="cuda").half()
+    b = torch.randn(1, 40, 24, device="cuda").half().expand(5, 40, 24)  # batch stride 0
+    check_against_float64(bankops.gemm(a, b, layout), a, b)
+
+
+@requires_cuda
+def test_cuda_many_batches_and_tall():
+    """Grids past 65535 in y and z: the kernel loops over the rest."""
+    a = torch.randn(70_000, 2, 3, device="cuda").bfloat16()
+    b = torch.randn(70_000, 3, 2, device="cuda").bfloat16()
+    check_against_float64(bankops.gemm(a, b), a, b)
+    a = torch.randn(128 * 65_536 + 5, 8, device="cuda").half()
+    b = torch.randn(8, 3, device="cuda").half()
+    check_against_float64(bankops.gemm(a, b), a, b)
+
+
+def _ops(report):
+    return {r["op"] for r in report.rows}
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_explain_ldmatrix_and_cp_async(dtype):
+    """swizzle: ldmatrix and the cp.async writes conflict-free; none: ldmatrix conflicts
+    (rows of one 8x8 matrix share banks); pad: ldmatrix free, the cp.async writes of the
+    64-byte A rows conflict (seed 003)."""
+    rep = {layout: bankops.explain("gemm", layout, dtype, m=1024, n=1024, k=1024) for layout in LAYOUTS}
+    for layout, r in rep.items():
+        assert {"ldsm", "ldgsts"} <= _ops(r), f"{layout}: {r}"
+        assert all(row["kernel"] == "gemm_mma/cp.async" for row in r.rows)
+    sw = rep["swizzle"]
+    for kind in ("ldsm", "ldgsts", "ld", "st"):
+        t = sw.totals[kind]
+        assert t["instructions"] > 0 and t["wavefronts"] == t["ideal"], f"swizzle {kind}: {t}"
+    none = rep["none"].totals
+    assert none["ldsm"]["wavefronts"] >= 4 * none["ldsm"]["ideal"]
+    assert none["ldgsts"]["wavefronts"] == none["ldgsts"]["ideal"]
+    pad = rep["pad"].totals
+    assert pad["ldsm"]["wavefronts"] == pad["ldsm"]["ideal"]
+    assert pad["ldgsts"]["wavefronts"] > pad["ldgsts"]["ideal"]
+    assert rep["pad"].conflicts < rep["none"].conflicts
+
+
+@pytest.mark.parametrize("a_t,b_t", [(False, True), (True, False), (True, True)], ids=["b^T", "a^T", "both^T"])
+def test_explain_views_and_odd_k(a_t, b_t):
+    """Transposed views and odd K (the register path): swizzle stays conflict-free on
+    every instruction, none does not."""
+    for k in (1024, 1023):
+        sw = bankops.explain("gemm", "swizzle", torch.bfloat16, m=512, n=512, k=k, a_transposed=a_t, b_transposed=b_t)
+        none = bankops.explain("gemm", "none", torch.bfloat16, m=512, n=512, k=k, a_transposed=a_t, b_transposed=b_t)
+        assert sw.conflicts == 0, str(sw)
+        assert none.conflicts > 0
+        assert "ldsm" in _ops(sw)
+        odd = k % 2 == 1
+        assert ("ldgsts" in _ops(sw)) == (not odd and not a_t), str(sw)
+
+
+def test_explain_float32_stays_on_ffma():
+    r = bankops.explain("gemm", "swizzle", torch.float32, m=256, n=256, k=256)
+    assert _ops(r) <= {"ld", "st"}
+    assert all(not row["kernel"].startswith("gemm_mma") for row in r.rows)
