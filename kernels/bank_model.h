@@ -6,11 +6,12 @@
 // touch the same 4-byte word share it (broadcast), and a bank delivers one word per
 // wavefront, so a phase takes as many wavefronts as its busiest bank has distinct words.
 //
-// One more rule, measured on the H100 with the bank probe (bench/ncu.py): when every pair
-// of neighbouring lanes (2j, 2j+1) asks for one address, an 8 or 16-byte access is served
-// as if each pair were one lane, in phases twice as long (8 bytes: one phase for the warp;
-// 16 bytes: half-warps). Lanes that share an address further apart do not count: with
-// lane i and i+16 reading the same 8 bytes the warp still takes two phases.
+// One more rule, measured on the H100 with the bank probe (bench/ncu.py) and stated by
+// NVIDIA for the LDS ".U" hint since Volta: when every active lane shares its address with
+// lane ^ 1, or every active lane with lane ^ 2, an 8 or 16-byte access is served as if each
+// pair were one lane, in phases twice as long (8 bytes: one phase for the warp; 16 bytes:
+// half-warps). Lanes that share an address further apart do not count: with lane i and
+// i+16 reading the same 8 bytes the warp still takes two phases.
 #pragma once
 #include <cstdint>
 
@@ -30,12 +31,14 @@ struct BankCost {
   int ideal;       // with no conflict: one per phase that has an active lane
 };
 
-// True when no pair of neighbouring active lanes asks for two different addresses.
-inline bool pairs_share(const WarpAccess& a) {
-  for (int lane = 0; lane < kWarpLanes; lane += 2)
-    if ((a.active >> lane & 3u) == 3u && a.addr[lane] != a.addr[lane + 1]) return false;
+// True when no active lane asks for another address than its active partner lane ^ x.
+inline bool pairs_share(const WarpAccess& a, int x) {
+  for (int lane = 0; lane < kWarpLanes; ++lane)
+    if ((a.active >> lane & 1u) && (a.active >> (lane ^ x) & 1u) && a.addr[lane] != a.addr[lane ^ x]) return false;
   return true;
 }
+
+inline bool pairs_share(const WarpAccess& a) { return pairs_share(a, 1) || pairs_share(a, 2); }
 
 // Serves an access word by word: calls visit(wavefront, phase, bank, lane) for every word
 // every active lane touches, where `wavefront` counts from 0 over the whole instruction (a

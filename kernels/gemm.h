@@ -159,10 +159,13 @@ BANKOPS_HD TileCoord gemm_stage_x(int t, int v) {
 }
 
 // Lanes of a warp, interleaved so that lanes T and T^1 read the same A vector and lanes T and
-// T^2 the same B vector (the hardware then packs two lanes' 16 bytes into one wavefront):
-// lane bits 0, 2, 3 give the n lane, bits 1, 4 the m lane.
-BANKOPS_HD int gemm_lane_m(int t) { return ((t >> 1) & 1) | ((t >> 3) & 2); }
-BANKOPS_HD int gemm_lane_n(int t) { return (t & 1) | ((t >> 1) & 6); }
+// T^2 the same B vector: the hardware then serves an LDS.128 in half-warps instead of
+// quarters (bank_model.h). Lane bits 0, 2, 4 give the n lane, bits 1, 3 the m lane, so a
+// half-warp reads 4 adjacent A vectors and 4 adjacent B vectors: 64 bytes, one wavefront
+// each. (With n lanes 0-7 in one half-warp, B's lanes 4-7 sit 128 bytes past lanes 0-3 when
+// a thread has two quadrants: the same banks, a second wavefront.)
+BANKOPS_HD int gemm_lane_m(int t) { return ((t >> 1) & 1) | ((t >> 2) & 2); }
+BANKOPS_HD int gemm_lane_n(int t) { return (t & 1) | ((t >> 1) & 2) | ((t >> 2) & 4); }
 // First tile column (m) of quadrant q of thread t's A fragment, and (n) of its B fragment.
 // A: the 4 m lanes' vectors are adjacent, quadrants 4 vectors apart. B: n lanes 0-3 are
 // adjacent, quadrants 4 vectors apart, n lanes 4-7 after all quadrants. Either way the

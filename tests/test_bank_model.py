@@ -69,6 +69,8 @@ MEASURED_WIDE = [
     (16, 16 * (LANES // 4), 2),
     (16, 32 * LANES, 8),
     (16, 144 * LANES, 4),
+    (16, 16 * ((LANES & 1) | (LANES >> 1 & ~1)), 2),      # lanes i and i^2 share (gemm B fragment)
+    (16, 16 * ((LANES & 3) | (LANES >> 1 & ~3)), 4),      # lanes i and i^4 share: quarter-warps
 ]
 
 
@@ -82,6 +84,9 @@ def test_pairs_that_share_only_where_both_lanes_run():
     assert cost(pairs, width=8) == (1, 1)
     assert cost(torch.where(LANES == 31, 160, pairs), width=8) == (2, 2)  # one pair differs: half-warps
     assert cost(4 * LANES * (LANES % 2 == 0), width=8, active=0x55555555) == (1, 1)  # partners sit out
+    odd_pairs = 16 * ((LANES & 1) | (LANES >> 1 & ~1))  # lane i shares with lane i ^ 2
+    assert cost(odd_pairs, width=16) == (2, 2)
+    assert cost(torch.where(LANES == 31, 512, odd_pairs), width=16) == (4, 4)
 
 
 def tile_addresses(name, layout, rows, col, elem_bytes):

@@ -18,7 +18,7 @@ CALLS = [
 ] + [
     ("reduce_sum", dt, shape)
     for dt in (F16, F32, F64, torch.int32)
-    for shape in (dict(shape=(1 << 20,)), dict(shape=(64, 4096), dim=-1), dict(shape=(4096, 96), dim=0),
+    for shape in (dict(shape=(1 << 20,)), dict(shape=(8, 1 << 16), dim=-1), dict(shape=(4096, 96), dim=0),
                   dict(shape=(8, 300, 40), dim=1))
 ] + [
     ("gemm", dt, dict(m=256, n=192, k=160, a_transposed=at, b_transposed=bt))
@@ -30,6 +30,13 @@ CALLS = [
 def ids(call):
     op, dt, shape = call
     return f"{op}-{str(dt).replace('torch.', '')}-" + "-".join(f"{k}={v}" for k, v in shape.items())
+
+
+def moved_bytes(report):
+    out = {}
+    for r in report.rows:
+        out[r["op"]] = out.get(r["op"], 0) + r["count"] * r["width"]
+    return out
 
 
 def conflicts(report):
@@ -45,8 +52,18 @@ def test_layouts_keep_their_promise(call):
     assert conflicts(none) > 0
     assert conflicts(pad) < conflicts(none)
     assert [r["instruction"] for r in swizzle.rows if r["wavefronts"] != r["ideal"]] == []
-    # The layouts change where values sit, never which instructions run.
-    assert [(r["instruction"], r["count"]) for r in none.rows] == [(r["instruction"], r["count"]) for r in swizzle.rows]
+    # The layouts change where values sit, never how many bytes move (under `none` ptxas may
+    # merge two neighbouring 4-byte loads into one 8-byte load, so instructions can differ).
+    assert moved_bytes(none) == moved_bytes(swizzle)
+
+
+@pytest.mark.parametrize("dtype", [F16, F32, F64])
+def test_warp_per_row_needs_no_layout(dtype):
+    """Rows short enough for a warp each reduce in registers and shuffles: shared memory only
+    carries one sum per warp, so no layout has a conflict to remove."""
+    reports = [bankops.explain("reduce_sum", layout, dtype, shape=(64, 4096), dim=-1) for layout in LAYOUTS]
+    assert [conflicts(r) for r in reports] == [0, 0, 0]
+    assert all(r["kernel"] == "reduce_rows" for r in reports[0].rows)
 
 
 @pytest.mark.parametrize("call", CALLS, ids=ids)
@@ -128,10 +145,10 @@ def test_bank_map_is_the_model_schedule(width):
         wavefronts, _ = torch.ops.bankops._bank_cost(addr, width, active).tolist()
         assert lane.shape == sharers.shape == (wavefronts, 32) and phase.shape == (wavefronts,)
         assert ((lane >= 0) == (sharers > 0)).all()
-        lanes_per_phase = 32 if width <= 4 else 128 // width
+        mask = active & 0xFFFFFFFF
+        lanes_per_phase = 32 if width <= 4 else 128 // width * (2 if pairs_share(addr, mask) else 1)
         words = max(width // 4, 1)
         served = sharers.sum().item()
-        mask = active & 0xFFFFFFFF
         expected = 0
         for p in range(32 // lanes_per_phase):
             group = [ln for ln in range(p * lanes_per_phase, (p + 1) * lanes_per_phase) if mask >> ln & 1]
@@ -139,6 +156,15 @@ def test_bank_map_is_the_model_schedule(width):
             expected += len(seen)
             assert set(lane[phase == p][lane[phase == p] >= 0].tolist()) <= set(group)
         assert served == expected
+
+
+def pairs_share(addr, mask):
+    """bank_model.h's pair rule: every active lane reads its active partner lane ^ 1's address, or
+    every one lane ^ 2's."""
+    def share(x):
+        return all(addr[ln] == addr[ln ^ x] for ln in range(32) if mask >> ln & 1 and mask >> (ln ^ x) & 1)
+
+    return share(1) or share(2)
 
 
 def test_bank_map_of_a_column_walk():
@@ -156,7 +182,7 @@ def test_plot_banks_draws_the_worst_warp(tmp_path):
     ax = fig.axes[0]
     assert len(ax.get_yticks()) == 32  # 32 wavefronts: the column walk of seed 004
     fig = bankops.plot_banks("transpose", "swizzle", "lds", dtype=F32, shape=(64, 64))
-    assert len(fig.axes[0].get_yticks()) == 1
+    assert len(fig.axes[0].get_yticks()) == 4  # a 16-byte vector read: four quarter-warps, no conflict
 
 
 def test_probe_arguments_are_checked():
