@@ -10,11 +10,11 @@ from .explain import explain
 __all__ = ["plot_banks", "bank_map"]
 
 
-def bank_map(addr, width, active=-1):
+def bank_map(addr, width, active=-1, store=False):
     """(lane, sharers, phase) of one warp-wide access: ``lane[w][b]`` is the lowest lane bank
     ``b`` serves in wavefront ``w`` (-1: idle), ``sharers[w][b]`` how many lanes that word
     serves (broadcast), ``phase[w]`` the phase (group of lanes) the wavefront belongs to."""
-    return torch.ops.bankops._bank_map(torch.as_tensor(addr), width, active)
+    return torch.ops.bankops._bank_map(torch.as_tensor(addr), width, active, store)
 
 
 def plot_banks(op, layout="swizzle", instruction=0, dtype=torch.float32, path=None, ax=None, num_sms=None, **shape):
@@ -34,7 +34,7 @@ def plot_banks(op, layout="swizzle", instruction=0, dtype=torch.float32, path=No
     row = report.rows[i]
     addr, width = report.worst_access(i)
     active = sum(1 << lane for lane, a in enumerate(addr) if a >= 0)
-    lane, sharers, phase = (t.tolist() for t in bank_map([max(a, 0) for a in addr], width, active))
+    lane, sharers, phase = (t.tolist() for t in bank_map([max(a, 0) for a in addr], width, active, row["op"] != "ld"))
 
     waves = len(lane)
     if ax is None:

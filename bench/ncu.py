@@ -264,7 +264,7 @@ def run_probes(args, metrics):
     for (name, width, store, addr), got in zip(probes(), found):
         kind = "st" if store else "ld"
         active = sum(1 << i for i, a in enumerate(addr) if a >= 0)
-        wavefronts, ideal = torch.ops.bankops._bank_cost(torch.tensor([max(a, 0) for a in addr]), width, active).tolist()
+        wavefronts, ideal = torch.ops.bankops._bank_cost(torch.tensor([max(a, 0) for a in addr]), width, active, store).tolist()
         row = compare(kind, {"instructions": 1, "wavefronts": wavefronts}, got)
         rows.append(dict(row, name=name, width=width, op=kind, addr=addr, ideal=ideal))
     if len(found) != len(rows):

@@ -7,11 +7,13 @@
 // wavefront, so a phase takes as many wavefronts as its busiest bank has distinct words.
 //
 // One more rule, measured on the H100 with the bank probe (bench/ncu.py) and stated by
-// NVIDIA for the LDS ".U" hint since Volta: when every active lane shares its address with
-// lane ^ 1, or every active lane with lane ^ 2, an 8 or 16-byte access is served as if each
-// pair were one lane, in phases twice as long (8 bytes: one phase for the warp; 16 bytes:
-// half-warps). Lanes that share an address further apart do not count: with lane i and
-// i+16 reading the same 8 bytes the warp still takes two phases.
+// NVIDIA for the LDS ".U" hint since Volta: a load of 8 or 16 bytes whose lanes pair up, every
+// active lane asking for the address of its partner lane ^ 1 (or every one lane ^ 2's), is
+// served as if each pair were one lane, in a phase twice as long (8 bytes: the whole warp;
+// 16 bytes: a half-warp). The test is per double-length phase: a half-warp that pairs up takes
+// one phase even if the other does not. Lanes that share an address further apart do not
+// count (lane i and i+16 reading the same 8 bytes still take two phases), and stores never
+// pair (STS of 16 bytes: four quarter-warps, whatever the addresses).
 #pragma once
 #include <cstdint>
 
@@ -23,7 +25,8 @@ constexpr int kWarpLanes = 32, kBanks = 32, kBankBytes = 4;
 struct WarpAccess {
   uint32_t addr[kWarpLanes];
   uint32_t active;
-  int width;  // 1, 2, 4, 8 or 16
+  int width;          // 1, 2, 4, 8 or 16
+  bool load = true;   // the pair rule packs what a load returns; stores never pair
 };
 
 struct BankCost {
@@ -31,14 +34,23 @@ struct BankCost {
   int ideal;       // with no conflict: one per phase that has an active lane
 };
 
-// True when no active lane asks for another address than its active partner lane ^ x.
-inline bool pairs_share(const WarpAccess& a, int x) {
-  for (int lane = 0; lane < kWarpLanes; ++lane)
+// True when in lanes [first, first + n) no active lane asks for another address than its
+// active partner lane ^ x.
+inline bool pairs_share(const WarpAccess& a, int first, int n, int x) {
+  for (int lane = first; lane < first + n; ++lane)
     if ((a.active >> lane & 1u) && (a.active >> (lane ^ x) & 1u) && a.addr[lane] != a.addr[lane ^ x]) return false;
   return true;
 }
 
-inline bool pairs_share(const WarpAccess& a) { return pairs_share(a, 1) || pairs_share(a, 2); }
+// Lanes in the phase that starts at `first`: 128 bytes of requests, twice that for a load
+// whose lanes pair up.
+inline int phase_lanes(const WarpAccess& a, int first) {
+  if (a.width <= kBankBytes) return kWarpLanes;
+  const int lanes = 128 / a.width;
+  const bool pairs = a.load && first % (2 * lanes) == 0 &&
+                     (pairs_share(a, first, 2 * lanes, 1) || pairs_share(a, first, 2 * lanes, 2));
+  return pairs ? 2 * lanes : lanes;
+}
 
 // Serves an access word by word: calls visit(wavefront, phase, bank, lane) for every word
 // every active lane touches, where `wavefront` counts from 0 over the whole instruction (a
@@ -46,10 +58,10 @@ inline bool pairs_share(const WarpAccess& a) { return pairs_share(a, 1) || pairs
 // the cost; bank_cost and the bank maps (bankops.plot_banks) both come from here.
 template <class Visit>
 BankCost bank_schedule(const WarpAccess& a, Visit&& visit) {
-  const int lanes_per_phase = a.width <= kBankBytes ? kWarpLanes : 128 / a.width * (pairs_share(a) ? 2 : 1);
   const int words_per_lane = a.width <= kBankBytes ? 1 : a.width / kBankBytes;
   BankCost cost{0, 0};
-  for (int p = 0; p < kWarpLanes; p += lanes_per_phase) {
+  for (int p = 0, phase = 0, lanes_per_phase = 0; p < kWarpLanes; p += lanes_per_phase, ++phase) {
+    lanes_per_phase = phase_lanes(a, p);
     uint32_t words[kWarpLanes];  // distinct words of this phase (at most 128 bytes' worth)...
     int rank[kWarpLanes];        // ...and each one's place in its bank's queue
     int per_bank[kBanks] = {};
@@ -65,7 +77,7 @@ BankCost bank_schedule(const WarpAccess& a, Visit&& visit) {
           rank[n++] = per_bank[word % kBanks]++;
           busiest = per_bank[word % kBanks] > busiest ? per_bank[word % kBanks] : busiest;
         }
-        visit(cost.wavefronts + rank[i], p / lanes_per_phase, static_cast<int>(word % kBanks), lane);
+        visit(cost.wavefronts + rank[i], phase, static_cast<int>(word % kBanks), lane);
       }
     }
     if (n == 0) continue;

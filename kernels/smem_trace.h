@@ -64,7 +64,7 @@ class SmemTrace {
 // whose lanes are all inactive skip the instruction and are not counted.
 template <class F>
 void add_warp(SmemInstr& row, int warp, F&& byte_of) {
-  WarpAccess a{{}, 0u, row.width};
+  WarpAccess a{{}, 0u, row.width, row.op == SmemOp::Ld};
   for (int lane = 0; lane < kWarpLanes; ++lane) {
     const int64_t addr = byte_of(warp * kWarpLanes + lane);
     if (addr < 0) continue;

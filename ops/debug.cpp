@@ -83,13 +83,13 @@ at::Tensor tile_map(std::string_view tile, std::string_view layout) { return fin
 at::Tensor tile_info(std::string_view tile, std::string_view layout) { return find_tile(tile, layout).info; }
 
 // One warp-wide access from Python: addr holds the 32 lanes' byte addresses.
-WarpAccess access_of(const at::Tensor& addr, int64_t width, int64_t active, const char* op) {
+WarpAccess access_of(const at::Tensor& addr, int64_t width, int64_t active, bool store, const char* op) {
   TORCH_CHECK(addr.dim() == 1 && addr.numel() == kWarpLanes, op, ": expected addr to hold 32 lane addresses, got shape ",
               addr.sizes());
   TORCH_CHECK(width == 1 || width == 2 || width == 4 || width == 8 || width == 16, op,
               ": expected width 1, 2, 4, 8 or 16 bytes, got ", width);
   const at::Tensor a = addr.to(at::kLong).contiguous();
-  WarpAccess access{{}, static_cast<uint32_t>(active), static_cast<int>(width)};
+  WarpAccess access{{}, static_cast<uint32_t>(active), static_cast<int>(width), !store};
   for (int lane = 0; lane < kWarpLanes; ++lane) {
     const int64_t v = a.const_data_ptr<int64_t>()[lane];
     TORCH_CHECK(v >= 0 && v % width == 0, op, ": lane ", lane, " address ", v, " is negative or not ", width,
@@ -100,16 +100,17 @@ WarpAccess access_of(const at::Tensor& addr, int64_t width, int64_t active, cons
 }
 
 // [wavefronts, ideal] of one warp-wide access.
-at::Tensor bank_cost_of(const at::Tensor& addr, int64_t width, int64_t active) {
-  const BankCost cost = bank_cost(access_of(addr, width, active, "_bank_cost"));
+at::Tensor bank_cost_of(const at::Tensor& addr, int64_t width, int64_t active, bool store) {
+  const BankCost cost = bank_cost(access_of(addr, width, active, store, "_bank_cost"));
   return at::tensor(std::vector<int64_t>{cost.wavefronts, cost.ideal});
 }
 
 // Which lane each bank serves in each wavefront of one access (the bank maps of
 // bankops.plot_banks): lane [wavefronts, 32] (the lowest lane reading that word, -1: the
 // bank idles), sharers [wavefronts, 32] (lanes served by that word), phase [wavefronts].
-std::tuple<at::Tensor, at::Tensor, at::Tensor> bank_map(const at::Tensor& addr, int64_t width, int64_t active) {
-  const WarpAccess access = access_of(addr, width, active, "_bank_map");
+std::tuple<at::Tensor, at::Tensor, at::Tensor> bank_map(const at::Tensor& addr, int64_t width, int64_t active,
+                                                        bool store) {
+  const WarpAccess access = access_of(addr, width, active, store, "_bank_map");
   const int n = bank_cost(access).wavefronts;
   at::Tensor lane = at::full({n, kBanks}, -1, at::kLong), sharers = at::zeros({n, kBanks}, at::kLong);
   at::Tensor phase = at::zeros({n}, at::kLong);

@@ -18,8 +18,8 @@ TORCH_LIBRARY(bankops, m) {
   // Test hooks: the shared-memory tiles the kernels declare, the bank model, poisoned outputs.
   m.def("_tile_map(str tile, str layout) -> Tensor");
   m.def("_tile_info(str tile, str layout) -> Tensor");
-  m.def("_bank_cost(Tensor addr, int width, int active=-1) -> Tensor");
-  m.def("_bank_map(Tensor addr, int width, int active=-1) -> (Tensor, Tensor, Tensor)");
+  m.def("_bank_cost(Tensor addr, int width, int active=-1, bool store=False) -> Tensor");
+  m.def("_bank_map(Tensor addr, int width, int active=-1, bool store=False) -> (Tensor, Tensor, Tensor)");
   m.def("_set_poison(bool on) -> ()");
   // The bank probe: one warp, one shared-memory access at the given lane addresses.
   m.def("_smem_probe(Tensor addr, int width, bool store=False) -> Tensor");

@@ -9,8 +9,8 @@ from conftest import LAYOUTS
 LANES = torch.arange(32)
 
 
-def cost(addr, width=4, active=-1):
-    wavefronts, ideal = torch.ops.bankops._bank_cost(torch.as_tensor(addr), width, active).tolist()
+def cost(addr, width=4, active=-1, store=False):
+    wavefronts, ideal = torch.ops.bankops._bank_cost(torch.as_tensor(addr), width, active, store).tolist()
     return wavefronts, ideal
 
 
@@ -60,6 +60,7 @@ MEASURED_WIDE = [
     (8, 8 * (LANES % 16), 2),                              # lanes i and i+16 share: still two phases
     (8, 8 * ((LANES + 16) % 32), 2),
     (8, 8 * (LANES // 2), 1),                              # pairs share: 16 doubles, one phase
+    (8, 8 * ((LANES & 1) | (LANES >> 1 & ~1)), 1),        # lanes i and i^2 share
     (8, 16 * LANES, 4),
     (8, 264 * LANES, 2),                                   # a padded float64 column
     (8, 256 * LANES, 32),
@@ -86,7 +87,16 @@ def test_pairs_that_share_only_where_both_lanes_run():
     assert cost(4 * LANES * (LANES % 2 == 0), width=8, active=0x55555555) == (1, 1)  # partners sit out
     odd_pairs = 16 * ((LANES & 1) | (LANES >> 1 & ~1))  # lane i shares with lane i ^ 2
     assert cost(odd_pairs, width=16) == (2, 2)
-    assert cost(torch.where(LANES == 31, 512, odd_pairs), width=16) == (4, 4)
+    # The rule holds per half-warp: lanes 0-15 pair up (one phase), 16-31 do not (two).
+    assert cost(torch.where(LANES == 31, 512, odd_pairs), width=16) == (3, 3)
+
+
+@pytest.mark.parametrize("width", [8, 16])
+def test_stores_never_pair(width):
+    """Measured: STS.64 and STS.128 with lane pairs writing one address take the plain phases."""
+    pairs = width * (LANES // 2)
+    assert cost(pairs, width=width, store=True) == (width // 4, width // 4)  # 8 B: half-warps, 16 B: quarters
+    assert cost(pairs, width=width) == (width // 8, width // 8)
 
 
 def tile_addresses(name, layout, rows, col, elem_bytes):

@@ -82,7 +82,8 @@ def test_rows_are_consistent(call, layout):
         # The worst warp access is a real access, and the model costs it as recorded.
         addr, width = rep.worst_access(i)
         active = sum(1 << lane for lane, a in enumerate(addr) if a >= 0)
-        cost = torch.ops.bankops._bank_cost(torch.tensor([max(a, 0) for a in addr]), width, active).tolist()
+        store = r["op"] != "ld"
+        cost = torch.ops.bankops._bank_cost(torch.tensor([max(a, 0) for a in addr]), width, active, store).tolist()
         assert cost[0] == r["worst_wavefronts"] >= r["per_instruction"]
     for kind, t in rep.totals.items():
         rows = [r for r in rep.rows if r["op"] == kind]
@@ -134,37 +135,47 @@ def test_bad_arguments_are_named():
         bankops.explain("transpose", "pad", shape=(64, 64)).find("ldmatrix")
 
 
+@pytest.mark.parametrize("store", [False, True], ids=["load", "store"])
 @pytest.mark.parametrize("width", [1, 2, 4, 8, 16])
-def test_bank_map_is_the_model_schedule(width):
+def test_bank_map_is_the_model_schedule(width, store):
     """Every active lane's words appear in the map of its phase, the rows are the model's
     wavefronts, and a bank serves at most one word per wavefront."""
-    for trial in range(20):
+    for trial in range(40):
         addr = width * torch.randint(0, 4096 // width, (32,))
+        if trial % 4 == 3:  # lane pairs that share, for the pair rule
+            addr = addr[torch.arange(32) & ~(1 << (trial // 4 % 2))]
         active = int(torch.randint(1, 2**32, ()).item()) if trial % 2 else -1
-        lane, sharers, phase = torch.ops.bankops._bank_map(addr, width, active)
-        wavefronts, _ = torch.ops.bankops._bank_cost(addr, width, active).tolist()
+        lane, sharers, phase = torch.ops.bankops._bank_map(addr, width, active, store)
+        wavefronts, _ = torch.ops.bankops._bank_cost(addr, width, active, store).tolist()
         assert lane.shape == sharers.shape == (wavefronts, 32) and phase.shape == (wavefronts,)
         assert ((lane >= 0) == (sharers > 0)).all()
         mask = active & 0xFFFFFFFF
-        lanes_per_phase = 32 if width <= 4 else 128 // width * (2 if pairs_share(addr, mask) else 1)
         words = max(width // 4, 1)
         served = sharers.sum().item()
         expected = 0
-        for p in range(32 // lanes_per_phase):
-            group = [ln for ln in range(p * lanes_per_phase, (p + 1) * lanes_per_phase) if mask >> ln & 1]
+        for p, group in enumerate(phases(addr, width, mask, store)):
             seen = {(int(addr[ln]) // 4 + w, ln) for ln in group for w in range(words)}
             expected += len(seen)
             assert set(lane[phase == p][lane[phase == p] >= 0].tolist()) <= set(group)
         assert served == expected
 
 
-def pairs_share(addr, mask):
-    """bank_model.h's pair rule: every active lane reads its active partner lane ^ 1's address, or
-    every one lane ^ 2's."""
-    def share(x):
-        return all(addr[ln] == addr[ln ^ x] for ln in range(32) if mask >> ln & 1 and mask >> (ln ^ x) & 1)
+def phases(addr, width, mask, store):
+    """The active lanes of each phase, by bank_model.h's rules: 128 bytes of requests, twice as
+    many lanes for a load whose lanes pair up (every active lane reads the address of its active
+    partner lane ^ 1, or every one lane ^ 2's) within the longer phase."""
+    if width <= 4:
+        return [[ln for ln in range(32) if mask >> ln & 1]]
 
-    return share(1) or share(2)
+    def share(first, n, x):
+        return all(addr[ln] == addr[ln ^ x] for ln in range(first, first + n) if mask >> ln & 1 and mask >> (ln ^ x) & 1)
+
+    out, first, lanes = [], 0, 128 // width
+    while first < 32:
+        n = 2 * lanes if not store and first % (2 * lanes) == 0 and (share(first, 2 * lanes, 1) or share(first, 2 * lanes, 2)) else lanes
+        out.append([ln for ln in range(first, first + n) if mask >> ln & 1])
+        first += n
+    return out
 
 
 def test_bank_map_of_a_column_walk():
