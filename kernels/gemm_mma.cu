@@ -76,31 +76,55 @@ __device__ __forceinline__ int opaque_tid() {
 
 // cp.async a ROWS x COLS tile (rows 16-byte aligned, columns contiguous). Partial chunks at
 // the right edge and rows past the end are zero-filled by src-size; the source address
-// stays inside the operand either way.
-template <class Tile>
+// stays inside the operand either way. A thread's chunks share a column and step down by
+// kRowStep rows, a multiple of the layout's period: one offset per thread, the steps are
+// immediates.
+template <class C, class Tile>
 __device__ __forceinline__ void fill_async(uint32_t dst, const Operand& o, int64_t r0, int64_t c0) {
-  constexpr int kChunks = Tile::kRows * Tile::kCols / kMmaChunk / kMmaThreads;
+  constexpr int kPerRow = Tile::kCols / kMmaChunk, kRowStep = C::kThreads / kPerRow;
+  constexpr int kChunks = Tile::kRows * kPerRow / C::kThreads;
+  static_assert(C::kThreads % kPerRow == 0 && kRowStep % Tile::kRowPeriod == 0, "chunk rows step by the period");
+  const TileCoord t0 = mma_chunk<C>(threadIdx.x, 0, Tile::kCols);
+  const uint32_t d0 = dst + Tile::offset(t0.r, t0.c) * 2;
   // Whole tiles inside the operand (all but the edges) skip the per-chunk bounds.
   if (r0 + Tile::kRows <= o.rows && c0 + Tile::kCols <= o.cols) {
-    const uint16_t* corner = o.p + r0 * o.s_row + c0;
+    const uint16_t* src = o.p + (r0 + t0.r) * o.s_row + c0 + t0.c;
+    const int64_t step = kRowStep * o.s_row;
 #pragma unroll
-    for (int e = 0; e < kChunks; ++e) {
-      const TileCoord t = mma_chunk(threadIdx.x, e, Tile::kCols);
-      cp_async16(dst + Tile::offset(t.r, t.c) * 2, corner + t.r * o.s_row + t.c, 16);
-    }
+    for (int e = 0; e < kChunks; ++e) cp_async16(d0 + Tile::offset(e * kRowStep, 0) * 2, src + e * step, 16);
     return;
   }
 #pragma unroll
   for (int e = 0; e < kChunks; ++e) {
-    const TileCoord t = mma_chunk(threadIdx.x, e, Tile::kCols);
-    const int64_t r = r0 + t.r, c = c0 + t.c;
+    const int64_t r = r0 + t0.r + e * kRowStep, c = c0 + t0.c;
     const int64_t left = o.cols - c;
     const bool in = r < o.rows && left > 0;
     const int bytes = in ? static_cast<int>(left < kMmaChunk ? left : kMmaChunk) * 2 : 0;
     const uint16_t* src = in ? o.p + r * o.s_row + c : o.p;
-    cp_async16(dst + Tile::offset(t.r, t.c) * 2, src, bytes);
+    cp_async16(d0 + Tile::offset(e * kRowStep, 0) * 2, src, bytes);
   }
 }
+
+// The same fill for whole tiles (all but the edges), with everything but the stage and the
+// k advance hoisted out of the k loop: the k loop's issue slots belong to the mma.
+template <class C, class Tile>
+struct WholeFill {
+  static constexpr int kPerRow = Tile::kCols / kMmaChunk, kRowStep = C::kThreads / kPerRow;
+  static constexpr int kChunks = Tile::kRows * kPerRow / C::kThreads;
+  uint32_t dst;          // the thread's first chunk in stage 0
+  const uint16_t* src;   // its source at the k-tile the next fill loads
+  int64_t step;          // kRowStep rows of the operand
+  __device__ __forceinline__ WholeFill(uint32_t tile, const Operand& o) {
+    const TileCoord t0 = mma_chunk<C>(threadIdx.x, 0, Tile::kCols);
+    dst = tile + Tile::offset(t0.r, t0.c) * 2;
+    src = o.p + t0.r * o.s_row + t0.c;
+    step = kRowStep * o.s_row;
+  }
+  __device__ __forceinline__ void operator()(uint32_t stage) const {
+#pragma unroll
+    for (int e = 0; e < kChunks; ++e) cp_async16(dst + stage + Tile::offset(e * kRowStep, 0) * 2, src + e * step, 16);
+  }
+};
 
 // Register path, group G (8 elements) of a thread's elements: the loads are issued before
 // a quarter of a k-tile's mma work and stored into the tile after it, so that only 8-16
@@ -108,15 +132,15 @@ __device__ __forceinline__ void fill_async(uint32_t dst, const Operand& o, int64
 // column and step down the rows; across: group G is one 8-element chunk of a row. The
 // addresses advance from one pointer: hoisting a 64-bit offset per element out of the k
 // loop would cost more registers than the accumulators leave.
-template <class Tile, int G>
+template <class C, class Tile, int G>
 __device__ __forceinline__ void stage_load(uint16_t (&v)[kMmaChunk], const Operand& o, int64_t r0, int64_t c0,
                                            bool along) {
   const int64_t rows_left = o.rows - r0, cols_left = o.cols - c0;
   const int tid = opaque_tid();
   if (along) {
-    static_assert(kMmaThreads % Tile::kCols == 0, "along: a thread's elements share a column");
-    constexpr int kRowStep = kMmaThreads / Tile::kCols;
-    const TileCoord t = mma_along_elem(tid, G * kMmaChunk, Tile::kCols);
+    static_assert(C::kThreads % Tile::kCols == 0, "along: a thread's elements share a column");
+    constexpr int kRowStep = C::kThreads / Tile::kCols;
+    const TileCoord t = mma_along_elem<C>(tid, G * kMmaChunk, Tile::kCols);
     const bool col_in = t.c < cols_left;
     const uint16_t* p = o.p + (r0 + t.r) * o.s_row + (c0 + t.c) * o.s_col;
     const int64_t step = kRowStep * o.s_row;
@@ -124,7 +148,7 @@ __device__ __forceinline__ void stage_load(uint16_t (&v)[kMmaChunk], const Opera
     for (int e = 0; e < kMmaChunk; ++e)
       v[e] = (col_in && t.r + e * kRowStep < rows_left) ? __ldg(p + e * step) : uint16_t(0);
   } else {
-    const TileCoord t = mma_across_chunk(tid, G, Tile::kRows);
+    const TileCoord t = mma_across_chunk<C>(tid, G, Tile::kRows);
     const bool row_in = t.r < rows_left;
     const uint16_t* p = o.p + (r0 + t.r) * o.s_row + (c0 + t.c) * o.s_col;
 #pragma unroll
@@ -132,17 +156,17 @@ __device__ __forceinline__ void stage_load(uint16_t (&v)[kMmaChunk], const Opera
   }
 }
 
-template <class Tile, int G>
+template <class C, class Tile, int G>
 __device__ __forceinline__ void stage_store(uint16_t* tile, const uint16_t (&v)[kMmaChunk], bool along) {
   const int tid = opaque_tid();
   if (along) {
 #pragma unroll
     for (int e = 0; e < kMmaChunk; ++e) {
-      const TileCoord t = mma_along_elem(tid, G * kMmaChunk + e, Tile::kCols);
+      const TileCoord t = mma_along_elem<C>(tid, G * kMmaChunk + e, Tile::kCols);
       tile[Tile::offset(t.r, t.c)] = v[e];
     }
   } else {
-    const TileCoord t = mma_across_chunk(tid, G, Tile::kRows);
+    const TileCoord t = mma_across_chunk<C>(tid, G, Tile::kRows);
     uint4 w;
     w.x = v[0] | uint32_t(v[1]) << 16;
     w.y = v[2] | uint32_t(v[3]) << 16;
@@ -152,31 +176,57 @@ __device__ __forceinline__ void stage_store(uint16_t* tile, const uint16_t (&v)[
   }
 }
 
-// The B fragments of k16 step s: n8 tiles 2j, 2j+1 from ldmatrix.x4 j.
-template <class BTile, bool KN>
-__device__ __forceinline__ void load_b_frags(uint32_t (&bf)[kMmaFragN / 2][4], uint32_t b_base, int s) {
+// A thread's ldmatrix byte offsets inside one stage, computed once per kernel: the swizzle
+// of a step that the thread's own coordinates leave clear is one XOR (layout.cuh, join), so
+// the k loop only adds the stage base and compile-time row offsets. A joins its k16 steps s;
+// B joins its n16 pairs j (Bs[BK][BN], s adds rows) or its k16 steps s (Bs[BN][BK], j adds
+// rows).
+template <Layout L, class C, bool KN>
+struct LdsmOffsets {
+  using ATile = MmaATile<L, C>;
+  using BTile = MmaBTile<L, C, KN>;
+  static constexpr int kA = C::kBK / 16, kB = KN ? C::kFragN / 2 : C::kBK / 16;
+  static_assert(16 % ATile::kRowPeriod == 0 && 16 % BTile::kRowPeriod == 0, "16-row steps are adds");
+  uint32_t a[kA], b[kB];
+  __device__ __forceinline__ LdsmOffsets() {
+    const TileCoord ca = mma_ldsm_a<C>(threadIdx.x, 0, 0), cb = mma_ldsm_b<C>(threadIdx.x, 0, 0, KN);
+    const int oa = ATile::offset(ca.r, ca.c), ob = BTile::offset(cb.r, cb.c);
 #pragma unroll
-  for (int j = 0; j < kMmaFragN / 2; ++j) {
-    const TileCoord c = mma_ldsm_b(threadIdx.x, j, s, KN);
-    if (KN) ldsm_x4_trans(bf[j], b_base + BTile::offset(c.r, c.c) * 2);
-    else ldsm_x4(bf[j], b_base + BTile::offset(c.r, c.c) * 2);
+    for (int s = 0; s < kA; ++s) a[s] = ATile::join(oa, ATile::offset(0, 16 * s)) * 2;
+#pragma unroll
+    for (int x = 0; x < kB; ++x) b[x] = BTile::join(ob, BTile::offset(0, 16 * x)) * 2;
+  }
+  // ldmatrix addresses: A (m16 tile i, k16 step s), B (n8 pair j, k16 step s).
+  __device__ __forceinline__ uint32_t a_addr(uint32_t base, int i, int s) const {
+    return base + a[s] + ATile::offset(16 * i, 0) * 2;
+  }
+  __device__ __forceinline__ uint32_t b_addr(uint32_t base, int j, int s) const {
+    return KN ? base + b[j] + BTile::offset(16 * s, 0) * 2 : base + b[s] + BTile::offset(16 * j, 0) * 2;
+  }
+};
+
+// The B fragments of k16 step s: n8 tiles 2j, 2j+1 from ldmatrix.x4 j.
+template <Layout L, class C, bool KN>
+__device__ __forceinline__ void load_b_frags(uint32_t (&bf)[C::kFragN / 2][4], const LdsmOffsets<L, C, KN>& lo,
+                                             uint32_t b_base, int s) {
+#pragma unroll
+  for (int j = 0; j < C::kFragN / 2; ++j) {
+    if (KN) ldsm_x4_trans(bf[j], lo.b_addr(b_base, j, s));
+    else ldsm_x4(bf[j], lo.b_addr(b_base, j, s));
   }
 }
 // Half H of a k16 step: m16 tiles 2H and 2H+1 against every n8 tile of the warp.
-template <class T, class ATile, int H>
-__device__ __forceinline__ void mma_half(float (&acc)[kMmaFragM][kMmaFragN][4], const uint32_t (&bf)[kMmaFragN / 2][4],
-                                         uint32_t a_base, int s) {
-  constexpr int kI = kMmaFragM / 2;
+template <class T, Layout L, class C, bool KN, int H>
+__device__ __forceinline__ void mma_half(float (&acc)[C::kFragM][C::kFragN][4], const uint32_t (&bf)[C::kFragN / 2][4],
+                                         const LdsmOffsets<L, C, KN>& lo, uint32_t a_base, int s) {
+  constexpr int kI = C::kFragM / 2;
   uint32_t af[kI][4];
 #pragma unroll
-  for (int i = 0; i < kI; ++i) {
-    const TileCoord c = mma_ldsm_a(threadIdx.x, H * kI + i, s);
-    ldsm_x4(af[i], a_base + ATile::offset(c.r, c.c) * 2);
-  }
+  for (int i = 0; i < kI; ++i) ldsm_x4(af[i], lo.a_addr(a_base, H * kI + i, s));
 #pragma unroll
   for (int i = 0; i < kI; ++i)
 #pragma unroll
-    for (int j = 0; j < kMmaFragN; ++j)
+    for (int j = 0; j < C::kFragN; ++j)
       Mma<T>::run(acc[H * kI + i][j], af[i], bf[j / 2][j % 2 * 2], bf[j / 2][j % 2 * 2 + 1]);
 }
 
@@ -185,19 +235,21 @@ struct MmaFlags {
   bool out_vec;  // C rows 16-byte aligned: whole-chunk stores
 };
 
-template <Layout L, class T, bool KN, bool ASYNC>
-__global__ void __launch_bounds__(kMmaThreads, kMmaBlocksPerSM) gemm_mma_kernel(const GemmArgs g, const MmaFlags f) {
-  using ATile = MmaATile<L>;
-  using BTile = MmaBTile<L, KN>;
-  using CTile = MmaCTile<L>;
+template <Layout L, class C, class T, bool KN, bool ASYNC>
+__global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSM) gemm_mma_kernel(const GemmArgs g, const MmaFlags f) {
+  using ATile = MmaATile<L, C>;
+  using BTile = MmaBTile<L, C, KN>;
+  using CTile = MmaCTile<L, C>;
+  constexpr int kStages = C::kStages, kBK = C::kBK;
   constexpr int kStage = ATile::kSize + BTile::kSize;  // halves
   extern __shared__ __align__(16) unsigned char smem_raw[];
   uint16_t* smem = reinterpret_cast<uint16_t*>(smem_raw);
   const uint32_t smem_base = smem_u32(smem);
-  const int64_t tiles_m = ceil_div(g.m, kMmaBM);
+  const LdsmOffsets<L, C, KN> lo;
+  const int64_t tiles_m = ceil_div(g.m, C::kBM);
   // One pass over the m tiles (the usual case): grouped order; otherwise the grid loops.
   const bool grouped = gridDim.y == tiles_m;
-  const int nk = static_cast<int>(ceil_div(g.k, kMmaBK));
+  const int nk = static_cast<int>(ceil_div(g.k, kBK));
 
   for (int64_t bz = blockIdx.z; bz < g.batch; bz += gridDim.z) {
     const uint16_t* a = static_cast<const uint16_t*>(g.a) + bz * g.a_sb;
@@ -206,7 +258,7 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaBlocksPerSM) gemm_mma_kernel(
     for (int64_t ty = blockIdx.y; ty < tiles_m; ty += gridDim.y) {
       const MmaTileIndex idx =
           grouped ? mma_raster(blockIdx.x, ty, gridDim.x, tiles_m) : MmaTileIndex{int64_t(blockIdx.x), ty};
-      const int64_t m0 = idx.tm * kMmaBM, n0 = idx.tn * kMmaBN;
+      const int64_t m0 = idx.tm * C::kBM, n0 = idx.tn * C::kBN;
       // Tile corners move along k: A's columns, and B's rows (KN) or columns (NK).
       const Operand oa{a + m0 * g.a_sm, g.a_sm, g.a_sk, g.m - m0, g.k};
       const Operand ob = KN ? Operand{b + n0 * g.b_sn, g.b_sk, g.b_sn, g.k, g.n - n0}
@@ -215,83 +267,95 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaBlocksPerSM) gemm_mma_kernel(
         r = KN ? k0 : 0;
         cc = KN ? 0 : k0;
       };
-      float acc[kMmaFragM][kMmaFragN][4] = {};
+      float acc[C::kFragM][C::kFragN][4] = {};
 
-      if (ASYNC) {
-#pragma unroll
-        for (int s = 0; s < kMmaStages - 1; ++s) {
-          if (s < nk) {
+      if constexpr (ASYNC) {
+        // k-tiles [0, nk_whole) lie inside K; with the m (n) edge inside too, a tile is whole.
+        const int nk_whole = static_cast<int>(g.k / kBK);
+        const bool a_inner = C::kBM <= oa.rows, b_inner = KN ? C::kBN <= ob.cols : C::kBN <= ob.rows;
+        WholeFill<C, ATile> fa(smem_base, oa);
+        WholeFill<C, BTile> fb(smem_base + ATile::kSize * 2, ob);
+        const int64_t b_kstep = KN ? kBK * ob.s_row : kBK;  // whole tiles have contiguous rows
+        const auto fill = [&](int kt, int slot) {
+          const uint32_t stage = slot * kStage * 2;
+          if (a_inner && kt < nk_whole) fa(stage);
+          else fill_async<C, ATile>(smem_base + stage, oa, 0, int64_t(kt) * kBK);
+          if (b_inner && kt < nk_whole) {
+            fb(stage);
+          } else {
             int64_t br, bc;
-            b_corner(int64_t(s) * kMmaBK, br, bc);
-            fill_async<ATile>(smem_base + s * kStage * 2, oa, 0, int64_t(s) * kMmaBK);
-            fill_async<BTile>(smem_base + (s * kStage + ATile::kSize) * 2, ob, br, bc);
+            b_corner(int64_t(kt) * kBK, br, bc);
+            fill_async<C, BTile>(smem_base + stage + ATile::kSize * 2, ob, br, bc);
           }
+          fa.src += kBK;
+          fb.src += b_kstep;
+        };
+#pragma unroll
+        for (int s = 0; s < kStages - 1; ++s) {
+          if (s < nk) fill(s, s);
           cp_async_commit();
         }
+        int st_read = 0, st_write = kStages - 1;  // ring slots of tile kt and of tile kt + S - 1
         for (int kt = 0; kt < nk; ++kt) {
-          cp_async_wait<kMmaStages - 2>();
+          cp_async_wait<kStages - 2>();
           __syncthreads();  // tile kt landed for every thread; stage (kt - 1) % S is free
-          const int next = kt + kMmaStages - 1;
-          if (next < nk) {
-            const int st = next % kMmaStages;
-            int64_t br, bc;
-            b_corner(int64_t(next) * kMmaBK, br, bc);
-            fill_async<ATile>(smem_base + st * kStage * 2, oa, 0, int64_t(next) * kMmaBK);
-            fill_async<BTile>(smem_base + (st * kStage + ATile::kSize) * 2, ob, br, bc);
-          }
+          if (kt + kStages - 1 < nk) fill(kt + kStages - 1, st_write);
           cp_async_commit();
-          const uint32_t a_base = smem_base + (kt % kMmaStages) * kStage * 2;
+          const uint32_t a_base = smem_base + st_read * kStage * 2;
+          const uint32_t b_base = a_base + ATile::kSize * 2;
 #pragma unroll
-          for (int s = 0; s < kMmaBK / 16; ++s) {
-            uint32_t bf[kMmaFragN / 2][4];
-            load_b_frags<BTile, KN>(bf, a_base + ATile::kSize * 2, s);
-            mma_half<T, ATile, 0>(acc, bf, a_base, s);
-            mma_half<T, ATile, 1>(acc, bf, a_base, s);
+          for (int s = 0; s < kBK / 16; ++s) {
+            uint32_t bf[C::kFragN / 2][4];
+            load_b_frags<L, C, KN>(bf, lo, b_base, s);
+            mma_half<T, L, C, KN, 0>(acc, bf, lo, a_base, s);
+            mma_half<T, L, C, KN, 1>(acc, bf, lo, a_base, s);
           }
+          st_read = st_read == kStages - 1 ? 0 : st_read + 1;
+          st_write = st_write == kStages - 1 ? 0 : st_write + 1;
         }
         cp_async_wait<0>();
       } else {
         // Four 8-element groups of each operand per k-tile; group q of A and of B is in
         // flight during quarter q of the previous tile's mma work (k16 step q / 2, half q % 2).
-        static_assert(kMmaElemsA == 4 * kMmaChunk && kMmaElemsB == 4 * kMmaChunk && kMmaBK == 32,
+        static_assert(C::kElemsA == 4 * kMmaChunk && C::kElemsB == 4 * kMmaChunk && kBK == 32,
                       "the register path's groups");
         uint16_t va[kMmaChunk], vb[kMmaChunk];
-        for (int s = 0; s < kMmaStages - 1 && s < nk; ++s) {
+        for (int s = 0; s < kStages - 1 && s < nk; ++s) {
           uint16_t* at = smem + s * kStage;
           uint16_t* bt = at + ATile::kSize;
           int64_t br, bc;
-          b_corner(int64_t(s) * kMmaBK, br, bc);
-          const int64_t k0 = int64_t(s) * kMmaBK;
+          b_corner(int64_t(s) * kBK, br, bc);
+          const int64_t k0 = int64_t(s) * kBK;
 #define BANKOPS_MMA_FILL(Q)                                \
-  stage_load<ATile, Q>(va, oa, 0, k0, f.a_along);          \
-  stage_load<BTile, Q>(vb, ob, br, bc, f.b_along);         \
-  stage_store<ATile, Q>(at, va, f.a_along);                \
-  stage_store<BTile, Q>(bt, vb, f.b_along);
+  stage_load<C, ATile, Q>(va, oa, 0, k0, f.a_along);       \
+  stage_load<C, BTile, Q>(vb, ob, br, bc, f.b_along);      \
+  stage_store<C, ATile, Q>(at, va, f.a_along);             \
+  stage_store<C, BTile, Q>(bt, vb, f.b_along);
           BANKOPS_MMA_FILL(0) BANKOPS_MMA_FILL(1) BANKOPS_MMA_FILL(2) BANKOPS_MMA_FILL(3)
 #undef BANKOPS_MMA_FILL
         }
         for (int kt = 0; kt < nk; ++kt) {
           __syncthreads();  // tile kt stored by every thread; stage (kt - 1) % S is free
-          const int next = kt + kMmaStages - 1;
+          const int next = kt + kStages - 1;
           const bool more = next < nk;
-          uint16_t* at = smem + (next % kMmaStages) * kStage;
+          uint16_t* at = smem + (next % kStages) * kStage;
           uint16_t* bt = at + ATile::kSize;
           int64_t br, bc;
-          b_corner(int64_t(next) * kMmaBK, br, bc);
-          const int64_t k0 = int64_t(next) * kMmaBK;
-          const uint32_t a_base = smem_base + (kt % kMmaStages) * kStage * 2;
+          b_corner(int64_t(next) * kBK, br, bc);
+          const int64_t k0 = int64_t(next) * kBK;
+          const uint32_t a_base = smem_base + (kt % kStages) * kStage * 2;
           const uint32_t b_base = a_base + ATile::kSize * 2;
-          uint32_t bf[kMmaFragN / 2][4];
+          uint32_t bf[C::kFragN / 2][4];
 #define BANKOPS_MMA_QUARTER(Q)                                  \
-  if (Q % 2 == 0) load_b_frags<BTile, KN>(bf, b_base, Q / 2);   \
+  if (Q % 2 == 0) load_b_frags<L, C, KN>(bf, lo, b_base, Q / 2); \
   if (more) {                                                   \
-    stage_load<ATile, Q>(va, oa, 0, k0, f.a_along);             \
-    stage_load<BTile, Q>(vb, ob, br, bc, f.b_along);            \
+    stage_load<C, ATile, Q>(va, oa, 0, k0, f.a_along);          \
+    stage_load<C, BTile, Q>(vb, ob, br, bc, f.b_along);         \
   }                                                             \
-  mma_half<T, ATile, Q % 2>(acc, bf, a_base, Q / 2);            \
+  mma_half<T, L, C, KN, Q % 2>(acc, bf, lo, a_base, Q / 2);     \
   if (more) {                                                   \
-    stage_store<ATile, Q>(at, va, f.a_along);                   \
-    stage_store<BTile, Q>(bt, vb, f.b_along);                   \
+    stage_store<C, ATile, Q>(at, va, f.a_along);                \
+    stage_store<C, BTile, Q>(bt, vb, f.b_along);                \
   }
           BANKOPS_MMA_QUARTER(0) BANKOPS_MMA_QUARTER(1) BANKOPS_MMA_QUARTER(2) BANKOPS_MMA_QUARTER(3)
 #undef BANKOPS_MMA_QUARTER
@@ -302,19 +366,19 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaBlocksPerSM) gemm_mma_kernel(
       // C rows -> global memory.
       __syncthreads();  // every warp is done reading the stage ring
 #pragma unroll
-      for (int i = 0; i < kMmaFragM; ++i)
+      for (int i = 0; i < C::kFragM; ++i)
 #pragma unroll
-        for (int j = 0; j < kMmaFragN; ++j)
+        for (int j = 0; j < C::kFragN; ++j)
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
-            const TileCoord t = mma_acc(threadIdx.x, i, j, h);
+            const TileCoord t = mma_acc<C>(threadIdx.x, i, j, h);
             *reinterpret_cast<uint32_t*>(smem + CTile::offset(t.r, t.c)) =
                 Mma<T>::pack(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
           }
       __syncthreads();
 #pragma unroll 4
-      for (int e = 0; e < kMmaOutChunks; ++e) {
-        const TileCoord t = mma_chunk(threadIdx.x, e, kMmaBN);
+      for (int e = 0; e < C::kOutChunks; ++e) {
+        const TileCoord t = mma_chunk<C>(threadIdx.x, e, C::kBN);
         const int64_t m = m0 + t.r, n = n0 + t.c;
         if (m >= g.m || n >= g.n) continue;
         const uint4 v = *reinterpret_cast<const uint4*>(smem + CTile::offset(t.r, t.c));
@@ -333,23 +397,29 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaBlocksPerSM) gemm_mma_kernel(
   }
 }
 
-template <Layout L, class T, bool KN, bool ASYNC>
+template <Layout L, class C, class T, bool KN, bool ASYNC>
 cudaError_t run(const GemmArgs& g, const MmaFlags& f, cudaStream_t stream) {
-  const auto kernel = gemm_mma_kernel<L, T, KN, ASYNC>;
-  constexpr int kSmem = mma_smem_bytes<L, KN>();
-  static_assert(kMmaBlocksPerSM * (kSmem + 1024) <= 228 * 1024, "the tile rings of two blocks exceed an SM's shared memory");
+  const auto kernel = gemm_mma_kernel<L, C, T, KN, ASYNC>;
+  constexpr int kSmem = mma_smem_bytes<L, C, KN>();
+  static_assert(kSmem <= 227 * 1024 && C::kBlocksPerSM * (kSmem + 1024) <= 228 * 1024,
+                "the tile rings of the resident blocks exceed an SM's shared memory");
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (err != cudaSuccess) return err;
   const auto clamp = [](int64_t v) { return static_cast<unsigned>(v < 65535 ? v : 65535); };
-  const dim3 grid(static_cast<unsigned>(ceil_div(g.n, kMmaBN)), clamp(ceil_div(g.m, kMmaBM)), clamp(g.batch));
-  kernel<<<grid, kMmaThreads, kSmem, stream>>>(g, f);
+  const dim3 grid(static_cast<unsigned>(ceil_div(g.n, C::kBN)), clamp(ceil_div(g.m, C::kBM)), clamp(g.batch));
+  kernel<<<grid, C::kThreads, kSmem, stream>>>(g, f);
   return cudaGetLastError();
 }
 
+// The register path runs MmaSmall only: its staging schedule is written for 4 groups of
+// 8 elements per operand and k-tile.
 template <Layout L, class T>
 cudaError_t dispatch(const GemmArgs& g, const GemmMmaPlan& p, const MmaFlags& f, cudaStream_t stream) {
-  if (p.async) return p.b_kn ? run<L, T, true, true>(g, f, stream) : run<L, T, false, true>(g, f, stream);
-  return p.b_kn ? run<L, T, true, false>(g, f, stream) : run<L, T, false, false>(g, f, stream);
+  if (p.async && p.large)
+    return p.b_kn ? run<L, MmaLarge, T, true, true>(g, f, stream) : run<L, MmaLarge, T, false, true>(g, f, stream);
+  if (p.async)
+    return p.b_kn ? run<L, MmaSmall, T, true, true>(g, f, stream) : run<L, MmaSmall, T, false, true>(g, f, stream);
+  return p.b_kn ? run<L, MmaSmall, T, true, false>(g, f, stream) : run<L, MmaSmall, T, false, false>(g, f, stream);
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }

@@ -1,13 +1,16 @@
 // gemm on tensor cores for float16/bfloat16 (float32 accumulation): mma.sync m16n8k16 fed
-// by ldmatrix from shared-memory tiles, filled by cp.async (16-byte chunks, 4 stages) when
-// the operands' rows are 16-byte aligned, or staged through registers otherwise (odd K or
-// N, odd strides, m-contiguous A). The epilogue goes through a shared-memory C tile so that
+// by ldmatrix from shared-memory tiles, filled by cp.async (16-byte chunks) when the
+// operands' rows are 16-byte aligned, or staged through registers otherwise (odd K or N,
+// odd strides, m-contiguous A). The epilogue goes through a shared-memory C tile so that
 // each thread writes whole 16-byte chunks of a row.
 //
 // Tiles (halves): A is As[BM][BK] (k contiguous). B is Bs[BK][BN] (n contiguous, read with
-// ldmatrix.trans) when n is B's contiguous dim, Bs[BN][BK] (plain ldmatrix) otherwise. 4
-// warps as 2 (m) x 2 (n), each computing a 64 x 64 piece of the 128 x 128 block tile; two
-// blocks per SM.
+// ldmatrix.trans) when n is B's contiguous dim, Bs[BN][BK] (plain ldmatrix) otherwise. Every
+// warp computes a 64 x 64 piece of the block tile. Two block shapes (MmaConfig):
+//   MmaSmall 128 x 128 x 32, 4 warps, 4 stages, two blocks per SM: small problems (more
+//            blocks to spread over the SMs) and the register path;
+//   MmaLarge 128 x 256 x 64, 8 warps, 3 stages, one block per SM: a third less L2 -> SM
+//            traffic per flop than 128 x 128 and half the barriers per k.
 #pragma once
 #include <cstdint>
 #include <type_traits>
@@ -18,35 +21,54 @@
 
 namespace bankops {
 
-constexpr int kMmaBM = 128, kMmaBN = 128, kMmaBK = 32, kMmaStages = 4;
-constexpr int kMmaWarpsM = 2, kMmaWarpsN = 2, kMmaThreads = 32 * kMmaWarpsM * kMmaWarpsN;
-constexpr int kMmaBlocksPerSM = 2;  // two blocks' barriers interleave on one SM
-constexpr int kMmaWM = kMmaBM / kMmaWarpsM, kMmaWN = kMmaBN / kMmaWarpsN;  // 64 x 64 per warp
-constexpr int kMmaFragM = kMmaWM / 16, kMmaFragN = kMmaWN / 8;             // m16 x n8 mma tiles per warp
-constexpr int kMmaChunk = 8;                                              // halves in 16 bytes
-constexpr int kMmaElemsA = kMmaBM * kMmaBK / kMmaThreads;                 // 32 per thread and k-tile
-constexpr int kMmaElemsB = kMmaBN * kMmaBK / kMmaThreads;                 // 32
-constexpr int kMmaOutChunks = kMmaBM * kMmaBN / kMmaChunk / kMmaThreads;  // 16
+constexpr int kMmaChunk = 8;  // halves in 16 bytes
 
-// Every tile is addressed in 16-byte units: `pad` adds 16 bytes per row, `swizzle` XORs the
-// 16-byte chunk index with row bits (Swizzle<2,3,3> for the 64-byte rows of a BK = 32
-// tile, Swizzle<4,3,4> for the 256-byte rows of a BN = 128 tile).
-template <Layout L>
-using MmaATile = TileLayout<L, kMmaBM, kMmaBK, 2, 16>;
-template <Layout L, bool KN>
-using MmaBTile = std::conditional_t<KN, TileLayout<L, kMmaBK, kMmaBN, 2, 16>, TileLayout<L, kMmaBN, kMmaBK, 2, 16>>;
-template <Layout L>
-using MmaCTile = TileLayout<L, kMmaBM, kMmaBN, 2, 16>;
+template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, int BLOCKS_PER_SM>
+struct MmaConfig {
+  static constexpr int kBM = BM, kBN = BN, kBK = BK, kStages = STAGES, kBlocksPerSM = BLOCKS_PER_SM;
+  static constexpr int kWarpsM = WARPS_M, kWarpsN = WARPS_N, kThreads = 32 * WARPS_M * WARPS_N;
+  static constexpr int kWM = BM / WARPS_M, kWN = BN / WARPS_N;  // 64 x 64 per warp
+  static constexpr int kFragM = kWM / 16, kFragN = kWN / 8;    // m16 x n8 mma tiles per warp
+  static constexpr int kElemsA = BM * BK / kThreads, kElemsB = BN * BK / kThreads;  // per thread and k-tile
+  static constexpr int kOutChunks = BM * BN / kMmaChunk / kThreads;
+  static_assert(kWM == 64 && kWN == 64, "the fragment loops assume 64 x 64 warp tiles");
+  static_assert(BK % 16 == 0 && kThreads % (BK / kMmaChunk) == 0, "cp.async rows");
+};
+using MmaSmall = MmaConfig<128, 128, 32, 2, 2, 4, 2>;
+using MmaLarge = MmaConfig<128, 256, 64, 2, 4, 3, 1>;
+
+// Every tile is addressed in 16-byte units: `pad` adds 16 bytes per row; `swizzle` XORs the
+// 16-byte chunk index with row bits. Eight chunks cover the 32 banks, so rows of 128 bytes
+// or more take Swizzle<3,3,S> (row bits 0-2 into chunk bits 0-2: ldmatrix's 8 rows and
+// cp.async's 8-lane phases each hit 8 different chunks), which repeats every 8 rows: steps
+// of 8 rows are plain adds (layout.cuh, kRowPeriod). The 64-byte rows of a BK = 32 tile
+// take Swizzle<2,3,3> (two rows share a 128-byte line).
+template <int COLS>
+using MmaSwizzle = std::conditional_t<(COLS * 2 >= 128), Swizzle<3, 3, log2_exact(COLS) - 3>,
+                                      typename BankSwizzle<COLS, 2, 16>::type>;
+template <Layout L, int ROWS, int COLS>
+using MmaTile = std::conditional_t<L == Layout::Swizzle, Swizzled<ROWS, COLS, MmaSwizzle<COLS>>,
+                                   TileLayout<L, ROWS, COLS, 2, 16>>;
+template <Layout L, class C>
+using MmaATile = MmaTile<L, C::kBM, C::kBK>;
+template <Layout L, class C, bool KN>
+using MmaBTile = std::conditional_t<KN, MmaTile<L, C::kBK, C::kBN>, MmaTile<L, C::kBN, C::kBK>>;
+template <Layout L, class C>
+using MmaCTile = MmaTile<L, C::kBM, C::kBN>;
 
 // How one call runs: cp.async needs every tile row to start 16-byte aligned; the register
 // path takes any strides. `along`: the register path's lanes walk the tile's contiguous
 // dim one element each (right when that dim is contiguous in memory too); otherwise each
-// thread gathers an 8-element chunk and the lanes walk tile rows.
+// thread gathers an 8-element chunk and the lanes walk tile rows. `large`: MmaLarge, for
+// cp.async calls with enough 128 x 256 tiles to fill the SMs twice over (a fixed count,
+// so that bankops.explain picks the same shape without a GPU); the rest run MmaSmall.
 struct GemmMmaPlan {
   bool async;
   bool b_kn;  // Bs[BK][BN] + ldmatrix.trans; else Bs[BN][BK] + ldmatrix
   bool a_along, b_along;
+  bool large;
 };
+constexpr int64_t kMmaLargeMinTiles = 256;
 
 // s_fast: stride of the tile's contiguous dim, s_row: of its rows.
 inline bool mma_along(int64_t s_fast, int64_t s_row) { return s_fast == 1 || (s_row != 1 && s_fast <= s_row); }
@@ -63,55 +85,67 @@ inline GemmMmaPlan gemm_mma_plan(const GemmArgs& g, bool a_aligned16, bool b_ali
                     (p.b_kn ? (g.b_sn == 1 || g.n <= 1) && mma_stride16(g.b_sk, g.k)
                             : (g.b_sk == 1 || g.k <= 1) && mma_stride16(g.b_sn, g.n));
   p.async = a_ok && b_ok;
+  const int64_t large_tiles = ceil_div(g.m, MmaLarge::kBM) * ceil_div(g.n, MmaLarge::kBN);
+  p.large = p.async && g.batch > 0 && large_tiles >= ceil_div(kMmaLargeMinTiles, g.batch);
   return p;
 }
 
 // What the mma path takes: 16-bit floats, and grids and k loops that fit its int counters.
 inline bool gemm_mma_supports(DType dtype, const GemmArgs& g) {
-  return (dtype == DType::F16 || dtype == DType::BF16) && ceil_div(g.n, kMmaBN) <= 0x7fffffff &&
-         ceil_div(g.k, kMmaBK) <= 0x7fffffff;
+  return (dtype == DType::F16 || dtype == DType::BF16) && ceil_div(g.n, MmaSmall::kBN) <= 0x7fffffff &&
+         ceil_div(g.k, MmaSmall::kBK) <= 0x7fffffff;
 }
 
 BANKOPS_HD int mma_lane(int t) { return t % 32; }
-BANKOPS_HD int mma_warp_m(int t) { return t / 32 % kMmaWarpsM * kMmaWM; }
-BANKOPS_HD int mma_warp_n(int t) { return t / 32 / kMmaWarpsM * kMmaWN; }
+template <class C>
+BANKOPS_HD int mma_warp_m(int t) { return t / 32 % C::kWarpsM * C::kWM; }
+template <class C>
+BANKOPS_HD int mma_warp_n(int t) { return t / 32 / C::kWarpsM * C::kWN; }
 
 // cp.async (and the epilogue's output chunks): 16-byte chunk e of thread t in a tile with
 // `cols` halves per row; lanes walk the chunks of a row, then the next rows.
+template <class C>
 BANKOPS_HD TileCoord mma_chunk(int t, int e, int cols) {
-  const int idx = t + e * kMmaThreads, per_row = cols / kMmaChunk;
+  const int idx = t + e * C::kThreads, per_row = cols / kMmaChunk;
   return TileCoord{idx / per_row, idx % per_row * kMmaChunk};
 }
 // Register path, along: element e of thread t; lanes on consecutive columns.
+template <class C>
 BANKOPS_HD TileCoord mma_along_elem(int t, int e, int cols) {
-  const int idx = t + e * kMmaThreads;
+  const int idx = t + e * C::kThreads;
   return TileCoord{idx / cols, idx % cols};
 }
 // Register path, across: chunk e of thread t (its first element); lanes on consecutive rows.
+template <class C>
 BANKOPS_HD TileCoord mma_across_chunk(int t, int e, int rows) {
-  const int idx = t + e * kMmaThreads;
+  const int idx = t + e * C::kThreads;
   return TileCoord{idx % rows, idx / rows * kMmaChunk};
 }
 
 // ldmatrix.x4: lane l gives the address of row l % 8 of 8x8 matrix l / 8.
 // A (m16 tile i, k16 step s): matrices (m 0-7, k 0-7), (m 8-15, k 0-7), (m 0-7, k 8-15),
-// (m 8-15, k 8-15): the registers come out as mma's a0..a3.
+// (m 8-15, k 8-15): the registers come out as mma's a0..a3. The kernel reaches (i, s) from
+// the thread's (0, 0) with offset(16 i, 0) added and offset(0, 16 s) joined (layout.cuh).
+template <class C>
 BANKOPS_HD TileCoord mma_ldsm_a(int t, int i, int s) {
   const int lane = mma_lane(t), q = lane / 8;
-  return TileCoord{mma_warp_m(t) + i * 16 + (q & 1) * 8 + lane % 8, s * 16 + (q >> 1) * 8};
+  return TileCoord{mma_warp_m<C>(t) + i * 16 + (q & 1) * 8 + lane % 8, s * 16 + (q >> 1) * 8};
 }
 // B (n8 tiles 2j and 2j+1, k16 step s): matrices (k 0-7, n 0-7), (k 8-15, n 0-7),
 // (k 0-7, n 8-15), (k 8-15, n 8-15): b0, b1 of tile 2j, then of tile 2j+1. In Bs[BK][BN]
-// a matrix row is a k row (ldmatrix.trans), in Bs[BN][BK] an n row.
+// a matrix row is a k row (ldmatrix.trans; s adds rows, j joins columns), in Bs[BN][BK]
+// an n row (j adds rows, s joins columns).
+template <class C>
 BANKOPS_HD TileCoord mma_ldsm_b(int t, int j, int s, bool kn) {
   const int lane = mma_lane(t), q = lane / 8;
-  if (kn) return TileCoord{s * 16 + (q & 1) * 8 + lane % 8, mma_warp_n(t) + j * 16 + (q >> 1) * 8};
-  return TileCoord{mma_warp_n(t) + j * 16 + (q >> 1) * 8 + lane % 8, s * 16 + (q & 1) * 8};
+  if (kn) return TileCoord{s * 16 + (q & 1) * 8 + lane % 8, mma_warp_n<C>(t) + j * 16 + (q >> 1) * 8};
+  return TileCoord{mma_warp_n<C>(t) + j * 16 + (q >> 1) * 8 + lane % 8, s * 16 + (q & 1) * 8};
 }
 // Accumulators c0,c1 (h = 0) or c2,c3 (h = 1) of mma tile (i, j): two adjacent columns.
+template <class C>
 BANKOPS_HD TileCoord mma_acc(int t, int i, int j, int h) {
   const int lane = mma_lane(t);
-  return TileCoord{mma_warp_m(t) + i * 16 + lane / 4 + 8 * h, mma_warp_n(t) + j * 8 + lane % 4 * 2};
+  return TileCoord{mma_warp_m<C>(t) + i * 16 + lane / 4 + 8 * h, mma_warp_n<C>(t) + j * 8 + lane % 4 * 2};
 }
 
 // Block (bx, by) of a gx x gy grid -> (n tile, m tile), in groups of kMmaGroup m tiles: the
@@ -128,10 +162,10 @@ BANKOPS_HD MmaTileIndex mma_raster(int64_t bx, int64_t by, int64_t gx, int64_t g
 }
 
 // Bytes of dynamic shared memory: the stage ring, reused by the C tile.
-template <Layout L, bool KN>
+template <Layout L, class C, bool KN>
 constexpr int mma_smem_bytes() {
-  const int ring = kMmaStages * (MmaATile<L>::kSize + MmaBTile<L, KN>::kSize) * 2;
-  const int out = MmaCTile<L>::kSize * 2;
+  const int ring = C::kStages * (MmaATile<L, C>::kSize + MmaBTile<L, C, KN>::kSize) * 2;
+  const int out = MmaCTile<L, C>::kSize * 2;
   return ring > out ? ring : out;
 }
 

@@ -6,36 +6,38 @@
 namespace bankops {
 
 // One call of the mma path: the plan (gemm_mma_plan) picks the fill (cp.async or the
-// register path, along or across) and the B tile's orientation, exactly as the launcher does.
-inline void trace_gemm_mma(Layout layout, const GemmArgs& g, const GemmMmaPlan& plan, SmemTrace& trace) {
-  const int64_t tiles = g.batch * ceil_div(g.m, kMmaBM) * ceil_div(g.n, kMmaBN);
-  const int64_t steps = tiles * ceil_div(g.k, kMmaBK);
+// register path, along or across), the block shape (MmaSmall or MmaLarge) and the B tile's
+// orientation, exactly as the launcher does.
+template <class C>
+inline void trace_gemm_mma_shape(Layout layout, const GemmArgs& g, const GemmMmaPlan& plan, SmemTrace& trace) {
+  const int64_t tiles = g.batch * ceil_div(g.m, C::kBM) * ceil_div(g.n, C::kBN);
+  const int64_t steps = tiles * ceil_div(g.k, C::kBK);
   const char* kernel = plan.async ? "gemm_mma/cp.async" : "gemm_mma/registers";
   with_layout(layout, [&](auto tag) {
     constexpr Layout L = decltype(tag)::value;
     const auto body = [&](auto kn) {
       constexpr bool KN = decltype(kn)::value;
-      using ATile = MmaATile<L>;
-      using BTile = MmaBTile<L, KN>;
-      using CTile = MmaCTile<L>;
+      using ATile = MmaATile<L, C>;
+      using BTile = MmaBTile<L, C, KN>;
+      using CTile = MmaCTile<L, C>;
       const auto at = [](TileCoord c) { return int64_t(ATile::offset(c.r, c.c)) * 2; };
       const auto bt = [](TileCoord c) { return int64_t(BTile::offset(c.r, c.c)) * 2; };
       const auto ct = [](TileCoord c) { return int64_t(CTile::offset(c.r, c.c)) * 2; };
       const auto fill = [&](const char* name, auto tile, auto byte, bool along) {
         using Tile = decltype(tile);
-        const int elems = Tile::kRows * Tile::kCols / kMmaThreads;
+        const int elems = Tile::kRows * Tile::kCols / C::kThreads;
         if (plan.async) {
           SmemInstr& row = trace.instr(kernel, std::string("ldgsts ") + name, SmemOp::Ldgsts, 16, steps);
           for (int e = 0; e < elems / kMmaChunk; ++e)
-            add_block(row, kMmaThreads, [&](int t) { return byte(mma_chunk(t, e, Tile::kCols)); });
+            add_block(row, C::kThreads, [&](int t) { return byte(mma_chunk<C>(t, e, Tile::kCols)); });
         } else if (along) {
           SmemInstr& row = trace.instr(kernel, std::string("sts ") + name + " (along)", SmemOp::St, 2, steps);
           for (int e = 0; e < elems; ++e)
-            add_block(row, kMmaThreads, [&](int t) { return byte(mma_along_elem(t, e, Tile::kCols)); });
+            add_block(row, C::kThreads, [&](int t) { return byte(mma_along_elem<C>(t, e, Tile::kCols)); });
         } else {
           SmemInstr& row = trace.instr(kernel, std::string("sts ") + name + " (across)", SmemOp::St, 16, steps);
           for (int e = 0; e < elems / kMmaChunk; ++e)
-            add_block(row, kMmaThreads, [&](int t) { return byte(mma_across_chunk(t, e, Tile::kRows)); });
+            add_block(row, C::kThreads, [&](int t) { return byte(mma_across_chunk<C>(t, e, Tile::kRows)); });
         }
       };
       fill("As[m][k] <- A", ATile{}, at, plan.a_along);
@@ -43,22 +45,29 @@ inline void trace_gemm_mma(Layout layout, const GemmArgs& g, const GemmMmaPlan& 
       SmemInstr& la = trace.instr(kernel, "ldmatrix.x4 A fragments", SmemOp::Ldsm, 16, steps);
       SmemInstr& lb = trace.instr(kernel, KN ? "ldmatrix.x4.trans B fragments" : "ldmatrix.x4 B fragments", SmemOp::Ldsm,
                                   16, steps);
-      for (int s = 0; s < kMmaBK / 16; ++s) {
-        for (int i = 0; i < kMmaFragM; ++i) add_block(la, kMmaThreads, [&](int t) { return at(mma_ldsm_a(t, i, s)); });
-        for (int j = 0; j < kMmaFragN / 2; ++j)
-          add_block(lb, kMmaThreads, [&](int t) { return bt(mma_ldsm_b(t, j, s, KN)); });
+      for (int s = 0; s < C::kBK / 16; ++s) {
+        for (int i = 0; i < C::kFragM; ++i)
+          add_block(la, C::kThreads, [&](int t) { return at(mma_ldsm_a<C>(t, i, s)); });
+        for (int j = 0; j < C::kFragN / 2; ++j)
+          add_block(lb, C::kThreads, [&](int t) { return bt(mma_ldsm_b<C>(t, j, s, KN)); });
       }
       SmemInstr& cs = trace.instr(kernel, "sts C tile <- accumulator pairs", SmemOp::St, 4, tiles);
-      for (int i = 0; i < kMmaFragM; ++i)
-        for (int j = 0; j < kMmaFragN; ++j)
-          for (int h = 0; h < 2; ++h) add_block(cs, kMmaThreads, [&](int t) { return ct(mma_acc(t, i, j, h)); });
+      for (int i = 0; i < C::kFragM; ++i)
+        for (int j = 0; j < C::kFragN; ++j)
+          for (int h = 0; h < 2; ++h)
+            add_block(cs, C::kThreads, [&](int t) { return ct(mma_acc<C>(t, i, j, h)); });
       SmemInstr& cl = trace.instr(kernel, "lds C tile -> 16-byte rows of C", SmemOp::Ld, 16, tiles);
-      for (int e = 0; e < kMmaOutChunks; ++e)
-        add_block(cl, kMmaThreads, [&](int t) { return ct(mma_chunk(t, e, kMmaBN)); });
+      for (int e = 0; e < C::kOutChunks; ++e)
+        add_block(cl, C::kThreads, [&](int t) { return ct(mma_chunk<C>(t, e, C::kBN)); });
     };
     if (plan.b_kn) body(std::true_type{});
     else body(std::false_type{});
   });
+}
+
+inline void trace_gemm_mma(Layout layout, const GemmArgs& g, const GemmMmaPlan& plan, SmemTrace& trace) {
+  if (plan.large) trace_gemm_mma_shape<MmaLarge>(layout, g, plan, trace);
+  else trace_gemm_mma_shape<MmaSmall>(layout, g, plan, trace);
 }
 
 // The plan of a call on contiguous inputs (a_k_fast: A row-major, else a transposed view;

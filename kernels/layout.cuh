@@ -36,18 +36,27 @@ struct Swizzle {
   BANKOPS_HD constexpr int operator()(int o) const { return o ^ ((o & kYMask) >> S); }
 };
 
+// Every layout also lets a kernel compute a thread's offset once and reach the tile
+// positions it visits at compile-time steps without redoing the address math (CuTe's
+// swizzle.hpp: a swizzle is linear over XOR):
+//   offset(r + dr, c)         == offset(r, c) + offset(dr, 0)           if dr % kRowPeriod == 0
+//   offset(r | dr, c | dc)    == join(offset(r, c), offset(dr, dc))     if (r & dr) == 0 and (c & dc) == 0
+// The first folds into an instruction's immediate offset; the second costs one XOR (swizzle)
+// or one add (dense, padded) per distinct step, which a kernel can hoist out of its loops.
 template <int ROWS, int COLS>
 struct RowMajor {
-  static constexpr int kRows = ROWS, kCols = COLS, kSize = ROWS * COLS;
+  static constexpr int kRows = ROWS, kCols = COLS, kSize = ROWS * COLS, kRowPeriod = 1;
   BANKOPS_HD static constexpr int offset(int r, int c) { return r * COLS + c; }
+  BANKOPS_HD static constexpr int join(int base, int step) { return base + step; }
 };
 
 // Every row padded by PAD elements, so that consecutive rows start on different banks.
 template <int ROWS, int COLS, int PAD>
 struct Padded {
   static constexpr int kRows = ROWS, kCols = COLS, kPad = PAD, kStride = COLS + PAD;
-  static constexpr int kSize = ROWS * kStride;
+  static constexpr int kSize = ROWS * kStride, kRowPeriod = 1;
   BANKOPS_HD static constexpr int offset(int r, int c) { return r * kStride + c; }
+  BANKOPS_HD static constexpr int join(int base, int step) { return base + step; }
 };
 
 // Dense tile with the swizzle applied to the row-major offset: no extra memory.
@@ -56,8 +65,12 @@ struct Swizzled {
   static_assert(is_pow2(COLS), "a swizzled tile needs a power-of-two row length");
   static_assert((1 << (Swz::kBase + Swz::kBits)) <= COLS, "the swizzle must permute units inside one row");
   static constexpr int kRows = ROWS, kCols = COLS, kSize = ROWS * COLS;
+  // Rows past the top source bit leave the XOR pattern unchanged: the pattern repeats.
+  static constexpr int kRowPeriod = max_int(1, (1 << (Swz::kBits + Swz::kBase + Swz::kShift)) / COLS);
   using swizzle_type = Swz;
   BANKOPS_HD static constexpr int offset(int r, int c) { return Swz{}(r * COLS + c); }
+  // Disjoint bits add as XOR, and Swz(x ^ y) == Swz(x) ^ Swz(y).
+  BANKOPS_HD static constexpr int join(int base, int step) { return base ^ step; }
 };
 
 // The swizzle that makes both row walks and column walks of a tile conflict-free when
