@@ -1,6 +1,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <atomic>
+
 #include "gemm_mma.h"
 #include "launch.h"
 
@@ -230,6 +232,28 @@ __device__ __forceinline__ void mma_half(float (&acc)[C::kFragM][C::kFragN][4], 
       Mma<T>::run(acc[H * kI + i][j], af[i], bf[j / 2][j % 2 * 2], bf[j / 2][j % 2 * 2 + 1]);
 }
 
+// Every fragment of one k16 step (A: all m16 tiles, B: all n8 pairs), for the cp.async
+// path's double buffer: the next step's ldmatrix latency hides behind this step's mma.
+template <class C>
+struct MmaFrags {
+  uint32_t a[C::kFragM][4], b[C::kFragN / 2][4];
+};
+template <Layout L, class C, bool KN>
+__device__ __forceinline__ void load_frags(MmaFrags<C>& fr, const LdsmOffsets<L, C, KN>& lo, uint32_t a_base,
+                                           uint32_t b_base, int s) {
+  load_b_frags<L, C, KN>(fr.b, lo, b_base, s);
+#pragma unroll
+  for (int i = 0; i < C::kFragM; ++i) ldsm_x4(fr.a[i], lo.a_addr(a_base, i, s));
+}
+template <class T, class C>
+__device__ __forceinline__ void mma_step(float (&acc)[C::kFragM][C::kFragN][4], const MmaFrags<C>& fr) {
+#pragma unroll
+  for (int i = 0; i < C::kFragM; ++i)
+#pragma unroll
+    for (int j = 0; j < C::kFragN; ++j)
+      Mma<T>::run(acc[i][j], fr.a[i], fr.b[j / 2][j % 2 * 2], fr.b[j / 2][j % 2 * 2 + 1]);
+}
+
 struct MmaFlags {
   bool a_along, b_along;
   bool out_vec;  // C rows 16-byte aligned: whole-chunk stores
@@ -295,23 +319,39 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSM) gemm_mma_kernel(
           if (s < nk) fill(s, s);
           cp_async_commit();
         }
+        // CUTLASS's multistage order: the wait and barrier for tile kt + 1 come before the
+        // last k16 step of tile kt, so that step's mma covers the first ldmatrix of tile
+        // kt + 1, and the barrier's stall overlaps tensor work already issued.
+        constexpr int kSteps = kBK / 16;
+        static_assert(kSteps % 2 == 0, "fragment buffers alternate within a k-tile");
+        cp_async_wait<kStages - 2>();
+        __syncthreads();  // tile 0 landed
+        MmaFrags<C> fr[2];
+        load_frags<L, C, KN>(fr[0], lo, smem_base, smem_base + ATile::kSize * 2, 0);
         int st_read = 0, st_write = kStages - 1;  // ring slots of tile kt and of tile kt + S - 1
         for (int kt = 0; kt < nk; ++kt) {
-          cp_async_wait<kStages - 2>();
-          __syncthreads();  // tile kt landed for every thread; stage (kt - 1) % S is free
-          if (kt + kStages - 1 < nk) fill(kt + kStages - 1, st_write);
-          cp_async_commit();
           const uint32_t a_base = smem_base + st_read * kStage * 2;
           const uint32_t b_base = a_base + ATile::kSize * 2;
 #pragma unroll
-          for (int s = 0; s < kBK / 16; ++s) {
-            uint32_t bf[C::kFragN / 2][4];
-            load_b_frags<L, C, KN>(bf, lo, b_base, s);
-            mma_half<T, L, C, KN, 0>(acc, bf, lo, a_base, s);
-            mma_half<T, L, C, KN, 1>(acc, bf, lo, a_base, s);
+          for (int s = 0; s < kSteps; ++s) {
+            if (s == kSteps - 1) {
+              cp_async_wait<kStages - 2>();
+              __syncthreads();  // tile kt + 1 landed; every warp is past its reads of tile kt - 1
+              st_read = st_read == kStages - 1 ? 0 : st_read + 1;
+              // Past the last tile this reads a stale stage: in bounds, and never used.
+              const uint32_t a_next = smem_base + st_read * kStage * 2;
+              load_frags<L, C, KN>(fr[(s + 1) % 2], lo, a_next, a_next + ATile::kSize * 2, 0);
+            } else {
+              load_frags<L, C, KN>(fr[(s + 1) % 2], lo, a_base, b_base, s + 1);
+            }
+            if (s == 0) {
+              // Stage (kt - 1) % S: its last reads came before the previous barrier.
+              if (kt + kStages - 1 < nk) fill(kt + kStages - 1, st_write);
+              cp_async_commit();
+              st_write = st_write == kStages - 1 ? 0 : st_write + 1;
+            }
+            mma_step<T, C>(acc, fr[s % 2]);
           }
-          st_read = st_read == kStages - 1 ? 0 : st_read + 1;
-          st_write = st_write == kStages - 1 ? 0 : st_write + 1;
         }
         cp_async_wait<0>();
       } else {
@@ -363,33 +403,44 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSM) gemm_mma_kernel(
       }
 
       // Epilogue: accumulators -> C tile (pairs of columns), then whole 16-byte chunks of
-      // C rows -> global memory.
+      // C rows -> global memory. Offsets as in the main loop: rows step by multiples of the
+      // layout's period (adds), n8 tiles join the thread's column.
+      constexpr int kOutRowStep = C::kThreads / (C::kBN / kMmaChunk);
+      static_assert(8 % CTile::kRowPeriod == 0 && kOutRowStep % CTile::kRowPeriod == 0, "C tile steps are adds");
       __syncthreads();  // every warp is done reading the stage ring
+      {
+        const TileCoord t0 = mma_acc<C>(threadIdx.x, 0, 0, 0);
+        const int o0 = CTile::offset(t0.r, t0.c);
 #pragma unroll
-      for (int i = 0; i < C::kFragM; ++i)
+        for (int j = 0; j < C::kFragN; ++j) {
+          uint16_t* col = smem + CTile::join(o0, CTile::offset(0, j * 8));
 #pragma unroll
-        for (int j = 0; j < C::kFragN; ++j)
+          for (int i = 0; i < C::kFragM; ++i)
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const TileCoord t = mma_acc<C>(threadIdx.x, i, j, h);
-            *reinterpret_cast<uint32_t*>(smem + CTile::offset(t.r, t.c)) =
-                Mma<T>::pack(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
-          }
+            for (int h = 0; h < 2; ++h)
+              *reinterpret_cast<uint32_t*>(col + CTile::offset(i * 16 + h * 8, 0)) =
+                  Mma<T>::pack(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+        }
+      }
       __syncthreads();
+      {
+        const TileCoord t0 = mma_chunk<C>(threadIdx.x, 0, C::kBN);
+        const uint16_t* src = smem + CTile::offset(t0.r, t0.c);
+        const int64_t n = n0 + t0.c;
 #pragma unroll 4
-      for (int e = 0; e < C::kOutChunks; ++e) {
-        const TileCoord t = mma_chunk<C>(threadIdx.x, e, C::kBN);
-        const int64_t m = m0 + t.r, n = n0 + t.c;
-        if (m >= g.m || n >= g.n) continue;
-        const uint4 v = *reinterpret_cast<const uint4*>(smem + CTile::offset(t.r, t.c));
-        uint16_t* dst = c + m * g.n + n;
-        if (f.out_vec) {
-          *reinterpret_cast<uint4*>(dst) = v;
-        } else {
-          const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+        for (int e = 0; e < C::kOutChunks; ++e) {
+          const int64_t m = m0 + t0.r + e * kOutRowStep;
+          if (m >= g.m || n >= g.n) continue;
+          const uint4 v = *reinterpret_cast<const uint4*>(src + CTile::offset(e * kOutRowStep, 0));
+          uint16_t* dst = c + m * g.n + n;
+          if (f.out_vec) {
+            *reinterpret_cast<uint4*>(dst) = v;
+          } else {
+            const uint32_t w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-          for (int q = 0; q < kMmaChunk; ++q)
-            if (n + q < g.n) dst[q] = static_cast<uint16_t>(w[q / 2] >> (q % 2 * 16));
+            for (int q = 0; q < kMmaChunk; ++q)
+              if (n + q < g.n) dst[q] = static_cast<uint16_t>(w[q / 2] >> (q % 2 * 16));
+          }
         }
       }
       __syncthreads();  // the C tile is read out before the next tile's loads reuse it
@@ -403,8 +454,18 @@ cudaError_t run(const GemmArgs& g, const MmaFlags& f, cudaStream_t stream) {
   constexpr int kSmem = mma_smem_bytes<L, C, KN>();
   static_assert(kSmem <= 227 * 1024 && C::kBlocksPerSM * (kSmem + 1024) <= 228 * 1024,
                 "the tile rings of the resident blocks exceed an SM's shared memory");
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  // The attribute is per device and sticks: set it once per device, not on every call (a
+  // 1024^3 gemm is short enough for host time per call to show).
+  static std::atomic<uint64_t> attr_set{0};
+  int dev = 0;
+  cudaError_t err = cudaGetDevice(&dev);
   if (err != cudaSuccess) return err;
+  const uint64_t bit = dev < 64 ? uint64_t(1) << dev : 0;
+  if (!(attr_set.load(std::memory_order_relaxed) & bit)) {
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+    if (err != cudaSuccess) return err;
+    attr_set.fetch_or(bit, std::memory_order_relaxed);
+  }
   const auto clamp = [](int64_t v) { return static_cast<unsigned>(v < 65535 ? v : 65535); };
   const dim3 grid(static_cast<unsigned>(ceil_div(g.n, C::kBN)), clamp(ceil_div(g.m, C::kBM)), clamp(g.batch));
   kernel<<<grid, C::kThreads, kSmem, stream>>>(g, f);

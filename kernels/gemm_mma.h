@@ -60,7 +60,7 @@ using MmaCTile = MmaTile<L, C::kBM, C::kBN>;
 // path takes any strides. `along`: the register path's lanes walk the tile's contiguous
 // dim one element each (right when that dim is contiguous in memory too); otherwise each
 // thread gathers an 8-element chunk and the lanes walk tile rows. `large`: MmaLarge, for
-// cp.async calls with enough 128 x 256 tiles to fill the SMs twice over (a fixed count,
+// cp.async calls with enough 128 x 256 tiles to give about every SM one (a fixed count,
 // so that bankops.explain picks the same shape without a GPU); the rest run MmaSmall.
 struct GemmMmaPlan {
   bool async;
@@ -68,7 +68,7 @@ struct GemmMmaPlan {
   bool a_along, b_along;
   bool large;
 };
-constexpr int64_t kMmaLargeMinTiles = 256;
+constexpr int64_t kMmaLargeMinTiles = 128;
 
 // s_fast: stride of the tile's contiguous dim, s_row: of its rows.
 inline bool mma_along(int64_t s_fast, int64_t s_row) { return s_fast == 1 || (s_row != 1 && s_fast <= s_row); }

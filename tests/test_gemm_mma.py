@@ -81,6 +81,24 @@ def test_cuda_bench_shapes(dtype, shape):
     assert float((got.double() - ref).norm() / ref.norm()) <= REL_ERR[dtype]
 
 
+# Enough 128 x 256 tiles (kMmaLargeMinTiles) for the 8-warp block shape, with an m edge,
+# an n edge and a k tail past whole 64-wide k-tiles, and a batch that reaches the count only
+# together.
+LARGE_SHAPES = [(None, 2040, 4096, 72), (None, 1920, 4000, 264), (4, 512, 2048, 128)]
+
+
+@requires_cuda
+@pytest.mark.parametrize("batch,m,n,k", LARGE_SHAPES, ids=[f"{b}x{m}x{n}x{k}" for b, m, n, k in LARGE_SHAPES])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("views", [("contiguous", "contiguous"), ("contiguous", "transposed"), ("sliced", "sliced")],
+                         ids="-".join)
+def test_cuda_large_tiles(views, layout, dtype, batch, m, n, k):
+    a = operand(m, k, batch, dtype, views[0])
+    b = operand(k, n, batch, dtype, views[1])
+    check_against_float64(bankops.gemm(a, b, layout), a, b)
+
+
 @requires_cuda
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("shape", [(200, 300, 130), (256, 512, 128)], ids=["registers", "cp.async"])
@@ -157,3 +175,24 @@ def test_explain_float32_stays_on_ffma():
     r = bankops.explain("gemm", "swizzle", torch.float32, m=256, n=256, k=256)
     assert "ldsm" not in _ops(r)
     assert all(not row["kernel"].startswith("gemm_mma") for row in r.rows)
+
+
+def _count(report, instruction):
+    return sum(row["count"] for row in report.rows if row["instruction"] == instruction)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_explain_block_shapes(layout):
+    """The trace follows the launcher's block shape: 4 warps x 4 m16 tiles x 2 k16 steps of
+    A fragments per 128 x 128 x 32 k-tile, 8 warps x 4 x 4 per 128 x 256 x 64 k-tile; with the
+    64-byte rows gone, pad is conflict-free on the large tiles too."""
+    small = bankops.explain("gemm", layout, torch.float16, m=1024, n=1024, k=1024)
+    large = bankops.explain("gemm", layout, torch.float16, m=4096, n=4096, k=4096)
+    assert _count(small, "ldmatrix.x4 A fragments") == 32
+    assert _count(large, "ldmatrix.x4 A fragments") == 128
+    assert _count(large, "ldmatrix.x4.trans B fragments") == 128
+    assert _count(large, "ldgsts Bs[k][n] <- B") == 64
+    if layout == "none":
+        assert large.totals["ldsm"]["wavefronts"] > large.totals["ldsm"]["ideal"]
+    else:
+        assert large.conflicts == 0, str(large)
