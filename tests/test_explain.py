@@ -202,7 +202,7 @@ def test_probe_arguments_are_checked():
         torch.ops.bankops._smem_probe(good, 3)
     with pytest.raises(RuntimeError, match=r"shape \[patterns, 32\]"):
         torch.ops.bankops._smem_probe(torch.zeros(32, dtype=torch.long), 4)
-    with pytest.raises(RuntimeError, match="integer byte addresses"):
+    with pytest.raises(RuntimeError, match="addr to hold integer byte offsets"):
         torch.ops.bankops._smem_probe(good.float(), 4)
     with pytest.raises(RuntimeError, match=r"addr\[0\]\[3\] = 6 is not -1 or a 4-byte aligned"):
         torch.ops.bankops._smem_probe(torch.tensor([[0, 0, 0, 6] + [0] * 28]), 4)
@@ -210,6 +210,19 @@ def test_probe_arguments_are_checked():
         torch.ops.bankops._smem_probe(torch.full((1, 32), 48 * 1024), 4)
     with pytest.raises(RuntimeError, match="expected addr on a CUDA device"):
         torch.ops.bankops._smem_probe(good, 4)
+    # cp.async probes: src gives each lane's global source offset.
+    with pytest.raises(RuntimeError, match="cp.async copies 4, 8 or 16 bytes"):
+        torch.ops.bankops._smem_probe(good, 2, src=good)
+    with pytest.raises(RuntimeError, match="expected store=False"):
+        torch.ops.bankops._smem_probe(good, 4, True, good)
+    with pytest.raises(RuntimeError, match="src of addr's shape"):
+        torch.ops.bankops._smem_probe(good, 4, src=torch.zeros(2, 32, dtype=torch.long))
+    with pytest.raises(RuntimeError, match=r"src\[0\]\[0\] = 8 is not -1 or a 16-byte aligned"):
+        torch.ops.bankops._smem_probe(good, 16, src=torch.full((1, 32), 8))
+    with pytest.raises(RuntimeError, match="-1 exactly where addr is"):
+        torch.ops.bankops._smem_probe(good, 4, src=torch.full((1, 32), -1))
+    with pytest.raises(RuntimeError, match="expected addr on a CUDA device"):
+        torch.ops.bankops._smem_probe(good, 4, src=good)
 
 
 @requires_cuda
@@ -234,3 +247,15 @@ def test_probe_reads_and_writes_what_it_is_told(width):
             assert got[p, ln] == expect, (p, ln, a)
     stored = torch.ops.bankops._smem_probe(addr.cuda(), width, True).cpu()
     assert ((stored == 0x1000 + LANES) | (addr < 0)).all() and (stored[addr < 0] == 0).all()
+
+
+@requires_cuda
+@pytest.mark.parametrize("width", [4, 8, 16])
+def test_cp_async_probe_copies_what_it_is_told(width):
+    """A cp.async probe copies from the global word each lane names (word i holds i) to its
+    shared address and reports the first word that arrived."""
+    addr = width * torch.randperm(4096 // width)[:32].reshape(1, 32)  # distinct: no lane overwrites another
+    src = width * torch.randint(0, (1 << 20) // width, (1, 32))
+    addr[0, ::5] = src[0, ::5] = -1
+    got = torch.ops.bankops._smem_probe(addr.cuda(), width, src=src.cuda()).cpu()
+    assert (got == torch.where(src >= 0, src // 4, 0)).all()
