@@ -67,7 +67,8 @@ def cases(quick=False, ops=None):
 
 def probes():
     """(name, width, kind, 32 lane shared-memory byte addresses with -1 for a lane that sits out,
-    and for kind "ldgsts" (cp.async) the 32 lanes' global source offsets): the seed notes' cases,
+    for kind "ldgsts" (cp.async) the 32 lanes' global source offsets, and whether the cp.async
+    takes the zero-filling form): the seed notes' cases,
     the ones that decide how 8 and 16-byte accesses are split into phases, and cp.async with
     the gemm kernels' patterns on both sides."""
     lanes = range(32)
@@ -124,10 +125,10 @@ def probes():
         ("16B: 128-byte rows, column, store", 16, "st", col(128)),
         ("16B: pairs share (i/2), store", 16, "st", [16 * (i // 2) for i in lanes]),
     ]
-    out = [(*p, None) for p in out]
+    out = [(*p, None, False) for p in out]
     rows = lambda n, stride: [stride * (i // (32 // n)) + 16 * (i % (32 // n)) for i in lanes]  # noqa: E731
     g_rows = 2048  # global row pitch of the source: rows 2 KiB apart, as in a K = 1024 half matrix
-    out += [
+    out += [(*p, False) for p in [
         ("cp.async 16B: both sides contiguous", 16, "ldgsts", col(16), col(16)),
         ("cp.async 16B: 8 lanes only", 16, "ldgsts", [16 * i if i < 8 else -1 for i in lanes],
          [16 * i if i < 8 else -1 for i in lanes]),
@@ -136,6 +137,8 @@ def probes():
         ("cp.async 16B: from 32 rows", 16, "ldgsts", col(16), col(g_rows)),
         ("cp.async 16B: from 64 bytes past a 128-byte line", 16, "ldgsts", col(16), [64 + 16 * i for i in lanes]),
         ("cp.async 16B: to 16 bytes past a 128-byte line", 16, "ldgsts", [16 + 16 * i for i in lanes], col(16)),
+        ("cp.async 16B: to 32 bytes past a 128-byte line", 16, "ldgsts", [32 + 16 * i for i in lanes], col(16)),
+        ("cp.async 16B: from 16 bytes past a 128-byte line", 16, "ldgsts", col(16), [16 + 16 * i for i in lanes]),
         ("cp.async 16B: to 2 rows of 256 B + 16 B pad", 16, "ldgsts", rows(2, 272), col(16)),
         ("cp.async 16B: 8 rows of 64 B + 16 B pad", 16, "ldgsts", rows(8, 80), rows(8, g_rows)),
         ("cp.async 16B: 8 rows of 64 B, swizzled", 16, "ldgsts", [16 * (i ^ (i >> 3 & 3)) for i in lanes],
@@ -143,6 +146,11 @@ def probes():
         ("cp.async 16B: to a column of 128-byte rows", 16, "ldgsts", col(128), col(16)),
         ("cp.async 8B: both sides contiguous", 8, "ldgsts", col(8), col(8)),
         ("cp.async 4B: both sides contiguous", 4, "ldgsts", col(4), col(4)),
+    ]]
+    # The zero-filling form (source size in a register), as kernels with predicated tails issue it.
+    out += [
+        ("cp.async 16B zero-filling: both sides contiguous", 16, "ldgsts", col(16), col(16), True),
+        ("cp.async 16B zero-filling: from 8 rows of 64 B", 16, "ldgsts", col(16), rows(8, g_rows), True),
     ]
     return out
 
@@ -173,9 +181,9 @@ def worker(quick, ops, probe):
     """Runs under ncu: each case (or each probe) once, in order."""
     torch.manual_seed(0)
     if probe:
-        for _, width, kind, addr, src in probes():
+        for _, width, kind, addr, src, zfill in probes():
             torch.ops.bankops._smem_probe(torch.tensor([addr], device="cuda"), width, kind == "st",
-                                          None if src is None else torch.tensor([src], device="cuda"))
+                                          None if src is None else torch.tensor([src], device="cuda"), zfill)
         torch.cuda.synchronize()
         return
     for op, dtype, kw, layout in each_launch(quick, ops):
@@ -284,12 +292,13 @@ def run_cases(args, metrics):
 def run_probes(args, metrics):
     found = profile(False, None, True, metrics, args.out)
     rows = []
-    for (name, width, kind, addr, src), got in zip(probes(), found):
+    for (name, width, kind, addr, src, zfill), got in zip(probes(), found):
         active = sum(1 << i for i, a in enumerate(addr) if a >= 0)
         wavefronts, ideal = torch.ops.bankops._bank_cost(torch.tensor([max(a, 0) for a in addr]), width, active,
-                                                         kind != "ld").tolist()
+                                                         kind != "ld", None if src is None else
+                                                         torch.tensor([max(a, 0) for a in src])).tolist()
         row = compare(kind, {"instructions": 1, "wavefronts": wavefronts}, got)
-        rows.append(dict(row, name=name, width=width, op=kind, addr=addr, src=src, ideal=ideal))
+        rows.append(dict(row, name=name, width=width, op=kind, addr=addr, src=src, zfill=zfill, ideal=ideal))
     if len(found) != len(rows):
         sys.exit(f"bench/ncu.py: ncu profiled {len(found)} probe launches, expected {len(rows)}")
     return rows

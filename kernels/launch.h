@@ -25,9 +25,10 @@ cudaError_t launch_gather(const GatherArgs& args, cudaStream_t stream);
 // each lane loaded or stored. A load probe first fills shared memory with 4-byte stores, so
 // its one access is the only load. With src (32 byte offsets into `global`, which holds
 // kProbeGlobalBytes), each lane instead cp.asyncs width (4, 8 or 16) bytes from global + src
-// to addr, and out gets the first word that arrived.
+// to addr (zfill: in the zero-filling form, source size width from a register), and out
+// gets the first word that arrived.
 cudaError_t launch_smem_probe(const int64_t* addr, const int64_t* src, const uint32_t* global, uint32_t* out, int width,
-                              bool store, cudaStream_t stream);
+                              bool store, bool zfill, cudaStream_t stream);
 
 cudaError_t launch_gemm(Layout layout, DType dtype, const GemmArgs& args, cudaStream_t stream);
 

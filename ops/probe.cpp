@@ -28,10 +28,11 @@ at::Tensor checked_offsets(const at::Tensor& t, const char* name, int64_t width,
 
 }  // namespace
 
-void check_probe(const at::Tensor& addr, int64_t width, bool store, const std::optional<at::Tensor>& src) {
+void check_probe(const at::Tensor& addr, int64_t width, bool store, const std::optional<at::Tensor>& src, bool zfill) {
   TORCH_CHECK(width == 1 || width == 2 || width == 4 || width == 8 || width == 16,
               "_smem_probe: expected width 1, 2, 4, 8 or 16 bytes, got ", width);
   const at::Tensor a = checked_offsets(addr, "addr", width, kProbeSharedBytes);
+  TORCH_CHECK(src || !zfill, "_smem_probe: zfill picks a cp.async form; expected src with it");
   if (!src) return;
   TORCH_CHECK(!store, "_smem_probe: a cp.async probe (src given) writes shared memory itself; expected store=False");
   TORCH_CHECK(width >= 4, "_smem_probe: cp.async copies 4, 8 or 16 bytes, got width ", width);
@@ -43,8 +44,9 @@ void check_probe(const at::Tensor& addr, int64_t width, bool store, const std::o
 
 namespace {
 
-at::Tensor smem_probe_cpu(const at::Tensor& addr, int64_t width, bool store, const std::optional<at::Tensor>& src) {
-  check_probe(addr, width, store, src);
+at::Tensor smem_probe_cpu(const at::Tensor& addr, int64_t width, bool store, const std::optional<at::Tensor>& src,
+                          bool zfill) {
+  check_probe(addr, width, store, src, zfill);
   TORCH_CHECK(false, "_smem_probe: runs one warp on the GPU; expected addr on a CUDA device, got ", addr.device());
 }
 

@@ -10,7 +10,7 @@ namespace bankops {
 // addr: integer [patterns, 32] of lane byte addresses, -1 for a lane that sits out; width:
 // 1, 2, 4, 8 or 16 bytes; every address aligned to width and inside the probe's buffer.
 // src (cp.async probes): like addr, byte offsets into the probe's global buffer; width 4, 8
-// or 16, no store.
-void check_probe(const at::Tensor& addr, int64_t width, bool store, const std::optional<at::Tensor>& src);
+// or 16, no store; zfill: the zero-filling form of cp.async.
+void check_probe(const at::Tensor& addr, int64_t width, bool store, const std::optional<at::Tensor>& src, bool zfill);
 
 }  // namespace bankops

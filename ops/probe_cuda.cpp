@@ -11,8 +11,9 @@
 namespace bankops {
 namespace {
 
-at::Tensor smem_probe_cuda(const at::Tensor& addr, int64_t width, bool store, const std::optional<at::Tensor>& src) {
-  check_probe(addr, width, store, src);
+at::Tensor smem_probe_cuda(const at::Tensor& addr, int64_t width, bool store, const std::optional<at::Tensor>& src,
+                           bool zfill) {
+  check_probe(addr, width, store, src, zfill);
   const c10::cuda::CUDAGuard guard(addr.device());
   const at::Tensor a = addr.to(at::kLong).contiguous();
   at::Tensor g, global;  // cp.async probes: the lanes' source offsets, and the source (word i holds i)
@@ -26,7 +27,7 @@ at::Tensor smem_probe_cuda(const at::Tensor& addr, int64_t width, bool store, co
     C10_CUDA_CHECK(launch_smem_probe(a[p].const_data_ptr<int64_t>(), src ? g[p].const_data_ptr<int64_t>() : nullptr,
                                      src ? reinterpret_cast<const uint32_t*>(global.const_data_ptr<int32_t>()) : nullptr,
                                      reinterpret_cast<uint32_t*>(out[p].mutable_data_ptr<int32_t>()),
-                                     static_cast<int>(width), store, stream));
+                                     static_cast<int>(width), store, zfill, stream));
   return out;
 }
 

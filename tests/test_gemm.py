@@ -134,6 +134,7 @@ LARGE = [
     ((None, 8192, 8192, 8192), ("contiguous", "contiguous")),
     ((None, 8192, 1024, 8192), ("contiguous", "contiguous")),
     ((None, 4095, 4097, 4093), ("contiguous", "contiguous")),
+    ((None, 1536, 1536, 72), ("contiguous", "contiguous")),  # 144 128x128 tiles: the big tile, briefly (sanitizers)
     ((None, 1000, 1536, 2052), ("transposed", "transposed")),
     ((None, 2048, 129, 4099), ("padded", "transposed")),
     ((None, 33, 4096, 3000), ("misaligned", "contiguous")),
