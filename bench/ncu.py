@@ -296,7 +296,7 @@ def run_probes(args, metrics):
         active = sum(1 << i for i, a in enumerate(addr) if a >= 0)
         wavefronts, ideal = torch.ops.bankops._bank_cost(torch.tensor([max(a, 0) for a in addr]), width, active,
                                                          kind != "ld", None if src is None else
-                                                         torch.tensor([max(a, 0) for a in src])).tolist()
+                                                         torch.tensor([max(a, 0) for a in src]), zfill).tolist()
         row = compare(kind, {"instructions": 1, "wavefronts": wavefronts}, got)
         rows.append(dict(row, name=name, width=width, op=kind, addr=addr, src=src, zfill=zfill, ideal=ideal))
     if len(found) != len(rows):

@@ -28,13 +28,14 @@ struct WarpAccess {
   int width;          // 1, 2, 4, 8 or 16
   bool load = true;   // the pair rule packs what a load returns; stores never pair
   bool copy = false;  // a cp.async: src holds each lane's global byte address
+  bool zfill = false; // ...in the zero-filling form (source size in a register)
   int64_t src[kWarpLanes] = {};
 };
 
 struct BankCost {
   int wavefronts;  // what the model predicts
-  int ideal;       // with no conflict: one per phase that has an active lane (cp.async: one
-                   // per global line a phase reads)
+  int ideal;       // with no conflict: one per phase that has an active lane (cp.async: what
+                   // it costs with the shared side laid out like the global side)
 };
 
 // True when in lanes [first, first + n) no active lane asks for another address than its
@@ -59,10 +60,11 @@ inline int phase_lanes(const WarpAccess& a, int first) {
 // is also split by the 128-byte global lines it reads. The lanes of one global line take a
 // wavefront per 128-byte shared-memory line they write, and one more when a 32-byte global
 // sector of theirs lands in two 32-byte sectors of one shared line (data moved by 16 bytes
-// mod 32; 16-byte chunks permuted inside a sector, as a swizzle does, cost nothing).
-// Returns that count for the phase of lanes [first, first + n); *lines gets the number of
-// global lines, which is the phase's cost when the shared side is laid out like the global.
-inline int copy_split(const WarpAccess& a, int first, int n, int* lines) {
+// mod 32; 16-byte chunks permuted inside a sector, as a swizzle does, cost nothing). The
+// zero-filling form (cp.async with a source size) takes one more wavefront per global line.
+// Returns that count for the phase of lanes [first, first + n); *ideal gets the phase's cost
+// when the shared side is laid out like the global one (its ideal).
+inline int copy_split(const WarpAccess& a, int first, int n, int* ideal) {
   int64_t done[kWarpLanes];
   int groups = 0, total = 0;
   for (int lane = first; lane < first + n; ++lane) {
@@ -84,9 +86,9 @@ inline int copy_split(const WarpAccess& a, int first, int n, int* lines) {
             a.addr[o] / 32 != a.addr[l] / 32)
           split_sector = 1;
     }
-    total += distinct + split_sector;
+    total += distinct + split_sector + (a.zfill ? 1 : 0);
   }
-  *lines = groups;
+  *ideal = a.zfill ? 2 * groups : groups;
   return total;
 }
 
@@ -119,10 +121,10 @@ BankCost bank_schedule(const WarpAccess& a, Visit&& visit) {
       }
     }
     if (n == 0) continue;
-    int lines = 1;
-    const int split = a.copy ? copy_split(a, p, lanes_per_phase, &lines) : 0;
+    int ideal = 1;
+    const int split = a.copy ? copy_split(a, p, lanes_per_phase, &ideal) : 0;
     cost.wavefronts += busiest > split ? busiest : split;
-    cost.ideal += lines;
+    cost.ideal += ideal;
   }
   return cost;
 }

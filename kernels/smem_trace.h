@@ -31,6 +31,7 @@ struct SmemInstr {
   std::string name;         // what the instruction does, e.g. "sts tile[r][lane] <- in rows"
   SmemOp op = SmemOp::Ld;
   int width = 4;            // bytes per lane
+  bool zero_fill = false;   // a cp.async in the zero-filling form (source size in a register)
   int64_t count = 0;        // warp-level executions per iteration (all warps of a block)
   int64_t wavefronts = 0;   // predicted, summed over those executions
   int64_t ideal = 0;        // with no bank conflict
@@ -66,7 +67,7 @@ class SmemTrace {
 // not counted.
 template <class F, class G>
 void add_warp(SmemInstr& row, int warp, F&& byte_of, G&& src_of) {
-  WarpAccess a{{}, 0u, row.width, row.op == SmemOp::Ld, row.op == SmemOp::Ldgsts};
+  WarpAccess a{{}, 0u, row.width, row.op == SmemOp::Ld, row.op == SmemOp::Ldgsts, row.zero_fill};
   for (int lane = 0; lane < kWarpLanes; ++lane) {
     const int64_t addr = byte_of(warp * kWarpLanes + lane);
     if (addr < 0) continue;

@@ -18,7 +18,7 @@ TORCH_LIBRARY(bankops, m) {
   // Test hooks: the shared-memory tiles the kernels declare, the bank model, poisoned outputs.
   m.def("_tile_map(str tile, str layout) -> Tensor");
   m.def("_tile_info(str tile, str layout) -> Tensor");
-  m.def("_bank_cost(Tensor addr, int width, int active=-1, bool store=False, Tensor? src=None) -> Tensor");
+  m.def("_bank_cost(Tensor addr, int width, int active=-1, bool store=False, Tensor? src=None, bool zfill=False) -> Tensor");
   m.def("_bank_map(Tensor addr, int width, int active=-1, bool store=False) -> (Tensor, Tensor, Tensor)");
   m.def("_set_poison(bool on) -> ()");
   // The bank probe: one warp, one shared-memory access (or cp.async) at the given lane addresses.
