@@ -41,7 +41,7 @@ METRICS = {}
 for _k in KINDS:
     METRICS[f"{_k}_instructions"] = _INSTRUCTIONS[_k] + ".sum"
     METRICS[f"{_k}_sass_wavefronts"] = f"smsp__sass_l1tex_data_pipe_lsu_wavefronts_mem_shared_op_{_k}.sum"
-for _k in ("ld", "st"):
+for _k in KINDS:  # ncu may know no hardware counter for some kinds: available_metrics() drops those
     METRICS[f"{_k}_wavefronts"] = f"l1tex__data_pipe_lsu_wavefronts_mem_shared_op_{_k}.sum"
     METRICS[f"{_k}_conflicts"] = f"l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_{_k}.sum"
 TOLERANCE = 0.10  # predicted vs measured wavefronts per instruction
@@ -66,61 +66,91 @@ def cases(quick=False, ops=None):
 
 
 def probes():
-    """(name, width, store, 32 lane byte addresses with -1 for a lane that sits out): the seed
-    notes' cases and the ones that decide how 8 and 16-byte accesses are split into phases."""
+    """(name, width, kind, 32 lane shared-memory byte addresses with -1 for a lane that sits out,
+    for kind "ldgsts" (cp.async) the 32 lanes' global source offsets, and whether the cp.async
+    takes the zero-filling form): the seed notes' cases,
+    the ones that decide how 8 and 16-byte accesses are split into phases, and cp.async with
+    the gemm kernels' patterns on both sides."""
     lanes = range(32)
     col = lambda stride: [stride * r for r in lanes]  # noqa: E731
     half = lambda lo, hi: [lo(i) if i < 16 else hi(i - 16) for i in lanes]  # noqa: E731
     out = [
-        ("4B: stride 1", 4, False, col(4)),
-        ("4B: stride 2 words", 4, False, col(8)),
-        ("4B: stride 33 words (padded column)", 4, False, col(132)),
-        ("4B: stride 32 words (column)", 4, False, col(128)),
-        ("4B: broadcast", 4, False, [256] * 32),
-        ("4B: two words, one bank", 4, False, half(lambda i: 0, lambda i: 128)),
-        ("4B: stride 32 words, store", 4, True, col(128)),
-        ("4B: same word, store", 4, True, [64] * 32),
-        ("1B: 32 consecutive bytes", 1, False, col(1)),
-        ("1B: stride 128 bytes", 1, False, col(128)),
-        ("2B: stride 64 bytes (f16 32x32 column)", 2, False, col(64)),
-        ("8B: 32 consecutive", 8, False, col(8)),
-        ("8B: broadcast", 8, False, [512] * 32),
-        ("8B: halves read X and X+8", 8, False, half(lambda i: 0, lambda i: 8)),
-        ("8B: halves read X and X+128", 8, False, half(lambda i: 0, lambda i: 128)),
-        ("8B: lanes i and i+16 share (16 consecutive)", 8, False, [8 * (i % 16) for i in lanes]),
-        ("8B: halves swapped (lane i -> (i+16)%32)", 8, False, [8 * ((i + 16) % 32) for i in lanes]),
-        ("8B: lane pairs share (i/2)", 8, False, [8 * (i // 2) for i in lanes]),
-        ("8B: stride 2 (16 bytes)", 8, False, col(16)),
-        ("8B: stride 33 (padded column)", 8, False, col(264)),
-        ("8B: stride 32 (column)", 8, False, col(256)),
-        ("8B: lanes 0-15 only", 8, False, [8 * i if i < 16 else -1 for i in lanes]),
-        ("8B: even lanes only", 8, False, [8 * i if i % 2 == 0 else -1 for i in lanes]),
-        ("8B: even lanes only, lane 2j -> j", 8, False, [4 * i if i % 2 == 0 else -1 for i in lanes]),
-        ("8B: quads share (i/4)", 8, False, [8 * (i // 4) for i in lanes]),
-        ("8B: pairs share, stride 2", 8, False, [16 * (i // 2) for i in lanes]),
-        ("8B: pairs share but lane 31", 8, False, [8 * (i // 2) if i < 31 else 160 for i in lanes]),
-        ("8B: lanes i and i^2 share", 8, False, [8 * ((i & 1) | (i >> 1 & ~1)) for i in lanes]),
-        ("8B: 32 consecutive, store", 8, True, col(8)),
-        ("8B: pairs share (i/2), store", 8, True, [8 * (i // 2) for i in lanes]),
-        ("8B: lanes i and i+16 share, store", 8, True, [8 * (i % 16) for i in lanes]),
-        ("16B: 32 consecutive", 16, False, col(16)),
-        ("16B: broadcast", 16, False, [1024] * 32),
-        ("16B: lanes i, i+8, i+16, i+24 share", 16, False, [16 * (i % 8) for i in lanes]),
-        ("16B: quarters read X, X+16, X+32, X+48", 16, False, [16 * (i // 8) for i in lanes]),
-        ("16B: lane groups of 4 share (i/4)", 16, False, [16 * (i // 4) for i in lanes]),
-        ("16B: pairs share (i/2)", 16, False, [16 * (i // 2) for i in lanes]),
-        ("16B: even lanes only, lane 2j -> j", 16, False, [8 * i if i % 2 == 0 else -1 for i in lanes]),
-        ("16B: pairs share, stride 2", 16, False, [32 * (i // 2) for i in lanes]),
-        ("16B: lanes i and i^2 share (gemm B fragment)", 16, False, [16 * ((i & 1) | (i >> 1 & ~1)) for i in lanes]),
-        ("16B: lanes i and i^2 share but lane 31", 16, False, [16 * ((i & 1) | (i >> 1 & ~1)) if i < 31 else 512 for i in lanes]),
-        ("16B: lanes i and i^4 share", 16, False, [16 * ((i & 3) | (i >> 1 & ~3)) for i in lanes]),
-        ("16B: stride 2 (32 bytes)", 16, False, col(32)),
-        ("16B: 128-byte rows, column (seed 003 none)", 16, False, col(128)),
-        ("16B: 144-byte rows, column (seed 003 pad)", 16, False, col(144)),
-        ("16B: Swizzle<3,3,3> column (seed 003 swizzle)", 16, False, [128 * r + 16 * ((r % 8) ^ 0) for r in lanes]),
-        ("16B: 32 consecutive, store", 16, True, col(16)),
-        ("16B: 128-byte rows, column, store", 16, True, col(128)),
-        ("16B: pairs share (i/2), store", 16, True, [16 * (i // 2) for i in lanes]),
+        ("4B: stride 1", 4, "ld", col(4)),
+        ("4B: stride 2 words", 4, "ld", col(8)),
+        ("4B: stride 33 words (padded column)", 4, "ld", col(132)),
+        ("4B: stride 32 words (column)", 4, "ld", col(128)),
+        ("4B: broadcast", 4, "ld", [256] * 32),
+        ("4B: two words, one bank", 4, "ld", half(lambda i: 0, lambda i: 128)),
+        ("4B: stride 32 words, store", 4, "st", col(128)),
+        ("4B: same word, store", 4, "st", [64] * 32),
+        ("1B: 32 consecutive bytes", 1, "ld", col(1)),
+        ("1B: stride 128 bytes", 1, "ld", col(128)),
+        ("2B: stride 64 bytes (f16 32x32 column)", 2, "ld", col(64)),
+        ("8B: 32 consecutive", 8, "ld", col(8)),
+        ("8B: broadcast", 8, "ld", [512] * 32),
+        ("8B: halves read X and X+8", 8, "ld", half(lambda i: 0, lambda i: 8)),
+        ("8B: halves read X and X+128", 8, "ld", half(lambda i: 0, lambda i: 128)),
+        ("8B: lanes i and i+16 share (16 consecutive)", 8, "ld", [8 * (i % 16) for i in lanes]),
+        ("8B: halves swapped (lane i -> (i+16)%32)", 8, "ld", [8 * ((i + 16) % 32) for i in lanes]),
+        ("8B: lane pairs share (i/2)", 8, "ld", [8 * (i // 2) for i in lanes]),
+        ("8B: stride 2 (16 bytes)", 8, "ld", col(16)),
+        ("8B: stride 33 (padded column)", 8, "ld", col(264)),
+        ("8B: stride 32 (column)", 8, "ld", col(256)),
+        ("8B: lanes 0-15 only", 8, "ld", [8 * i if i < 16 else -1 for i in lanes]),
+        ("8B: even lanes only", 8, "ld", [8 * i if i % 2 == 0 else -1 for i in lanes]),
+        ("8B: even lanes only, lane 2j -> j", 8, "ld", [4 * i if i % 2 == 0 else -1 for i in lanes]),
+        ("8B: quads share (i/4)", 8, "ld", [8 * (i // 4) for i in lanes]),
+        ("8B: pairs share, stride 2", 8, "ld", [16 * (i // 2) for i in lanes]),
+        ("8B: pairs share but lane 31", 8, "ld", [8 * (i // 2) if i < 31 else 160 for i in lanes]),
+        ("8B: lanes i and i^2 share", 8, "ld", [8 * ((i & 1) | (i >> 1 & ~1)) for i in lanes]),
+        ("8B: 32 consecutive, store", 8, "st", col(8)),
+        ("8B: pairs share (i/2), store", 8, "st", [8 * (i // 2) for i in lanes]),
+        ("8B: lanes i and i+16 share, store", 8, "st", [8 * (i % 16) for i in lanes]),
+        ("16B: 32 consecutive", 16, "ld", col(16)),
+        ("16B: broadcast", 16, "ld", [1024] * 32),
+        ("16B: lanes i, i+8, i+16, i+24 share", 16, "ld", [16 * (i % 8) for i in lanes]),
+        ("16B: quarters read X, X+16, X+32, X+48", 16, "ld", [16 * (i // 8) for i in lanes]),
+        ("16B: lane groups of 4 share (i/4)", 16, "ld", [16 * (i // 4) for i in lanes]),
+        ("16B: pairs share (i/2)", 16, "ld", [16 * (i // 2) for i in lanes]),
+        ("16B: even lanes only, lane 2j -> j", 16, "ld", [8 * i if i % 2 == 0 else -1 for i in lanes]),
+        ("16B: pairs share, stride 2", 16, "ld", [32 * (i // 2) for i in lanes]),
+        ("16B: lanes i and i^2 share (gemm B fragment)", 16, "ld", [16 * ((i & 1) | (i >> 1 & ~1)) for i in lanes]),
+        ("16B: lanes i and i^2 share but lane 31", 16, "ld", [16 * ((i & 1) | (i >> 1 & ~1)) if i < 31 else 512 for i in lanes]),
+        ("16B: lanes i and i^4 share", 16, "ld", [16 * ((i & 3) | (i >> 1 & ~3)) for i in lanes]),
+        ("16B: stride 2 (32 bytes)", 16, "ld", col(32)),
+        ("16B: 128-byte rows, column (seed 003 none)", 16, "ld", col(128)),
+        ("16B: 144-byte rows, column (seed 003 pad)", 16, "ld", col(144)),
+        ("16B: Swizzle<3,3,3> column (seed 003 swizzle)", 16, "ld", [128 * r + 16 * ((r % 8) ^ 0) for r in lanes]),
+        ("16B: 32 consecutive, store", 16, "st", col(16)),
+        ("16B: 128-byte rows, column, store", 16, "st", col(128)),
+        ("16B: pairs share (i/2), store", 16, "st", [16 * (i // 2) for i in lanes]),
+    ]
+    out = [(*p, None, False) for p in out]
+    rows = lambda n, stride: [stride * (i // (32 // n)) + 16 * (i % (32 // n)) for i in lanes]  # noqa: E731
+    g_rows = 2048  # global row pitch of the source: rows 2 KiB apart, as in a K = 1024 half matrix
+    out += [(*p, False) for p in [
+        ("cp.async 16B: both sides contiguous", 16, "ldgsts", col(16), col(16)),
+        ("cp.async 16B: 8 lanes only", 16, "ldgsts", [16 * i if i < 8 else -1 for i in lanes],
+         [16 * i if i < 8 else -1 for i in lanes]),
+        ("cp.async 16B: from 2 rows of 256 B", 16, "ldgsts", col(16), rows(2, g_rows)),
+        ("cp.async 16B: from 8 rows of 64 B", 16, "ldgsts", col(16), rows(8, g_rows)),
+        ("cp.async 16B: from 32 rows", 16, "ldgsts", col(16), col(g_rows)),
+        ("cp.async 16B: from 64 bytes past a 128-byte line", 16, "ldgsts", col(16), [64 + 16 * i for i in lanes]),
+        ("cp.async 16B: to 16 bytes past a 128-byte line", 16, "ldgsts", [16 + 16 * i for i in lanes], col(16)),
+        ("cp.async 16B: to 32 bytes past a 128-byte line", 16, "ldgsts", [32 + 16 * i for i in lanes], col(16)),
+        ("cp.async 16B: from 16 bytes past a 128-byte line", 16, "ldgsts", col(16), [16 + 16 * i for i in lanes]),
+        ("cp.async 16B: to 2 rows of 256 B + 16 B pad", 16, "ldgsts", rows(2, 272), col(16)),
+        ("cp.async 16B: 8 rows of 64 B + 16 B pad", 16, "ldgsts", rows(8, 80), rows(8, g_rows)),
+        ("cp.async 16B: 8 rows of 64 B, swizzled", 16, "ldgsts", [16 * (i ^ (i >> 3 & 3)) for i in lanes],
+         rows(8, g_rows)),
+        ("cp.async 16B: to a column of 128-byte rows", 16, "ldgsts", col(128), col(16)),
+        ("cp.async 8B: both sides contiguous", 8, "ldgsts", col(8), col(8)),
+        ("cp.async 4B: both sides contiguous", 4, "ldgsts", col(4), col(4)),
+    ]]
+    # The zero-filling form (source size in a register), as kernels with predicated tails issue it.
+    out += [
+        ("cp.async 16B zero-filling: both sides contiguous", 16, "ldgsts", col(16), col(16), True),
+        ("cp.async 16B zero-filling: from 8 rows of 64 B", 16, "ldgsts", col(16), rows(8, g_rows), True),
     ]
     return out
 
@@ -151,8 +181,9 @@ def worker(quick, ops, probe):
     """Runs under ncu: each case (or each probe) once, in order."""
     torch.manual_seed(0)
     if probe:
-        for _, width, store, addr in probes():
-            torch.ops.bankops._smem_probe(torch.tensor([addr], device="cuda"), width, store)
+        for _, width, kind, addr, src, zfill in probes():
+            torch.ops.bankops._smem_probe(torch.tensor([addr], device="cuda"), width, kind == "st",
+                                          None if src is None else torch.tensor([src], device="cuda"), zfill)
         torch.cuda.synchronize()
         return
     for op, dtype, kw, layout in each_launch(quick, ops):
@@ -261,12 +292,13 @@ def run_cases(args, metrics):
 def run_probes(args, metrics):
     found = profile(False, None, True, metrics, args.out)
     rows = []
-    for (name, width, store, addr), got in zip(probes(), found):
-        kind = "st" if store else "ld"
+    for (name, width, kind, addr, src, zfill), got in zip(probes(), found):
         active = sum(1 << i for i, a in enumerate(addr) if a >= 0)
-        wavefronts, ideal = torch.ops.bankops._bank_cost(torch.tensor([max(a, 0) for a in addr]), width, active, store).tolist()
+        wavefronts, ideal = torch.ops.bankops._bank_cost(torch.tensor([max(a, 0) for a in addr]), width, active,
+                                                         kind != "ld", None if src is None else
+                                                         torch.tensor([max(a, 0) for a in src]), zfill).tolist()
         row = compare(kind, {"instructions": 1, "wavefronts": wavefronts}, got)
-        rows.append(dict(row, name=name, width=width, op=kind, addr=addr, ideal=ideal))
+        rows.append(dict(row, name=name, width=width, op=kind, addr=addr, src=src, zfill=zfill, ideal=ideal))
     if len(found) != len(rows):
         sys.exit(f"bench/ncu.py: ncu profiled {len(found)} probe launches, expected {len(rows)}")
     return rows

@@ -307,8 +307,8 @@ def ncu_markdown(doc):
     if probe_lines:
         out += [
             "### The bank probe\n",
-            "One warp issues one access (`torch.ops.bankops._smem_probe`, PTX `ld/st.shared` of the given "
-            f"width) at the lane addresses named. {probes_ok} of {len(probe_lines)} patterns agree.\n",
+            "One warp issues one access (`torch.ops.bankops._smem_probe`, PTX `ld/st.shared` or `cp.async` "
+            f"of the given width) at the lane addresses named. {probes_ok} of {len(probe_lines)} patterns agree.\n",
             md_table(["access", "width", "op", "model", "SASS", "hw", ""], probe_lines), "",
         ]
     out += [

@@ -27,11 +27,15 @@ struct WarpAccess {
   uint32_t active;
   int width;          // 1, 2, 4, 8 or 16
   bool load = true;   // the pair rule packs what a load returns; stores never pair
+  bool copy = false;  // a cp.async: src holds each lane's global byte address
+  bool zfill = false; // ...in the zero-filling form (source size in a register)
+  int64_t src[kWarpLanes] = {};
 };
 
 struct BankCost {
   int wavefronts;  // what the model predicts
-  int ideal;       // with no conflict: one per phase that has an active lane
+  int ideal;       // with no conflict: one per phase that has an active lane (cp.async: what
+                   // it costs with the shared side laid out like the global side)
 };
 
 // True when in lanes [first, first + n) no active lane asks for another address than its
@@ -50,6 +54,42 @@ inline int phase_lanes(const WarpAccess& a, int first) {
   const bool pairs = a.load && first % (2 * lanes) == 0 &&
                      (pairs_share(a, first, 2 * lanes, 1) || pairs_share(a, first, 2 * lanes, 2));
   return pairs ? 2 * lanes : lanes;
+}
+
+// cp.async (LDGSTS), measured with the probe (bench/ncu.py): a phase's shared-memory write
+// is also split by the 128-byte global lines it reads. The lanes of one global line take a
+// wavefront per 128-byte shared-memory line they write, and one more when a 32-byte global
+// sector of theirs lands in two 32-byte sectors of one shared line (data moved by 16 bytes
+// mod 32; 16-byte chunks permuted inside a sector, as a swizzle does, cost nothing). The
+// zero-filling form (cp.async with a source size) takes one more wavefront per global line.
+// Returns that count for the phase of lanes [first, first + n); *ideal gets the phase's cost
+// when the shared side is laid out like the global one (its ideal).
+inline int copy_split(const WarpAccess& a, int first, int n, int* ideal) {
+  int64_t done[kWarpLanes];
+  int groups = 0, total = 0;
+  for (int lane = first; lane < first + n; ++lane) {
+    if (!(a.active >> lane & 1u)) continue;
+    const int64_t line = a.src[lane] / 128;
+    int g = 0;
+    while (g < groups && done[g] != line) ++g;
+    if (g < groups) continue;
+    done[groups++] = line;
+    uint32_t smem_lines[kWarpLanes];
+    int distinct = 0, split_sector = 0;
+    for (int l = lane; l < first + n; ++l) {
+      if (!(a.active >> l & 1u) || a.src[l] / 128 != line) continue;
+      int i = 0;
+      while (i < distinct && smem_lines[i] != a.addr[l] / 128) ++i;
+      if (i == distinct) smem_lines[distinct++] = a.addr[l] / 128;
+      for (int o = lane; o < l; ++o)
+        if ((a.active >> o & 1u) && a.src[o] / 32 == a.src[l] / 32 && a.addr[o] / 128 == a.addr[l] / 128 &&
+            a.addr[o] / 32 != a.addr[l] / 32)
+          split_sector = 1;
+    }
+    total += distinct + split_sector + (a.zfill ? 1 : 0);
+  }
+  *ideal = a.zfill ? 2 * groups : groups;
+  return total;
 }
 
 // Serves an access word by word: calls visit(wavefront, phase, bank, lane) for every word
@@ -81,8 +121,10 @@ BankCost bank_schedule(const WarpAccess& a, Visit&& visit) {
       }
     }
     if (n == 0) continue;
-    cost.wavefronts += busiest;
-    cost.ideal += 1;
+    int ideal = 1;
+    const int split = a.copy ? copy_split(a, p, lanes_per_phase, &ideal) : 0;
+    cost.wavefronts += busiest > split ? busiest : split;
+    cost.ideal += ideal;
   }
   return cost;
 }

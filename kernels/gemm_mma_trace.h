@@ -23,13 +23,20 @@ inline void trace_gemm_mma_shape(Layout layout, const GemmArgs& g, const GemmMma
       const auto at = [](TileCoord c) { return int64_t(ATile::offset(c.r, c.c)) * 2; };
       const auto bt = [](TileCoord c) { return int64_t(BTile::offset(c.r, c.c)) * 2; };
       const auto ct = [](TileCoord c) { return int64_t(CTile::offset(c.r, c.c)) * 2; };
-      const auto fill = [&](const char* name, auto tile, auto byte, bool along) {
+      // pitch: bytes between the tile's rows in global memory (cp.async reads whole 128-byte
+      // lines or not, which costs wavefronts too; tile corners are taken as line-aligned).
+      const auto fill = [&](const char* name, auto tile, auto byte, bool along, int64_t pitch) {
         using Tile = decltype(tile);
         const int elems = Tile::kRows * Tile::kCols / C::kThreads;
         if (plan.async) {
           SmemInstr& row = trace.instr(kernel, std::string("ldgsts ") + name, SmemOp::Ldgsts, 16, steps);
           for (int e = 0; e < elems / kMmaChunk; ++e)
-            add_block(row, C::kThreads, [&](int t) { return byte(mma_chunk<C>(t, e, Tile::kCols)); });
+            add_block(
+                row, C::kThreads, [&](int t) { return byte(mma_chunk<C>(t, e, Tile::kCols)); },
+                [&](int t) {
+                  const TileCoord c = mma_chunk<C>(t, e, Tile::kCols);
+                  return c.r * pitch + c.c * 2;
+                });
         } else if (along) {
           SmemInstr& row = trace.instr(kernel, std::string("sts ") + name + " (along)", SmemOp::St, 2, steps);
           for (int e = 0; e < elems; ++e)
@@ -40,8 +47,8 @@ inline void trace_gemm_mma_shape(Layout layout, const GemmArgs& g, const GemmMma
             add_block(row, C::kThreads, [&](int t) { return byte(mma_across_chunk<C>(t, e, Tile::kRows)); });
         }
       };
-      fill("As[m][k] <- A", ATile{}, at, plan.a_along);
-      fill(KN ? "Bs[k][n] <- B" : "Bs[n][k] <- B", BTile{}, bt, plan.b_along);
+      fill("As[m][k] <- A", ATile{}, at, plan.a_along, g.a_sm * 2);
+      fill(KN ? "Bs[k][n] <- B" : "Bs[n][k] <- B", BTile{}, bt, plan.b_along, (KN ? g.b_sk : g.b_sn) * 2);
       SmemInstr& la = trace.instr(kernel, "ldmatrix.x4 A fragments", SmemOp::Ldsm, 16, steps);
       SmemInstr& lb = trace.instr(kernel, KN ? "ldmatrix.x4.trans B fragments" : "ldmatrix.x4 B fragments", SmemOp::Ldsm,
                                   16, steps);

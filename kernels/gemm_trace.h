@@ -7,12 +7,15 @@ namespace bankops {
 
 namespace gemm_detail {
 
+// pitch_a / pitch_b: bytes between an operand's k rows in global memory (what cp.async reads
+// in x-major staging; tile corners are taken as 128-byte aligned).
 template <class S, class Tile>
-void trace_shape(const char* kernel, GemmStage mode_a, GemmStage mode_b, int64_t iterations, SmemTrace& trace) {
+void trace_shape(const char* kernel, GemmStage mode_a, GemmStage mode_b, int64_t pitch_a, int64_t pitch_b,
+                 int64_t iterations, SmemTrace& trace) {
   constexpr int V = S::kVec, E = S::kAccBytes;
   const auto byte = [](int r, int c) { return int64_t(Tile::offset(r, c)) * E; };
   // One k tile's staging of an operand: what Stager::store / issue put in shared memory.
-  const auto stage = [&](const char* what, GemmStage mode) {
+  const auto stage = [&](const char* what, GemmStage mode, int64_t pitch) {
     const std::string name(what);
     if (gemm_k_major(mode)) {
       for (int e = 0; e < V; ++e) {
@@ -29,14 +32,21 @@ void trace_shape(const char* kernel, GemmStage mode_a, GemmStage mode_b, int64_t
     const bool async = mode == GemmStage::XAsync;
     SmemInstr& row = trace.instr(kernel, (async ? "cp.async " : "sts ") + name + "[k][x..x+" + std::to_string(V - 1) + "]",
                                  async ? SmemOp::Ldgsts : SmemOp::St, kGemmVecBytes, iterations);
+    row.zero_fill = async;  // Stager::issue passes each copy's source size (tails read less)
     for (int l = 0; l < S::kLoads; ++l)
-      add_block(row, S::kThreads, [&](int t) {
-        const TileCoord c = gemm_stage_x<S>(t, l);
-        return byte(c.r, c.c);
-      });
+      add_block(
+          row, S::kThreads,
+          [&](int t) {
+            const TileCoord c = gemm_stage_x<S>(t, l);
+            return byte(c.r, c.c);
+          },
+          [&](int t) {
+            const TileCoord c = gemm_stage_x<S>(t, l);
+            return c.r * pitch + int64_t(c.c) * E;
+          });
   };
-  stage("As", mode_a);
-  stage("Bs", mode_b);
+  stage("As", mode_a, pitch_a);
+  stage("Bs", mode_b, pitch_b);
   SmemInstr& a = trace.instr(kernel, "lds.128 As[kk][m..] (inner loop)", SmemOp::Ld, kGemmVecBytes, iterations);
   SmemInstr& b = trace.instr(kernel, "lds.128 Bs[kk][n..] (inner loop)", SmemOp::Ld, kGemmVecBytes, iterations);
   for (int kk = 0; kk < S::kBK; ++kk) {
@@ -46,10 +56,10 @@ void trace_shape(const char* kernel, GemmStage mode_a, GemmStage mode_b, int64_t
 }
 
 template <class S>
-void trace_layout(Layout layout, const char* kernel, GemmStage mode_a, GemmStage mode_b, int64_t iterations,
-                  SmemTrace& trace) {
+void trace_layout(Layout layout, const char* kernel, GemmStage mode_a, GemmStage mode_b, int64_t pitch_a,
+                  int64_t pitch_b, int64_t iterations, SmemTrace& trace) {
   with_layout(layout, [&](auto tag) {
-    trace_shape<S, GemmTileOf<decltype(tag)::value, S>>(kernel, mode_a, mode_b, iterations, trace);
+    trace_shape<S, GemmTileOf<decltype(tag)::value, S>>(kernel, mode_a, mode_b, pitch_a, pitch_b, iterations, trace);
   });
 }
 
@@ -66,32 +76,35 @@ inline void trace_gemm(Layout layout, int elem_bytes, int acc_bytes, int64_t bat
   const auto mode = [&](bool k_fast) {
     return k_fast ? (vec ? GemmStage::KVec : GemmStage::KScalar) : (vec ? GemmStage::XAsync : GemmStage::XScalar);
   };
+  // Contiguous operands: A's k rows (x-major: A is a transposed view) are m elements apart,
+  // B's (row-major) n.
+  const int64_t pitch_a = m * elem_bytes, pitch_b = n * elem_bytes;
   const auto iterations = [&](int bm, int bn, int bk) {
     return batch * ceil_div(m, bm) * ceil_div(n, bn) * ceil_div(k, bk);
   };
   if (acc_bytes == 8) {
     using S = GemmBig<8>;
-    gemm_detail::trace_layout<S>(layout, "gemm/64x64", mode(a_k_fast), mode(b_k_fast),
+    gemm_detail::trace_layout<S>(layout, "gemm/64x64", mode(a_k_fast), mode(b_k_fast), pitch_a, pitch_b,
                                  iterations(S::kBM, S::kBN, S::kBK), trace);
     return;
   }
   switch (gemm_config(acc_bytes, batch, m, n, num_sms, vec)) {
     case GemmConfig::Big: {
       using S = GemmBig<4>;
-      gemm_detail::trace_layout<S>(layout, "gemm/128x128", mode(a_k_fast), mode(b_k_fast),
+      gemm_detail::trace_layout<S>(layout, "gemm/128x128", mode(a_k_fast), mode(b_k_fast), pitch_a, pitch_b,
                                    iterations(S::kBM, S::kBN, S::kBK), trace);
       break;
     }
     case GemmConfig::BigScalar: {
       using S = GemmBigScalar;
-      gemm_detail::trace_layout<S>(layout, "gemm/128x128/256", mode(a_k_fast), mode(b_k_fast),
+      gemm_detail::trace_layout<S>(layout, "gemm/128x128/256", mode(a_k_fast), mode(b_k_fast), pitch_a, pitch_b,
                                    iterations(S::kBM, S::kBN, S::kBK), trace);
       break;
     }
     case GemmConfig::Small:
     default: {
       using S = GemmSmall;
-      gemm_detail::trace_layout<S>(layout, "gemm/64x64", mode(a_k_fast), mode(b_k_fast),
+      gemm_detail::trace_layout<S>(layout, "gemm/64x64", mode(a_k_fast), mode(b_k_fast), pitch_a, pitch_b,
                                    iterations(S::kBM, S::kBN, S::kBK), trace);
       break;
     }

@@ -23,8 +23,12 @@ cudaError_t launch_gather(const GatherArgs& args, cudaStream_t stream);
 // The bank probe: addr holds 32 lane byte addresses (-1: the lane sits out), each a multiple
 // of width (1, 2, 4, 8 or 16) with addr + width <= kProbeSharedBytes; out gets 32 words, what
 // each lane loaded or stored. A load probe first fills shared memory with 4-byte stores, so
-// its one access is the only load.
-cudaError_t launch_smem_probe(const int64_t* addr, uint32_t* out, int width, bool store, cudaStream_t stream);
+// its one access is the only load. With src (32 byte offsets into `global`, which holds
+// kProbeGlobalBytes), each lane instead cp.asyncs width (4, 8 or 16) bytes from global + src
+// to addr (zfill: in the zero-filling form, source size width from a register), and out
+// gets the first word that arrived.
+cudaError_t launch_smem_probe(const int64_t* addr, const int64_t* src, const uint32_t* global, uint32_t* out, int width,
+                              bool store, bool zfill, cudaStream_t stream);
 
 cudaError_t launch_gemm(Layout layout, DType dtype, const GemmArgs& args, cudaStream_t stream);
 

@@ -26,15 +26,40 @@ __device__ __forceinline__ void probe_store(uint32_t s, uint32_t v) {
   if constexpr (W == 16) asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(s), "r"(v) : "memory");
 }
 
+// cp.async of W bytes (4, 8 or 16): .cg for 16 bytes as the gemm kernels use it; smaller
+// copies exist only as .ca.
+// src_size >= 0: the zero-filling form, its source size in a register as kernels with
+// predicated tails issue it.
 template <int W>
-__global__ void __launch_bounds__(32) smem_probe_kernel(const int64_t* __restrict__ addr, uint32_t* __restrict__ out,
-                                                        bool store) {
+__device__ __forceinline__ void probe_cp_async(uint32_t s, const void* g, int src_size) {
+  if (src_size >= 0) {
+    if constexpr (W == 16) asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(g), "r"(src_size) : "memory");
+    if constexpr (W == 8) asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(s), "l"(g), "r"(src_size) : "memory");
+    if constexpr (W == 4) asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(s), "l"(g), "r"(src_size) : "memory");
+    return;
+  }
+  if constexpr (W == 16) asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(g) : "memory");
+  if constexpr (W == 8) asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(s), "l"(g) : "memory");
+  if constexpr (W == 4) asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(s), "l"(g) : "memory");
+}
+
+template <int W>
+__global__ void __launch_bounds__(32) smem_probe_kernel(const int64_t* __restrict__ addr, const int64_t* __restrict__ src,
+                                                        const uint32_t* __restrict__ global,
+                                                        uint32_t* __restrict__ out, bool store, int src_size) {
   extern __shared__ __align__(16) uint32_t smem[];
   const int lane = threadIdx.x;
   const int64_t a = addr[lane];
   const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   uint32_t seen = 0;
-  if (store) {
+  if (src != nullptr) {
+    if constexpr (W >= 4) {
+      if (a >= 0) probe_cp_async<W>(base + static_cast<uint32_t>(a), global + src[lane] / 4, src_size);
+      asm volatile("cp.async.wait_all;" ::: "memory");
+      __syncwarp();
+      if (a >= 0) seen = smem[a / 4];
+    }
+  } else if (store) {
     if (a >= 0) probe_store<W>(base + static_cast<uint32_t>(a), seen = 0x1000u + lane);
   } else {
     for (int i = lane; i < kProbeSharedBytes / 4; i += 32) smem[i] = i;
@@ -46,9 +71,10 @@ __global__ void __launch_bounds__(32) smem_probe_kernel(const int64_t* __restric
 
 }  // namespace
 
-cudaError_t launch_smem_probe(const int64_t* addr, uint32_t* out, int width, bool store, cudaStream_t stream) {
+cudaError_t launch_smem_probe(const int64_t* addr, const int64_t* src, const uint32_t* global, uint32_t* out, int width,
+                              bool store, bool zfill, cudaStream_t stream) {
   const auto go = [&](auto kernel) {
-    kernel<<<1, 32, kProbeSharedBytes, stream>>>(addr, out, store);
+    kernel<<<1, 32, kProbeSharedBytes, stream>>>(addr, src, global, out, store, zfill ? width : -1);
     return cudaGetLastError();
   };
   switch (width) {

@@ -6,5 +6,8 @@
 namespace bankops {
 
 constexpr int kProbeSharedBytes = 48 * 1024;  // the default per-block limit: no opt-in needed
+// cp.async probes copy from a global buffer of this size whose 4-byte words hold their own
+// index, so each lane can check what arrived.
+constexpr int kProbeGlobalBytes = 1 << 20;
 
 }  // namespace bankops

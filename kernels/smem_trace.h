@@ -31,6 +31,7 @@ struct SmemInstr {
   std::string name;         // what the instruction does, e.g. "sts tile[r][lane] <- in rows"
   SmemOp op = SmemOp::Ld;
   int width = 4;            // bytes per lane
+  bool zero_fill = false;   // a cp.async in the zero-filling form (source size in a register)
   int64_t count = 0;        // warp-level executions per iteration (all warps of a block)
   int64_t wavefronts = 0;   // predicted, summed over those executions
   int64_t ideal = 0;        // with no bank conflict
@@ -60,16 +61,19 @@ class SmemTrace {
 };
 
 // Adds one warp's access: `byte_of(thread)` gives the byte address thread `thread` of the
-// block touches, or a negative value when it does not execute this instruction. Warps
-// whose lanes are all inactive skip the instruction and are not counted.
-template <class F>
-void add_warp(SmemInstr& row, int warp, F&& byte_of) {
-  WarpAccess a{{}, 0u, row.width, row.op == SmemOp::Ld};
+// block touches, or a negative value when it does not execute this instruction; for a
+// cp.async, `src_of(thread)` the global byte address it copies from (the 128-byte lines
+// count: see copy_split). Warps whose lanes are all inactive skip the instruction and are
+// not counted.
+template <class F, class G>
+void add_warp(SmemInstr& row, int warp, F&& byte_of, G&& src_of) {
+  WarpAccess a{{}, 0u, row.width, row.op == SmemOp::Ld, row.op == SmemOp::Ldgsts, row.zero_fill};
   for (int lane = 0; lane < kWarpLanes; ++lane) {
     const int64_t addr = byte_of(warp * kWarpLanes + lane);
     if (addr < 0) continue;
     a.addr[lane] = static_cast<uint32_t>(addr);
     a.active |= 1u << lane;
+    if (a.copy) a.src[lane] = src_of(warp * kWarpLanes + lane);
   }
   if (a.active == 0) return;
   const BankCost cost = bank_cost(a);
@@ -82,11 +86,15 @@ void add_warp(SmemInstr& row, int warp, F&& byte_of) {
   }
 }
 
-// Adds every warp of a block of `threads` threads.
+// Adds every warp of a block of `threads` threads (src_of: as for add_warp, cp.async only).
+template <class F, class G>
+void add_block(SmemInstr& row, int threads, F&& byte_of, G&& src_of) {
+  for (int w = 0; w * kWarpLanes < threads; ++w)
+    add_warp(row, w, [&](int t) { return t < threads ? byte_of(t) : int64_t(-1); }, src_of);
+}
 template <class F>
 void add_block(SmemInstr& row, int threads, F&& byte_of) {
-  for (int w = 0; w * kWarpLanes < threads; ++w)
-    add_warp(row, w, [&](int t) { return t < threads ? byte_of(t) : int64_t(-1); });
+  add_block(row, threads, byte_of, [](int) { return int64_t(0); });
 }
 
 // The host side of with_bytes: f(std::integral_constant<int, E>{}) for E in 1, 2, 4, 8, 16.

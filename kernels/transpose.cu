@@ -4,6 +4,21 @@
 namespace bankops {
 namespace {
 
+// Element offsets of plane b (a flat index over the batch dims) in the input and output.
+__device__ __forceinline__ void plane_bases(const TransposeArgs& a, int64_t b, int64_t& in_base, int64_t& out_base) {
+  int64_t rem = b;
+  in_base = out_base = 0;
+#pragma unroll
+  for (int d = kTransposeBatchDims - 1; d >= 0; --d) {
+    if (d < a.batch_dims) {
+      const int64_t q = rem / a.batch_size[d], r = rem - q * a.batch_size[d];
+      in_base += r * a.in_batch_stride[d];
+      out_base += r * a.out_batch_stride[d];
+      rem = q;
+    }
+  }
+}
+
 // Four blocks an SM at least: 32 KB of tile loads in flight.
 template <class Tile, class E>
 __global__ void __launch_bounds__(kTransposeTile * kTransposeRowGroups, 4) transpose_kernel(const TransposeArgs a) {
@@ -16,16 +31,8 @@ __global__ void __launch_bounds__(kTransposeTile * kTransposeRowGroups, 4) trans
   const int64_t j0 = int64_t(blockIdx.x) * kTransposeTile;
 
   for (int64_t b = blockIdx.z; b < a.batch; b += gridDim.z) {
-    int64_t rem = b, in_base = 0, out_base = 0;
-#pragma unroll
-    for (int d = kTransposeBatchDims - 1; d >= 0; --d) {
-      if (d < a.batch_dims) {
-        const int64_t q = rem / a.batch_size[d], r = rem - q * a.batch_size[d];
-        in_base += r * a.in_batch_stride[d];
-        out_base += r * a.out_batch_stride[d];
-        rem = q;
-      }
-    }
+    int64_t in_base, out_base;
+    plane_bases(a, b, in_base, out_base);
     for (int64_t ti = blockIdx.y; ti < tiles_i; ti += gridDim.y) {
       const int64_t i0 = ti * kRows;
       // Read rows of the input plane: lanes walk j, the input's contiguous dim. All loads
@@ -235,16 +242,8 @@ __global__ void __launch_bounds__(TransposeVec<E>::kThreads, kRealign && E == 1 
   const int64_t j0 = int64_t(blockIdx.x) * P::kCols;
 
   for (int64_t b = blockIdx.z; b < a.batch; b += gridDim.z) {
-    int64_t rem = b, in_base = 0, out_base = 0;
-#pragma unroll
-    for (int d = kTransposeBatchDims - 1; d >= 0; --d) {
-      if (d < a.batch_dims) {
-        const int64_t q = rem / a.batch_size[d], r = rem - q * a.batch_size[d];
-        in_base += r * a.in_batch_stride[d];
-        out_base += r * a.out_batch_stride[d];
-        rem = q;
-      }
-    }
+    int64_t in_base, out_base;
+    plane_bases(a, b, in_base, out_base);
     for (int64_t ti = blockIdx.y; ti < tiles_i; ti += gridDim.y) {
       const int64_t i0 = ti * P::kRows;
       // Load phase: all V loads first, so they are in flight together.

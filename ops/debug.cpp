@@ -2,6 +2,7 @@
 // Python, and the switch that poisons new outputs.
 #include <torch/library.h>
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -100,8 +101,25 @@ WarpAccess access_of(const at::Tensor& addr, int64_t width, int64_t active, bool
 }
 
 // [wavefronts, ideal] of one warp-wide access.
-at::Tensor bank_cost_of(const at::Tensor& addr, int64_t width, int64_t active, bool store) {
-  const BankCost cost = bank_cost(access_of(addr, width, active, store, "_bank_cost"));
+// src (a cp.async): each lane's global byte address; zfill: the zero-filling cp.async.
+at::Tensor bank_cost_of(const at::Tensor& addr, int64_t width, int64_t active, bool store,
+                        const std::optional<at::Tensor>& src, bool zfill) {
+  WarpAccess access = access_of(addr, width, active, store, "_bank_cost");
+  TORCH_CHECK(src || !zfill, "_bank_cost: zfill describes a cp.async; expected src with it");
+  if (src) {
+    TORCH_CHECK(src->dim() == 1 && src->numel() == kWarpLanes, "_bank_cost: expected src to hold 32 lane addresses, got shape ",
+                src->sizes());
+    const at::Tensor s = src->to(at::kCPU, at::kLong).contiguous();
+    access.copy = true;
+    access.zfill = zfill;
+    access.load = false;
+    for (int lane = 0; lane < kWarpLanes; ++lane) {
+      access.src[lane] = s.const_data_ptr<int64_t>()[lane];
+      TORCH_CHECK(!(access.active >> lane & 1u) || access.src[lane] >= 0, "_bank_cost: src[", lane, "] = ",
+                  access.src[lane], " is negative");
+    }
+  }
+  const BankCost cost = bank_cost(access);
   return at::tensor(std::vector<int64_t>{cost.wavefronts, cost.ideal});
 }
 

@@ -18,11 +18,11 @@ TORCH_LIBRARY(bankops, m) {
   // Test hooks: the shared-memory tiles the kernels declare, the bank model, poisoned outputs.
   m.def("_tile_map(str tile, str layout) -> Tensor");
   m.def("_tile_info(str tile, str layout) -> Tensor");
-  m.def("_bank_cost(Tensor addr, int width, int active=-1, bool store=False) -> Tensor");
+  m.def("_bank_cost(Tensor addr, int width, int active=-1, bool store=False, Tensor? src=None, bool zfill=False) -> Tensor");
   m.def("_bank_map(Tensor addr, int width, int active=-1, bool store=False) -> (Tensor, Tensor, Tensor)");
   m.def("_set_poison(bool on) -> ()");
-  // The bank probe: one warp, one shared-memory access at the given lane addresses.
-  m.def("_smem_probe(Tensor addr, int width, bool store=False) -> Tensor");
+  // The bank probe: one warp, one shared-memory access (or cp.async) at the given lane addresses.
+  m.def("_smem_probe(Tensor addr, int width, bool store=False, Tensor? src=None, bool zfill=False) -> Tensor");
   // bankops.explain: each kernel's shared-memory instructions and the bank model's cost.
   m.def("_smem_trace(str op, str layout, ScalarType dtype, int[] problem, int num_sms=132) -> (str[], Tensor, Tensor)");
 }

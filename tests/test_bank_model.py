@@ -9,8 +9,9 @@ from conftest import LAYOUTS
 LANES = torch.arange(32)
 
 
-def cost(addr, width=4, active=-1, store=False):
-    wavefronts, ideal = torch.ops.bankops._bank_cost(torch.as_tensor(addr), width, active, store).tolist()
+def cost(addr, width=4, active=-1, store=False, src=None, zfill=False):
+    src = None if src is None else torch.as_tensor(src)
+    wavefronts, ideal = torch.ops.bankops._bank_cost(torch.as_tensor(addr), width, active, store, src, zfill).tolist()
     return wavefronts, ideal
 
 
@@ -148,3 +149,42 @@ def test_bad_access_is_refused():
         cost(torch.arange(16) * 4)
     with pytest.raises(RuntimeError, match="lane 1 address 2 is negative or not 4-byte aligned"):
         cost(2 * LANES)
+
+
+def rows(n, pitch):
+    """Lane i's 16-byte chunk in n rows of 512/n bytes, rows `pitch` bytes apart."""
+    per_row = 32 // n
+    return pitch * (LANES // per_row) + 16 * (LANES % per_row)
+
+
+# cp.async (16 bytes a lane): shared addresses, global addresses, wavefronts measured on the
+# H100 with the probe (bench/ncu.py, 2026-11-23). A phase is split by the global lines it
+# reads, and by the shared lines each line's data lands in.
+MEASURED_COPY = [
+    (16 * LANES, 16 * LANES, 4),                                  # both sides contiguous
+    (16 * LANES, rows(2, 2048), 4),                               # 2 rows of 256 B
+    (16 * LANES, rows(8, 2048), 8),                               # 8 rows of 64 B: 2 lines a phase
+    (16 * LANES, 2048 * LANES, 32),                               # 32 rows: a line per lane
+    (16 * LANES, 64 + 16 * LANES, 8),                             # global off its lines by 64 B
+    (16 * LANES, 16 + 16 * LANES, 12),                            # ... by 16 B
+    (16 + 16 * LANES, 16 * LANES, 12),                            # shared off by 16 B: sectors split
+    (32 + 16 * LANES, 16 * LANES, 8),                             # ... by 32 B: only lines split
+    (rows(2, 272), 16 * LANES, 8),                                # 256-byte rows + 16 B pad
+    (rows(8, 80), rows(8, 2048), 15),                             # 64-byte rows + 16 B pad
+    (16 * (LANES ^ (LANES >> 3 & 3)), rows(8, 2048), 8),          # 64-byte rows, swizzled: free
+    (128 * LANES, 16 * LANES, 32),                                # a column: the bank conflict
+]
+
+
+@pytest.mark.parametrize("addr, src, wavefronts", MEASURED_COPY)
+def test_cp_async_as_measured(addr, src, wavefronts):
+    assert cost(addr, width=16, src=src)[0] == wavefronts
+
+
+def test_cp_async_zero_filling_form_costs_a_wavefront_per_line():
+    """Measured: the zero-filling form (source size in a register) doubles both probes above
+    (contiguous: 8; 8 rows of 64 B: 16)."""
+    assert cost(16 * LANES, width=16, src=16 * LANES, zfill=True) == (8, 8)
+    assert cost(16 * LANES, width=16, src=rows(8, 2048), zfill=True) == (16, 16)
+    with pytest.raises(RuntimeError, match="expected src with it"):
+        cost(16 * LANES, width=16, zfill=True)

@@ -39,8 +39,8 @@ def moved_bytes(report):
     return out
 
 
-def conflicts(report):
-    return sum(r["wavefronts"] - r["ideal"] for r in report.rows)
+def conflicts(report, kinds=OPS):
+    return sum(r["wavefronts"] - r["ideal"] for r in report.rows if r["op"] in kinds)
 
 
 @pytest.mark.parametrize("call", CALLS, ids=ids)
@@ -50,7 +50,9 @@ def test_layouts_keep_their_promise(call):
     op, dtype, shape = call
     none, pad, swizzle = (bankops.explain(op, layout, dtype, **shape) for layout in LAYOUTS)
     assert conflicts(none) > 0
-    assert conflicts(pad) < conflicts(none)
+    # pad is for the accesses that walk a tile column; its shifted rows cost cp.async extra
+    # wavefronts instead (seed 003: test_pad_breaks_cp_async_lines).
+    assert conflicts(pad, ("ld", "st", "ldsm")) < conflicts(none, ("ld", "st", "ldsm"))
     assert [r["instruction"] for r in swizzle.rows if r["wavefronts"] != r["ideal"]] == []
     # The layouts change where values sit, never how many bytes move (under `none` ptxas may
     # merge two neighbouring 4-byte loads into one 8-byte load, so instructions can differ).
@@ -84,7 +86,11 @@ def test_rows_are_consistent(call, layout):
         active = sum(1 << lane for lane, a in enumerate(addr) if a >= 0)
         store = r["op"] != "ld"
         cost = torch.ops.bankops._bank_cost(torch.tensor([max(a, 0) for a in addr]), width, active, store).tolist()
-        assert cost[0] == r["worst_wavefronts"] >= r["per_instruction"]
+        assert r["worst_wavefronts"] >= r["per_instruction"]
+        if r["op"] == "ldgsts":  # the map holds shared addresses only; global lines can add wavefronts
+            assert cost[0] <= r["worst_wavefronts"]
+        else:
+            assert cost[0] == r["worst_wavefronts"]
     for kind, t in rep.totals.items():
         rows = [r for r in rep.rows if r["op"] == kind]
         assert t["instructions"] == sum(r["count"] * r["iterations"] for r in rows)
@@ -202,7 +208,7 @@ def test_probe_arguments_are_checked():
         torch.ops.bankops._smem_probe(good, 3)
     with pytest.raises(RuntimeError, match=r"shape \[patterns, 32\]"):
         torch.ops.bankops._smem_probe(torch.zeros(32, dtype=torch.long), 4)
-    with pytest.raises(RuntimeError, match="integer byte addresses"):
+    with pytest.raises(RuntimeError, match="addr to hold integer byte offsets"):
         torch.ops.bankops._smem_probe(good.float(), 4)
     with pytest.raises(RuntimeError, match=r"addr\[0\]\[3\] = 6 is not -1 or a 4-byte aligned"):
         torch.ops.bankops._smem_probe(torch.tensor([[0, 0, 0, 6] + [0] * 28]), 4)
@@ -210,6 +216,19 @@ def test_probe_arguments_are_checked():
         torch.ops.bankops._smem_probe(torch.full((1, 32), 48 * 1024), 4)
     with pytest.raises(RuntimeError, match="expected addr on a CUDA device"):
         torch.ops.bankops._smem_probe(good, 4)
+    # cp.async probes: src gives each lane's global source offset.
+    with pytest.raises(RuntimeError, match="cp.async copies 4, 8 or 16 bytes"):
+        torch.ops.bankops._smem_probe(good, 2, src=good)
+    with pytest.raises(RuntimeError, match="expected store=False"):
+        torch.ops.bankops._smem_probe(good, 4, True, good)
+    with pytest.raises(RuntimeError, match="src of addr's shape"):
+        torch.ops.bankops._smem_probe(good, 4, src=torch.zeros(2, 32, dtype=torch.long))
+    with pytest.raises(RuntimeError, match=r"src\[0\]\[0\] = 8 is not -1 or a 16-byte aligned"):
+        torch.ops.bankops._smem_probe(good, 16, src=torch.full((1, 32), 8))
+    with pytest.raises(RuntimeError, match="-1 exactly where addr is"):
+        torch.ops.bankops._smem_probe(good, 4, src=torch.full((1, 32), -1))
+    with pytest.raises(RuntimeError, match="expected addr on a CUDA device"):
+        torch.ops.bankops._smem_probe(good, 4, src=good)
 
 
 @requires_cuda
@@ -234,3 +253,26 @@ def test_probe_reads_and_writes_what_it_is_told(width):
             assert got[p, ln] == expect, (p, ln, a)
     stored = torch.ops.bankops._smem_probe(addr.cuda(), width, True).cpu()
     assert ((stored == 0x1000 + LANES) | (addr < 0)).all() and (stored[addr < 0] == 0).all()
+
+
+@requires_cuda
+@pytest.mark.parametrize("width", [4, 8, 16])
+def test_cp_async_probe_copies_what_it_is_told(width):
+    """A cp.async probe copies from the global word each lane names (word i holds i) to its
+    shared address and reports the first word that arrived."""
+    addr = width * torch.randperm(4096 // width)[:32].reshape(1, 32)  # distinct: no lane overwrites another
+    src = width * torch.randint(0, (1 << 20) // width, (1, 32))
+    addr[0, ::5] = src[0, ::5] = -1
+    got = torch.ops.bankops._smem_probe(addr.cuda(), width, src=src.cuda()).cpu()
+    assert (got == torch.where(src >= 0, src // 4, 0)).all()
+
+
+@pytest.mark.parametrize("dtype", [F16, F32])
+def test_pad_breaks_cp_async_lines(dtype):
+    """Seed 003: padding fixes the fragment loads but shifts every tile row off the 128-byte
+    lines cp.async copies, which the hardware serves in more wavefronts; swizzle keeps the rows
+    where they were and costs cp.async nothing over the dense tile."""
+    none, pad, swizzle = (bankops.explain("gemm", layout, dtype, m=1024, n=1024, k=1024) for layout in LAYOUTS)
+    assert none.per_instruction("ldgsts") == swizzle.per_instruction("ldgsts")
+    assert pad.per_instruction("ldgsts") > 1.5 * none.per_instruction("ldgsts")
+    assert conflicts(swizzle) == 0

@@ -184,15 +184,21 @@ def _count(report, instruction):
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_explain_block_shapes(layout):
     """The trace follows the launcher's block shape: 4 warps x 4 m16 tiles x 2 k16 steps of
-    A fragments per 128 x 128 x 32 k-tile, 8 warps x 4 x 4 per 128 x 256 x 64 k-tile; with the
-    64-byte rows gone, pad is conflict-free on the large tiles too."""
+    A fragments per 128 x 128 x 32 k-tile, 8 warps x 4 x 4 per 128 x 256 x 64 k-tile. On the
+    large tiles swizzle stays conflict-free everywhere; pad's ldmatrix is free but its
+    cp.async phases still straddle the padded rows (the probe's rule, seed 003); none's
+    ldmatrix conflicts."""
     small = bankops.explain("gemm", layout, torch.float16, m=1024, n=1024, k=1024)
     large = bankops.explain("gemm", layout, torch.float16, m=4096, n=4096, k=4096)
     assert _count(small, "ldmatrix.x4 A fragments") == 32
     assert _count(large, "ldmatrix.x4 A fragments") == 128
     assert _count(large, "ldmatrix.x4.trans B fragments") == 128
     assert _count(large, "ldgsts Bs[k][n] <- B") == 64
-    if layout == "none":
-        assert large.totals["ldsm"]["wavefronts"] > large.totals["ldsm"]["ideal"]
-    else:
+    t = large.totals
+    if layout == "swizzle":
         assert large.conflicts == 0, str(large)
+    elif layout == "pad":
+        assert t["ldsm"]["wavefronts"] == t["ldsm"]["ideal"], str(large)
+        assert t["ldgsts"]["wavefronts"] > t["ldgsts"]["ideal"], str(large)
+    else:
+        assert t["ldsm"]["wavefronts"] > t["ldsm"]["ideal"], str(large)
