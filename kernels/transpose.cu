@@ -132,22 +132,23 @@ __device__ __forceinline__ void store_elems(char* p, const Vec16& vec, int first
 }
 
 // Bytes [s, s + 16) of the 32 bytes lo:hi (s < 16, a multiple of E): a 16-byte vector that
-// straddles two aligned chunks.
+// straddles two aligned chunks. The word offset goes in two select stages (by 2 words, then
+// by 1) instead of picking every word out of four candidates: this runs twice per vector of
+// the realigning kernel, so its select count is most of that kernel's ALU work.
 template <int E>
 __device__ __forceinline__ Vec16 shift_bytes(const Vec16& lo, const Vec16& hi, int s) {
   s &= 16 - E;  // tells the compiler what it cannot know: s is a multiple of E
   const uint32_t x[8] = {lo.w[0], lo.w[1], lo.w[2], lo.w[3], hi.w[0], hi.w[1], hi.w[2], hi.w[3]};
-  const int words = s >> 2;
+  const bool by2 = s & 8, by1 = s & 4;
+  uint32_t z[6], y[5];
+#pragma unroll
+  for (int k = 0; k < 6; ++k) z[k] = by2 ? x[k + 2] : x[k];
+#pragma unroll
+  for (int k = 0; k < 5; ++k) y[k] = by1 ? z[k + 1] : z[k];
   const uint32_t bits = (s & 3) * 8;
   Vec16 r;
 #pragma unroll
-  for (int w = 0; w < 4; ++w) {
-    uint32_t a = x[w], b = x[w + 1];
-#pragma unroll
-    for (int d = 1; d < 4; ++d)
-      if (words == d) a = x[w + d], b = x[w + d + 1];
-    r.w[w] = __funnelshift_r(a, b, bits);
-  }
+  for (int w = 0; w < 4; ++w) r.w[w] = E >= 4 ? y[w] : __funnelshift_r(y[w], y[w + 1], bits);
   return r;
 }
 
@@ -159,27 +160,58 @@ __device__ __forceinline__ Vec16 shfl_down(const Vec16& v, int delta, int width)
   return r;
 }
 
-// Writes bytes [lo, hi) of the 16-byte chunk at p (p 16-byte aligned; lo, hi multiples of
-// E) from the same bytes of vec, in at most two aligned pieces of each size: the ends of a
-// row segment, whose other bytes are a neighbouring tile's (another block writes them).
+// The partial chunks at a row segment's ends (their other bytes are a neighbouring tile's,
+// another block writes them) go out in at most one aligned piece of each size (8/4/2/1
+// bytes), each taken from fixed words of the vector with a select or a funnel shift; a
+// general byte shift per piece would cost as much as the realignment itself, and every warp
+// writes segment ends for each of its V output rows.
+template <int E, int SIZE>
+__device__ __forceinline__ void store_piece(char* p, uint32_t lo, uint32_t hi) {
+  if constexpr (SIZE == 8) *reinterpret_cast<uint2*>(p) = make_uint2(lo, hi);
+  if constexpr (SIZE == 4) *reinterpret_cast<uint32_t*>(p) = lo;
+  if constexpr (SIZE == 2) *reinterpret_cast<uint16_t*>(p) = static_cast<uint16_t>(lo);
+  if constexpr (SIZE == 1) *reinterpret_cast<uint8_t*>(p) = static_cast<uint8_t>(lo);
+}
+
+// Bytes [0, n) of chunk (0 < n < 16, a multiple of E) to p, 16-byte aligned: the tail of a
+// segment. Piece sizes descend, so piece SIZE starts at n & (16 - 2 SIZE) (the bits of n
+// above it): 8 bytes at 0, 4 at 0 or 8, 2 and 1 in word (n >> 2) & 3.
 template <int E>
-__device__ __forceinline__ void store_range(char* p, const Vec16& vec, int lo, int hi) {
-  int at = lo;
-  const auto piece = [&](int size) {
-    const Vec16 b = shift_bytes<E>(vec, vec, at);  // bytes [at, at + size) first
-    if (size == 8) *reinterpret_cast<uint2*>(p + at) = make_uint2(b.w[0], b.w[1]);
-    if (size == 4) *reinterpret_cast<uint32_t*>(p + at) = b.w[0];
-    if (size == 2) *reinterpret_cast<uint16_t*>(p + at) = static_cast<uint16_t>(b.w[0]);
-    if (size == 1) *reinterpret_cast<uint8_t*>(p + at) = static_cast<uint8_t>(b.w[0]);
-    at += size;
-  };
-  // Up to an 8-byte boundary with growing pieces, then down to hi with shrinking ones.
-#pragma unroll
-  for (int size = E; size < 16; size *= 2)
-    if ((at & size) && at + size <= hi) piece(size);
-#pragma unroll
-  for (int size = 8; size >= E; size /= 2)
-    if (at + size <= hi) piece(size);
+__device__ __forceinline__ void store_prefix(char* p, const Vec16& chunk, int n) {
+  n &= 16 - E;
+  if (n & 8) store_piece<E, 8>(p, chunk.w[0], chunk.w[1]);
+  if constexpr (E <= 4)
+    if (n & 4) store_piece<E, 4>(p + (n & 8), (n & 8) ? chunk.w[2] : chunk.w[0], 0);
+  if constexpr (E <= 2) {
+    const uint32_t w01 = (n & 4) ? chunk.w[1] : chunk.w[0], w23 = (n & 4) ? chunk.w[3] : chunk.w[2];
+    const uint32_t w = (n & 8) ? w23 : w01;
+    if (n & 2) store_piece<E, 2>(p + (n & 12), w, 0);
+    if constexpr (E == 1)
+      if (n & 1) store_piece<E, 1>(p + (n & 14), w >> ((n & 2) * 8), 0);
+  }
+}
+
+// Bytes [0, n) of vec to p, where p + n is 16-byte aligned (0 < n < 16, a multiple of E):
+// the head of a segment. Piece sizes ascend, so piece SIZE is vec bytes [n & (SIZE - 1), +SIZE).
+template <int E>
+__device__ __forceinline__ void store_suffix(char* p, const Vec16& vec, int n) {
+  n &= 16 - E;
+  if constexpr (E == 1)
+    if (n & 1) store_piece<E, 1>(p, vec.w[0], 0);
+  if constexpr (E <= 2)
+    if (n & 2) store_piece<E, 2>(p + (n & 1), vec.w[0] >> ((n & 1) * 8), 0);
+  if constexpr (E <= 4)
+    if (n & 4) store_piece<E, 4>(p + (n & 3), E >= 4 ? vec.w[0] : __funnelshift_r(vec.w[0], vec.w[1], (n & 3) * 8), 0);
+  if (n & 8) {
+    const int off = n & 7;
+    uint32_t a = vec.w[0], b = vec.w[1], c = vec.w[2];
+    if (off & 4) a = vec.w[1], b = vec.w[2], c = vec.w[3];
+    if constexpr (E <= 2) {
+      const uint32_t bits = (off & 3) * 8;
+      a = __funnelshift_r(a, b, bits), b = __funnelshift_r(b, c, bits);
+    }
+    store_piece<E, 8>(p + off, a, b);
+  }
 }
 
 // w[c] holds element c of every v[k] (k < V): the V x V micro-tile transposed.
@@ -230,7 +262,7 @@ __device__ __forceinline__ void transpose_regs(const Vec16 (&v)[16 / E], Vec16 (
 // element by element (their other bytes are a neighbouring tile's). The shared-memory
 // accesses are the same in both.
 template <class Tile, int E, bool kRealign>
-__global__ void __launch_bounds__(TransposeVec<E>::kThreads, kRealign && E == 1 ? 2 : TransposeVec<E>::kMinBlocks) transpose_vec_kernel(const TransposeArgs a) {
+__global__ void __launch_bounds__(TransposeVec<E>::kThreads, TransposeVec<E>::kMinBlocks) transpose_vec_kernel(const TransposeArgs a) {
   using P = TransposeVec<E>;
   constexpr int V = P::kVec;
   __shared__ uint4 tile_storage[Tile::kSize * E / 16];
@@ -301,17 +333,23 @@ __global__ void __launch_bounds__(TransposeVec<E>::kThreads, kRealign && E == 1 
           }
 #pragma unroll
           for (int b = 0; b < kBatch; ++b) {
+            const TileCoord c = transpose_vec_load<E>(t, k0 + b);
             Vec16 next = shfl_down(chunk[b], 1, P::kUnits);
-            if (transpose_vec_load<E>(t, k0 + b).c / V == P::kUnits - 1) next = after[b];
-            v[k0 + b] = shift_bytes<E>(chunk[b], next, shift[b]);
+            if (c.c / V == P::kUnits - 1) next = after[b];
+            // Into the tile at once: a batch's vectors need not wait for the next batch's
+            // loads, which keeps the byte kernel's registers within four blocks an SM.
+            const Vec16 vec = shift_bytes<E>(chunk[b], next, shift[b]);
+            *reinterpret_cast<uint4*>(tile + Tile::offset(transpose_vec_row<E>(c.r), c.c) * E) = vec.v;
           }
         }
       }
-      // Every lane stores (zeros past the edges): the instruction count is one per vector.
+      if constexpr (!kRealign) {
+        // Every lane stores (zeros past the edges): the instruction count is one per vector.
 #pragma unroll
-      for (int k = 0; k < V; ++k) {
-        const TileCoord c = transpose_vec_load<E>(t, k);
-        *reinterpret_cast<uint4*>(tile + Tile::offset(transpose_vec_row<E>(c.r), c.c) * E) = v[k].v;
+        for (int k = 0; k < V; ++k) {
+          const TileCoord c = transpose_vec_load<E>(t, k);
+          *reinterpret_cast<uint4*>(tile + Tile::offset(transpose_vec_row<E>(c.r), c.c) * E) = v[k].v;
+        }
       }
       __syncthreads();
       // Store phase: the micro-tile's V rows, transposed in registers, out as V vectors.
@@ -350,12 +388,15 @@ __global__ void __launch_bounds__(TransposeVec<E>::kThreads, kRealign && E == 1 
             if (pos + 16 <= li) {
               *reinterpret_cast<uint4*>(seg + pos) = chunk.v;
             } else if (pos < li) {
-              store_range<E>(seg + pos, chunk, 0, li - pos);
+              store_prefix<E>(seg + pos, chunk, li - pos);
             }
-            // The segment's head: bytes [16 - head, 16) of the chunk before seg + head.
+            // The segment's head: this vector's first bytes, up to the first aligned chunk.
             if (ig == 0 && head != 0) {
-              const Vec16 lead = shift_bytes<E>(w[c], w[c], head);  // vector byte x at chunk offset 16 - head + x
-              store_range<E>(seg + head - 16, lead, 16 - head, 16 - head + (head < li ? head : li));
+              if (head <= li) {
+                store_suffix<E>(seg, w[c], head);
+              } else {
+                store_elems<E>(seg, w[c], 0, li / E);  // a segment shorter than its head: a row's end
+              }
             }
           }
         }
