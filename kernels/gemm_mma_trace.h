@@ -49,15 +49,21 @@ inline void trace_gemm_mma_shape(Layout layout, const GemmArgs& g, const GemmMma
       };
       fill("As[m][k] <- A", ATile{}, at, plan.a_along, g.a_sm * 2);
       fill(KN ? "Bs[k][n] <- B" : "Bs[n][k] <- B", BTile{}, bt, plan.b_along, (KN ? g.b_sk : g.b_sn) * 2);
-      SmemInstr& la = trace.instr(kernel, "ldmatrix.x4 A fragments", SmemOp::Ldsm, 16, steps);
-      SmemInstr& lb = trace.instr(kernel, KN ? "ldmatrix.x4.trans B fragments" : "ldmatrix.x4 B fragments", SmemOp::Ldsm,
-                                  16, steps);
-      for (int s = 0; s < C::kBK / 16; ++s) {
-        for (int i = 0; i < C::kFragM; ++i)
-          add_block(la, C::kThreads, [&](int t) { return at(mma_ldsm_a<C>(t, i, s)); });
-        for (int j = 0; j < C::kFragN / 2; ++j)
-          add_block(lb, C::kThreads, [&](int t) { return bt(mma_ldsm_b<C>(t, j, s, KN)); });
-      }
+      // The k16 steps' fragments of one k tile (steps); the cp.async loop also loads each block
+      // tile's first step once more, one step ahead (the last time from a stale, unused stage).
+      const auto fragments = [&](const std::string& what, int64_t iterations, int first, int last) {
+        SmemInstr& la = trace.instr(kernel, "ldmatrix.x4 A fragments" + what, SmemOp::Ldsm, 16, iterations);
+        SmemInstr& lb = trace.instr(kernel, (KN ? "ldmatrix.x4.trans B fragments" : "ldmatrix.x4 B fragments") + what,
+                                    SmemOp::Ldsm, 16, iterations);
+        for (int s = first; s < last; ++s) {
+          for (int i = 0; i < C::kFragM; ++i)
+            add_block(la, C::kThreads, [&](int t) { return at(mma_ldsm_a<C>(t, i, s)); });
+          for (int j = 0; j < C::kFragN / 2; ++j)
+            add_block(lb, C::kThreads, [&](int t) { return bt(mma_ldsm_b<C>(t, j, s, KN)); });
+        }
+      };
+      fragments("", steps, 0, C::kBK / 16);
+      if (plan.async) fragments(" (step 0 ahead, per block tile)", tiles, 0, 1);
       SmemInstr& cs = trace.instr(kernel, "sts C tile <- accumulator pairs", SmemOp::St, 4, tiles);
       for (int i = 0; i < C::kFragM; ++i)
         for (int j = 0; j < C::kFragN; ++j)

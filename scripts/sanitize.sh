@@ -9,7 +9,7 @@ subset='(test_cuda_matches_reference and (torch.float32- or torch.int8- or torch
   and (33x65 or 257- or 100003 or 5000x40 or 7x40000 or 63x65x31 or 3x33x17x65 or 2x3x4x5-1-3 or 3x33x65-0-1
   or 272x528 or 3x48x80)) or (test_cuda_views and (sliced or strided or unaligned))
   or (test_unaligned_planes and unaligned-output-rows)
-  or (test_cuda_matches_float64 and (2x128x264x40 or 128x256x32))
+  or (test_cuda_matches_float64 and (2x128x264x40 or 128x256x32)) or (test_cuda_large_tiles and Nonex2040x4096x72)
   or (test_cuda_float32_relative_error and (1536x1536x72 or 2048x129x4099))'
 subset=$(echo $subset)  # one line for pytest -k
 for tool in "$@"; do
