@@ -84,22 +84,6 @@ template <> struct ElemOf<4> { using type = uint32_t; };
 template <> struct ElemOf<8> { using type = uint64_t; };
 template <> struct ElemOf<16> { using type = uint4; };
 
-// The first n (< V) elements of a vector, one element at a time: a row's partial last
-// vector. The rest of the vector is zero; the caller never writes it out.
-template <int E>
-__device__ __forceinline__ Vec16 load_partial(const char* p, int64_t n) {
-  using T = typename ElemOf<E>::type;
-  union {
-    Vec16 vec;
-    T e[16 / E];
-  } u;
-  u.vec.v = make_uint4(0, 0, 0, 0);
-#pragma unroll
-  for (int c = 0; c < 16 / E; ++c)
-    if (c < n) u.e[c] = reinterpret_cast<const T*>(p)[c];
-  return u.vec;
-}
-
 // Elements [first, last) of the 16-byte chunk at p (the rest zero): a chunk that reaches
 // past the valid bytes of a row segment. p is 16-byte aligned; only valid elements are read.
 template <int E>
@@ -114,6 +98,13 @@ __device__ __forceinline__ Vec16 load_elems(const char* p, int first, int last) 
   for (int c = 0; c < 16 / E; ++c)
     if (c >= first && c < last) u.e[c] = reinterpret_cast<const T*>(p)[c];
   return u.vec;
+}
+
+// The first n (< V) elements of a vector: a row's partial last vector. The rest of the
+// vector is zero; the caller never writes it out.
+template <int E>
+__device__ __forceinline__ Vec16 load_partial(const char* p, int64_t n) {
+  return load_elems<E>(p, 0, static_cast<int>(n));
 }
 
 // Writes elements [first, last) of vec to p: the chunks at a row segment's ends, whose
