@@ -334,11 +334,9 @@ cudaError_t launch_gemm(Layout layout, DType dtype, const GemmArgs& g, cudaStrea
   return with_layout(layout, [&](auto tag) {
     constexpr Layout L = decltype(tag)::value;
     switch (dtype) {
-      case DType::F16: return dispatch<L, __half, float>(g, stream);
-      case DType::BF16: return dispatch<L, __nv_bfloat16, float>(g, stream);
       case DType::F64: return dispatch<L, double, double>(g, stream);
-      case DType::F32:
-      default: return dispatch<L, float, float>(g, stream);  // ops/ admits only these four
+      case DType::F32: return dispatch<L, float, float>(g, stream);
+      default: return cudaErrorNotSupported;  // float16/bfloat16 run on the tensor cores (launch_gemm_mma)
     }
   });
 }

@@ -1,5 +1,6 @@
-// gemm: C[b] = A[b] @ B[b] with a shared-memory tiled FMA kernel (FFMA for float32, DFMA for
-// float64, and float16/bfloat16 with float accumulation until a tensor-core path takes them).
+// gemm: C[b] = A[b] @ B[b] with a shared-memory tiled FMA kernel: FFMA for float32, DFMA for
+// float64 (float16/bfloat16 run on the tensor cores: gemm_mma.h). The kernel keeps an input
+// type apart from its accumulator type, though today the two are always the same.
 //
 // A is staged transposed (As[k][m]) and B as is (Bs[k][n]), so each step kk of the inner
 // loop reads one tile row of each: 16-byte vectors (LDS.128) of a thread's register
@@ -49,9 +50,9 @@ struct GemmShape {
 //    of 64x64), 16x8 per thread: 128 FMAs per 6 LDS.128, two blocks per SM with up to 255
 //    registers. 0.83x cuBLAS at 2048^3 to 8192^3, where the 256-thread 8x8 one gave 0.78x.
 //  - BigScalar (float32 with an operand staged element by element: misaligned or strided
-//    rows; float16/bfloat16): 128x128, 256 threads, 8x8 per thread. With the scalar loads'
+//    rows): 128x128, 256 threads, 8x8 per thread. With the scalar loads'
 //    staging registers it beat Big (0.63x vs 0.50x cuBLAS at 4095x4097x4093).
-//  - Small (float32/16-bit: 64x64, 128 threads, 8x4 per thread): four times the blocks, for
+//  - Small (float32: 64x64, 128 threads, 8x4 per thread): four times the blocks, for
 //    grids of 128x128 tiles that would leave SMs idle, or matrices of 64 rows or columns.
 //  - float64: 64x64, 256 threads, 4x4 doubles per thread (DFMA; registers allow no more).
 template <int ACC_BYTES>
@@ -121,7 +122,7 @@ using GemmTile = GemmTileOf<L, GemmBig<ACC_BYTES>>;
 //  - KVec:    k contiguous, 16-byte aligned: one 16-byte load along k, VEC scalar stores down
 //             a tile column (the transposed store: rows kv*VEC + e).
 //  - KScalar: k the faster dim but not vector-loadable: the same thread -> element map with
-//             scalar loads (misaligned rows, strided views, 16-bit elements).
+//             scalar loads (misaligned rows, strided views).
 //  - XAsync:  x contiguous, 16-byte aligned: cp.async 16 bytes into a tile row.
 //  - XScalar: x the faster dim but not vector-loadable: scalar loads, one 16-byte store.
 enum class GemmStage : int { KVec = 0, KScalar = 1, XAsync = 2, XScalar = 3 };

@@ -65,30 +65,26 @@ void trace_layout(Layout layout, const char* kernel, GemmStage mode_a, GemmStage
 
 }  // namespace gemm_detail
 
-// C[batch] (m x n) = A (m x k) @ B (k x n) of elem_bytes elements accumulated in acc_bytes;
-// a_k_fast / b_k_fast say whether k is A's / B's contiguous dim (A row-major: true; B
-// row-major: false). Operands are taken as 16-byte aligned with aligned strides (the vector
-// modes, for float32 and float64); 16-bit elements stage through registers. The block
-// configuration follows launch_gemm's choice for num_sms SMs.
-inline void trace_gemm(Layout layout, int elem_bytes, int acc_bytes, int64_t batch, int64_t m, int64_t n, int64_t k,
-                       bool a_k_fast, bool b_k_fast, int num_sms, SmemTrace& trace) {
-  const bool vec = elem_bytes == acc_bytes;
-  const auto mode = [&](bool k_fast) {
-    return k_fast ? (vec ? GemmStage::KVec : GemmStage::KScalar) : (vec ? GemmStage::XAsync : GemmStage::XScalar);
-  };
+// C[batch] (m x n) = A (m x k) @ B (k x n) of float32 (elem_bytes 4) or float64 (8); a_k_fast
+// / b_k_fast say whether k is A's / B's contiguous dim (A row-major: true; B row-major:
+// false). Operands are taken as 16-byte aligned with aligned strides (the vector modes). The
+// block configuration follows launch_gemm's choice for num_sms SMs.
+inline void trace_gemm(Layout layout, int elem_bytes, int64_t batch, int64_t m, int64_t n, int64_t k, bool a_k_fast,
+                       bool b_k_fast, int num_sms, SmemTrace& trace) {
+  const auto mode = [](bool k_fast) { return k_fast ? GemmStage::KVec : GemmStage::XAsync; };
   // Contiguous operands: A's k rows (x-major: A is a transposed view) are m elements apart,
   // B's (row-major) n.
   const int64_t pitch_a = m * elem_bytes, pitch_b = n * elem_bytes;
   const auto iterations = [&](int bm, int bn, int bk) {
     return batch * ceil_div(m, bm) * ceil_div(n, bn) * ceil_div(k, bk);
   };
-  if (acc_bytes == 8) {
+  if (elem_bytes == 8) {
     using S = GemmBig<8>;
     gemm_detail::trace_layout<S>(layout, "gemm/64x64", mode(a_k_fast), mode(b_k_fast), pitch_a, pitch_b,
                                  iterations(S::kBM, S::kBN, S::kBK), trace);
     return;
   }
-  switch (gemm_config(acc_bytes, batch, m, n, num_sms, vec)) {
+  switch (gemm_config(elem_bytes, batch, m, n, num_sms, true)) {
     case GemmConfig::Big: {
       using S = GemmBig<4>;
       gemm_detail::trace_layout<S>(layout, "gemm/128x128", mode(a_k_fast), mode(b_k_fast), pitch_a, pitch_b,
@@ -109,12 +105,6 @@ inline void trace_gemm(Layout layout, int elem_bytes, int acc_bytes, int64_t bat
       break;
     }
   }
-}
-
-// float32 / float64 (elements are their own accumulators) on an H100's 132 SMs.
-inline void trace_gemm(Layout layout, int acc_bytes, int64_t batch, int64_t m, int64_t n, int64_t k, bool a_k_fast,
-                       bool b_k_fast, SmemTrace& trace) {
-  trace_gemm(layout, acc_bytes, acc_bytes, batch, m, n, k, a_k_fast, b_k_fast, 132, trace);
 }
 
 }  // namespace bankops

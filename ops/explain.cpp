@@ -13,6 +13,7 @@
 #include "../kernels/reduce_trace.h"
 #include "../kernels/transpose_trace.h"
 #include "common.h"
+#include "gemm.h"
 
 namespace bankops {
 namespace {
@@ -48,11 +49,13 @@ SmemTrace trace_op(std::string_view op, Layout layout, at::ScalarType dtype, con
     const int64_t batch = positive(p, 0, "batch"), m = positive(p, 1, "m"), n = positive(p, 2, "n"),
                   k = positive(p, 3, "k");
     // The same choice as gemm_cuda: 16-bit floats run on the tensor cores.
-    const GemmArgs shape{batch, m, n, k, nullptr, 0, 0, 0, nullptr, 0, 0, 0, nullptr};
-    if (gemm_mma_supports(to_dtype(dtype), shape)) trace_gemm_mma(layout, batch, m, n, k, p[4] != 0, p[5] != 0, trace);
-    else
-      trace_gemm(layout, static_cast<int>(c10::elementSize(dtype)), dtype == at::kDouble ? 8 : 4, batch, m, n, k,
-                 p[4] != 0, p[5] != 0, static_cast<int>(num_sms), trace);
+    if (dtype == at::kHalf || dtype == at::kBFloat16) {
+      check_gemm_mma(to_dtype(dtype), GemmArgs{batch, m, n, k, nullptr, 0, 0, 0, nullptr, 0, 0, 0, nullptr}, "_smem_trace");
+      trace_gemm_mma(layout, batch, m, n, k, p[4] != 0, p[5] != 0, trace);
+    } else {
+      trace_gemm(layout, static_cast<int>(c10::elementSize(dtype)), batch, m, n, k, p[4] != 0, p[5] != 0,
+                 static_cast<int>(num_sms), trace);
+    }
   } else {
     TORCH_CHECK(false, "_smem_trace: unknown op '", op, "'; expected one of: reduce_sum, transpose, gemm");
   }

@@ -9,6 +9,11 @@
 
 namespace bankops {
 
+void check_gemm_mma(DType dtype, const GemmArgs& g, const char* op) {
+  TORCH_CHECK(gemm_mma_supports(dtype, g), op, ": float16/bfloat16 gemm takes n below 2^31 * ", MmaSmall::kBN,
+              " and k below 2^31 * ", MmaSmall::kBK, ", got n = ", g.n, ", k = ", g.k);
+}
+
 GemmGeometry gemm_geometry(const at::Tensor& a, const at::Tensor& b) {
   check_dense(a, "gemm", "a");
   check_dense(b, "gemm", "b");

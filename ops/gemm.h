@@ -1,7 +1,10 @@
 #pragma once
 #include <ATen/ATen.h>
 
+#include <array>
 #include <vector>
+
+#include "../kernels/gemm_mma.h"
 
 namespace bankops {
 
@@ -13,6 +16,10 @@ struct GemmGeometry {
 
 // Checks a and b (ndim, shapes, dtypes, devices), naming them in errors.
 GemmGeometry gemm_geometry(const at::Tensor& a, const at::Tensor& b);
+
+// float16/bfloat16 run on the tensor-core kernel only: refuses the shapes its int tile
+// counters cannot hold (no tensor that fits a GPU comes near them).
+void check_gemm_mma(DType dtype, const GemmArgs& g, const char* op);
 
 // Element strides (batch, rows, cols) of a 2-D or 3-D operand; batch stride 0 for 2-D.
 std::array<int64_t, 3> gemm_strides(const at::Tensor& t);

@@ -23,9 +23,13 @@ at::Tensor gemm_cuda(const at::Tensor& a, const at::Tensor& b, std::string_view 
                       b.const_data_ptr(), bsb, bsk, bsn, out.mutable_data_ptr()};
   const DType dtype = to_dtype(a.scalar_type());
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  // float16/bfloat16 on tensor cores (any sizes and strides); the FFMA kernel for the rest.
-  if (gemm_mma_supports(dtype, args)) C10_CUDA_CHECK(launch_gemm_mma(l, dtype, args, stream));
-  else C10_CUDA_CHECK(launch_gemm(l, dtype, args, stream));
+  // float16/bfloat16 on tensor cores (any strides); the FFMA kernel for float32/float64.
+  if (dtype == DType::F16 || dtype == DType::BF16) {
+    check_gemm_mma(dtype, args, "gemm");
+    C10_CUDA_CHECK(launch_gemm_mma(l, dtype, args, stream));
+  } else {
+    C10_CUDA_CHECK(launch_gemm(l, dtype, args, stream));
+  }
   return out;
 }
 
