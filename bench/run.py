@@ -8,6 +8,7 @@ on small shapes, and says so.
 """
 import argparse
 import gc
+import math
 import os
 import statistics
 import sys
@@ -26,6 +27,8 @@ import report  # noqa: E402
 WARMUP = 3
 MIN_REPS = 5
 BUDGET_S = 1.0  # per timed function: keeps a slow layout from stretching the run
+GRAPH_MS = 1.0  # calls per CUDA graph: enough that a replay lasts about this long
+GRAPH_CALLS_MAX = 64
 
 
 def time_ms(fn, cuda, max_reps):
@@ -37,24 +40,42 @@ def time_ms(fn, cuda, max_reps):
         fn()
     sync()
     est = (time.perf_counter() - t0) / WARMUP
-    reps = max(MIN_REPS, min(max_reps, int(BUDGET_S / max(est, 1e-9))))
     if cuda:
-        # One event pair per call, no sync in between: the queue stays full, so each pair
-        # brackets that call's GPU time only, and the median drops the odd slow one.
-        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                  for _ in range(reps)]
-        for start, end in events:
-            start.record()
+        return graph_ms(fn, est, max_reps)
+    reps = max(MIN_REPS, min(max_reps, int(BUDGET_S / max(est, 1e-9))))
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t) * 1e3)
+    return statistics.median(times), reps
+
+
+def graph_ms(fn, est_s, max_reps):
+    """GPU milliseconds per call: fn captured CALLS times into one CUDA graph, one event pair per
+    replay. Timing eager calls instead would time the host wherever a call's Python and launch
+    overhead (10-20 us for torch.matmul and for a torch.ops call alike) exceeds its kernel, as at
+    gemm 1024^3, and then the ratio compares two dispatchers, not two kernels."""
+    calls = max(1, min(GRAPH_CALLS_MAX, math.ceil(GRAPH_MS * 1e-3 / max(est_s, 1e-9))))
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # capture needs warmed-up libraries (cuBLAS workspaces)
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
             fn()
-            end.record()
-        torch.cuda.synchronize()
-        times = [start.elapsed_time(end) for start, end in events]
-    else:
-        times = []
-        for _ in range(reps):
-            t = time.perf_counter()
-            fn()
-            times.append((time.perf_counter() - t) * 1e3)
+    graph.replay()
+    reps = max(MIN_REPS, min(max_reps, int(BUDGET_S / max(est_s * calls, 1e-9))))
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+    for start, end in events:  # no sync in between: replays queue back to back
+        start.record()
+        graph.replay()
+        end.record()
+    torch.cuda.synchronize()
+    times = [start.elapsed_time(end) / calls for start, end in events]
+    del graph
     return statistics.median(times), reps
 
 
@@ -171,7 +192,8 @@ def main():
     elapsed = time.perf_counter() - t0
 
     meta = report.metadata(device_name, ROOT)
-    how = dict(cuda=cuda, warmup=WARMUP, min_reps=MIN_REPS, max_reps=max_reps, budget_s=BUDGET_S)
+    how = dict(cuda=cuda, warmup=WARMUP, min_reps=MIN_REPS, max_reps=max_reps, budget_s=BUDGET_S,
+               graph_ms=GRAPH_MS, graph_calls_max=GRAPH_CALLS_MAX)
     plotted = report.write_all(rows, meta, how, args.out)
     print(f"\n{len(todo)} cases in {elapsed:.0f} s; wrote results.json, RESULTS.md{', plots/' if plotted else ''}"
           f" in {os.path.abspath(args.out)}")
