@@ -187,7 +187,7 @@ template <Layout L, class C, bool KN>
 struct LdsmOffsets {
   using ATile = MmaATile<L, C>;
   using BTile = MmaBTile<L, C, KN>;
-  static constexpr int kA = C::kBK / 16, kB = KN ? C::kFragN / 2 : C::kBK / 16;
+  static constexpr int kA = C::kSteps, kB = KN ? C::kFragN / 2 : C::kSteps;
   static_assert(16 % ATile::kRowPeriod == 0 && 16 % BTile::kRowPeriod == 0, "16-row steps are adds");
   uint32_t a[kA], b[kB];
   __device__ __forceinline__ LdsmOffsets() {
@@ -281,7 +281,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSM) gemm_mma_kernel(
     uint16_t* c = static_cast<uint16_t*>(g.c) + bz * g.m * g.n;
     for (int64_t ty = blockIdx.y; ty < tiles_m; ty += gridDim.y) {
       const MmaTileIndex idx =
-          grouped ? mma_raster(blockIdx.x, ty, gridDim.x, tiles_m) : MmaTileIndex{int64_t(blockIdx.x), ty};
+          grouped ? mma_raster<C::kGroup>(blockIdx.x, ty, gridDim.x, tiles_m) : MmaTileIndex{int64_t(blockIdx.x), ty};
       const int64_t m0 = idx.tm * C::kBM, n0 = idx.tn * C::kBN;
       // Tile corners move along k: A's columns, and B's rows (KN) or columns (NK).
       const Operand oa{a + m0 * g.a_sm, g.a_sm, g.a_sk, g.m - m0, g.k};
@@ -322,8 +322,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSM) gemm_mma_kernel(
         // CUTLASS's multistage order: the wait and barrier for tile kt + 1 come before the
         // last k16 step of tile kt, so that step's mma covers the first ldmatrix of tile
         // kt + 1, and the barrier's stall overlaps tensor work already issued.
-        constexpr int kSteps = kBK / 16;
-        static_assert(kSteps % 2 == 0, "fragment buffers alternate within a k-tile");
+        constexpr int kSteps = C::kSteps;
         cp_async_wait<kStages - 2>();
         __syncthreads();  // tile 0 landed
         MmaFrags<C> fr[2];
@@ -476,8 +475,10 @@ cudaError_t run(const GemmArgs& g, const MmaFlags& f, cudaStream_t stream) {
 // 8 elements per operand and k-tile.
 template <Layout L, class T>
 cudaError_t dispatch(const GemmArgs& g, const GemmMmaPlan& p, const MmaFlags& f, cudaStream_t stream) {
-  if (p.async && p.large)
+  if (p.async && p.shape == MmaShape::Large)
     return p.b_kn ? run<L, MmaLarge, T, true, true>(g, f, stream) : run<L, MmaLarge, T, false, true>(g, f, stream);
+  if (p.async && p.shape == MmaShape::Narrow)
+    return p.b_kn ? run<L, MmaNarrow, T, true, true>(g, f, stream) : run<L, MmaNarrow, T, false, true>(g, f, stream);
   if (p.async)
     return p.b_kn ? run<L, MmaSmall, T, true, true>(g, f, stream) : run<L, MmaSmall, T, false, true>(g, f, stream);
   return p.b_kn ? run<L, MmaSmall, T, true, false>(g, f, stream) : run<L, MmaSmall, T, false, false>(g, f, stream);

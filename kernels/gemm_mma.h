@@ -10,7 +10,12 @@
 //   MmaSmall 128 x 128 x 32, 4 warps, 4 stages, two blocks per SM: small problems (more
 //            blocks to spread over the SMs) and the register path;
 //   MmaLarge 128 x 256 x 64, 8 warps, 3 stages, one block per SM: a third less L2 -> SM
-//            traffic per flop than 128 x 128 and half the barriers per k.
+//            traffic per flop than 128 x 128 and half the barriers per k;
+//   MmaNarrow 64 x 128 x 64, 4 warps of 32 x 64, 3 stages: grids with fewer 128 x 128 tiles
+//            than SMs (1024^3: 64 tiles, MmaSmall left half of the 132 SMs idle). H100, CUDA
+//            graphs, 1024^3: MmaSmall 14.6 us, this 8.2 us, cuBLAS 5.9 us; 64 x 128 x 32
+//            9.3 us, 64 x 64 x 64 9.1 us, and 8 warps splitting each k-tile's k16 steps
+//            between two groups (partial sums added through shared memory) 8.9 us.
 #pragma once
 #include <cstdint>
 #include <type_traits>
@@ -23,19 +28,24 @@ namespace bankops {
 
 constexpr int kMmaChunk = 8;  // halves in 16 bytes
 
-template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, int BLOCKS_PER_SM>
+template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, int BLOCKS_PER_SM, int GROUP = 8>
 struct MmaConfig {
   static constexpr int kBM = BM, kBN = BN, kBK = BK, kStages = STAGES, kBlocksPerSM = BLOCKS_PER_SM;
   static constexpr int kWarpsM = WARPS_M, kWarpsN = WARPS_N, kThreads = 32 * WARPS_M * WARPS_N;
-  static constexpr int kWM = BM / WARPS_M, kWN = BN / WARPS_N;  // 64 x 64 per warp
+  static constexpr int kGroup = GROUP;  // m tiles per raster group (mma_raster)
+  static constexpr int kWM = BM / WARPS_M, kWN = BN / WARPS_N;
   static constexpr int kFragM = kWM / 16, kFragN = kWN / 8;    // m16 x n8 mma tiles per warp
+  static constexpr int kSteps = BK / 16;                      // k16 steps per k-tile
   static constexpr int kElemsA = BM * BK / kThreads, kElemsB = BN * BK / kThreads;  // per thread and k-tile
   static constexpr int kOutChunks = BM * BN / kMmaChunk / kThreads;
-  static_assert(kWM == 64 && kWN == 64, "the fragment loops assume 64 x 64 warp tiles");
+  // mma_half splits the m16 tiles in two; ldmatrix.x4 loads B for n8 tiles in pairs.
+  static_assert(kWM % 32 == 0 && kWN % 16 == 0, "warp tiles of whole m16 pairs and n8 pairs");
   static_assert(BK % 16 == 0 && kThreads % (BK / kMmaChunk) == 0, "cp.async rows");
+  static_assert(kSteps % 2 == 0, "fragment buffers alternate within a k-tile");
 };
 using MmaSmall = MmaConfig<128, 128, 32, 2, 2, 4, 2>;
 using MmaLarge = MmaConfig<128, 256, 64, 2, 4, 3, 1>;
+using MmaNarrow = MmaConfig<64, 128, 64, 2, 2, 3, 2>;
 
 // Every tile is addressed in 16-byte units: `pad` adds 16 bytes per row; `swizzle` XORs the
 // 16-byte chunk index with row bits. Eight chunks cover the 32 banks, so rows of 128 bytes
@@ -59,16 +69,19 @@ using MmaCTile = MmaTile<L, C::kBM, C::kBN>;
 // How one call runs: cp.async needs every tile row to start 16-byte aligned; the register
 // path takes any strides. `along`: the register path's lanes walk the tile's contiguous
 // dim one element each (right when that dim is contiguous in memory too); otherwise each
-// thread gathers an 8-element chunk and the lanes walk tile rows. `large`: MmaLarge, for
-// cp.async calls with enough 128 x 256 tiles to give about every SM one (a fixed count,
-// so that bankops.explain picks the same shape without a GPU); the rest run MmaSmall.
+// thread gathers an 8-element chunk and the lanes walk tile rows. `shape`, for cp.async
+// calls: the largest block tile that still gives about every SM a block (a fixed count,
+// so that bankops.explain picks the same shape without a GPU): MmaLarge with 128 or more
+// 128 x 256 tiles, MmaSmall with 128 or more 128 x 128 tiles, MmaNarrow below. The register
+// path always runs MmaSmall.
+enum class MmaShape { Small, Large, Narrow };
 struct GemmMmaPlan {
   bool async;
   bool b_kn;  // Bs[BK][BN] + ldmatrix.trans; else Bs[BN][BK] + ldmatrix
   bool a_along, b_along;
-  bool large;
+  MmaShape shape;
 };
-constexpr int64_t kMmaLargeMinTiles = 128;
+constexpr int64_t kMmaMinTiles = 128;
 
 // s_fast: stride of the tile's contiguous dim, s_row: of its rows.
 inline bool mma_along(int64_t s_fast, int64_t s_row) { return s_fast == 1 || (s_row != 1 && s_fast <= s_row); }
@@ -85,8 +98,13 @@ inline GemmMmaPlan gemm_mma_plan(const GemmArgs& g, bool a_aligned16, bool b_ali
                     (p.b_kn ? (g.b_sn == 1 || g.n <= 1) && mma_stride16(g.b_sk, g.k)
                             : (g.b_sk == 1 || g.k <= 1) && mma_stride16(g.b_sn, g.n));
   p.async = a_ok && b_ok;
-  const int64_t large_tiles = ceil_div(g.m, MmaLarge::kBM) * ceil_div(g.n, MmaLarge::kBN);
-  p.large = p.async && g.batch > 0 && large_tiles >= ceil_div(kMmaLargeMinTiles, g.batch);
+  const auto fills = [&](int bm, int bn) {
+    return g.batch > 0 && ceil_div(g.m, bm) * ceil_div(g.n, bn) >= ceil_div(kMmaMinTiles, g.batch);
+  };
+  p.shape = !p.async                                  ? MmaShape::Small
+            : fills(MmaLarge::kBM, MmaLarge::kBN) ? MmaShape::Large
+            : fills(MmaSmall::kBM, MmaSmall::kBN) ? MmaShape::Small
+                                                  : MmaShape::Narrow;
   return p;
 }
 
@@ -100,7 +118,8 @@ BANKOPS_HD int mma_lane(int t) { return t % 32; }
 template <class C>
 BANKOPS_HD int mma_warp_m(int t) { return t / 32 % C::kWarpsM * C::kWM; }
 template <class C>
-BANKOPS_HD int mma_warp_n(int t) { return t / 32 / C::kWarpsM * C::kWN; }
+BANKOPS_HD int mma_warp_n(int t) { return t / 32 / C::kWarpsM % C::kWarpsN * C::kWN; }
+
 
 // cp.async (and the epilogue's output chunks): 16-byte chunk e of thread t in a tile with
 // `cols` halves per row; lanes walk the chunks of a row, then the next rows.
@@ -138,8 +157,9 @@ BANKOPS_HD TileCoord mma_ldsm_a(int t, int i, int s) {
 template <class C>
 BANKOPS_HD TileCoord mma_ldsm_b(int t, int j, int s, bool kn) {
   const int lane = mma_lane(t), q = lane / 8;
-  if (kn) return TileCoord{s * 16 + (q & 1) * 8 + lane % 8, mma_warp_n<C>(t) + j * 16 + (q >> 1) * 8};
-  return TileCoord{mma_warp_n<C>(t) + j * 16 + (q >> 1) * 8 + lane % 8, s * 16 + (q & 1) * 8};
+  const int k = s * 16;
+  if (kn) return TileCoord{k + (q & 1) * 8 + lane % 8, mma_warp_n<C>(t) + j * 16 + (q >> 1) * 8};
+  return TileCoord{mma_warp_n<C>(t) + j * 16 + (q >> 1) * 8 + lane % 8, k + (q & 1) * 8};
 }
 // Accumulators c0,c1 (h = 0) or c2,c3 (h = 1) of mma tile (i, j): two adjacent columns.
 template <class C>
@@ -155,9 +175,10 @@ constexpr int kMmaGroup = 8;
 struct MmaTileIndex {
   int64_t tn, tm;
 };
+template <int GROUP = kMmaGroup>
 BANKOPS_HD MmaTileIndex mma_raster(int64_t bx, int64_t by, int64_t gx, int64_t gy) {
-  const int64_t pid = by * gx + bx, per_group = kMmaGroup * gx, first = pid / per_group * kMmaGroup;
-  const int64_t rows = gy - first < kMmaGroup ? gy - first : kMmaGroup, local = pid % per_group;
+  const int64_t pid = by * gx + bx, per_group = GROUP * gx, first = pid / per_group * GROUP;
+  const int64_t rows = gy - first < GROUP ? gy - first : GROUP, local = pid % per_group;
   return MmaTileIndex{local / rows, first + local % rows};
 }
 

@@ -6,8 +6,8 @@
 namespace bankops {
 
 // One call of the mma path: the plan (gemm_mma_plan) picks the fill (cp.async or the
-// register path, along or across), the block shape (MmaSmall or MmaLarge) and the B tile's
-// orientation, exactly as the launcher does.
+// register path, along or across), the block shape (MmaSmall, MmaLarge or MmaNarrow) and the
+// B tile's orientation, exactly as the launcher does.
 template <class C>
 inline void trace_gemm_mma_shape(Layout layout, const GemmArgs& g, const GemmMmaPlan& plan, SmemTrace& trace) {
   const int64_t tiles = g.batch * ceil_div(g.m, C::kBM) * ceil_div(g.n, C::kBN);
@@ -62,7 +62,7 @@ inline void trace_gemm_mma_shape(Layout layout, const GemmArgs& g, const GemmMma
             add_block(lb, C::kThreads, [&](int t) { return bt(mma_ldsm_b<C>(t, j, s, KN)); });
         }
       };
-      fragments("", steps, 0, C::kBK / 16);
+      fragments("", steps, 0, C::kSteps);
       if (plan.async) fragments(" (step 0 ahead, per block tile)", tiles, 0, 1);
       SmemInstr& cs = trace.instr(kernel, "sts C tile <- accumulator pairs", SmemOp::St, 4, tiles);
       for (int i = 0; i < C::kFragM; ++i)
@@ -79,8 +79,11 @@ inline void trace_gemm_mma_shape(Layout layout, const GemmArgs& g, const GemmMma
 }
 
 inline void trace_gemm_mma(Layout layout, const GemmArgs& g, const GemmMmaPlan& plan, SmemTrace& trace) {
-  if (plan.large) trace_gemm_mma_shape<MmaLarge>(layout, g, plan, trace);
-  else trace_gemm_mma_shape<MmaSmall>(layout, g, plan, trace);
+  switch (plan.shape) {
+    case MmaShape::Large: return trace_gemm_mma_shape<MmaLarge>(layout, g, plan, trace);
+    case MmaShape::Narrow: return trace_gemm_mma_shape<MmaNarrow>(layout, g, plan, trace);
+    default: return trace_gemm_mma_shape<MmaSmall>(layout, g, plan, trace);
+  }
 }
 
 // The plan of a call on contiguous inputs (a_k_fast: A row-major, else a transposed view;

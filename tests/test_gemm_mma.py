@@ -99,9 +99,31 @@ def test_cuda_large_tiles(views, layout, dtype, batch, m, n, k):
     check_against_float64(bankops.gemm(a, b, layout), a, b)
 
 
+# Grids of fewer than 128 tiles of 128 x 128 (MmaNarrow: 64 x 128 x 64 tiles): an m edge, an n edge, a k tail past whole
+# 64-wide k-tiles, fewer k-tiles than the ring, a batch, and the 16-byte aligned views.
+NARROW_SHAPES = [(None, 1000, 1000, 1000), (None, 65, 136, 8), (None, 200, 392, 136), (3, 130, 264, 200),
+                 (None, 64, 128, 2048)]
+
+
+@requires_cuda
+@pytest.mark.parametrize("batch,m,n,k", NARROW_SHAPES, ids=[f"{b}x{m}x{n}x{k}" for b, m, n, k in NARROW_SHAPES])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("views", [("contiguous", "contiguous"), ("contiguous", "transposed"), ("sliced", "sliced")],
+                         ids="-".join)
+def test_cuda_narrow_tiles(views, layout, dtype, batch, m, n, k):
+    a = operand(m, k, batch, dtype, views[0])
+    b = operand(k, n, batch, dtype, views[1])
+    rep = bankops.explain("gemm", layout, dtype, m=m, n=n, k=k, batch=batch or 1, b_transposed=views[1] == "transposed")
+    # MmaNarrow's route: 4 warps x 4 n8 pairs x 4 k16 steps of B fragments per k-tile.
+    assert _count(rep, "ldmatrix.x4.trans B fragments" if views[1] != "transposed" else "ldmatrix.x4 B fragments") == 64
+    check_against_float64(bankops.gemm(a, b, layout), a, b)
+
+
 @requires_cuda
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("shape", [(200, 300, 130), (256, 512, 128)], ids=["registers", "cp.async"])
+@pytest.mark.parametrize("shape", [(200, 300, 130), (256, 512, 128), (1024, 1024, 1024)],
+                         ids=["registers", "cp.async", "narrow"])
 def test_cuda_layouts_same_bits(dtype, shape):
     """The layout moves where values sit in shared memory, never the order they are summed in."""
     m, n, k = shape
@@ -184,13 +206,20 @@ def _count(report, instruction):
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_explain_block_shapes(layout):
     """The trace follows the launcher's block shape: 4 warps x 4 m16 tiles x 2 k16 steps of
-    A fragments per 128 x 128 x 32 k-tile, 8 warps x 4 x 4 per 128 x 256 x 64 k-tile. On the
-    large tiles swizzle stays conflict-free everywhere; pad's ldmatrix is free but its
-    cp.async phases still straddle the padded rows (the probe's rule, seed 003); none's
-    ldmatrix conflicts."""
-    small = bankops.explain("gemm", layout, torch.float16, m=1024, n=1024, k=1024)
+    A fragments per 128 x 128 x 32 k-tile, 8 warps x 4 x 4 per 128 x 256 x 64 k-tile, and
+    4 warps x 2 x 4 per 64 x 128 x 64 k-tile. On the large tiles swizzle stays conflict-free
+    everywhere; pad's ldmatrix is free but its cp.async phases still straddle the padded
+    rows (the probe's rule, seed 003); none's ldmatrix conflicts."""
+    small = bankops.explain("gemm", layout, torch.float16, m=1024, n=2048, k=1024)
     large = bankops.explain("gemm", layout, torch.float16, m=4096, n=4096, k=4096)
+    narrow = bankops.explain("gemm", layout, torch.float16, m=1024, n=1024, k=1024)
     assert _count(small, "ldmatrix.x4 A fragments") == 32
+    assert _count(small, "ldmatrix.x4.trans B fragments") == 32
+    assert _count(narrow, "ldmatrix.x4 A fragments") == 32
+    assert _count(narrow, "ldmatrix.x4.trans B fragments") == 64
+    assert _count(narrow, "sts C tile <- accumulator pairs") == 4 * 2 * 8 * 2
+    if layout == "swizzle":
+        assert narrow.conflicts == 0, str(narrow)
     assert _count(large, "ldmatrix.x4 A fragments") == 128
     assert _count(large, "ldmatrix.x4.trans B fragments") == 128
     assert _count(large, "ldgsts Bs[k][n] <- B") == 64
