@@ -281,7 +281,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSM) gemm_mma_kernel(
     uint16_t* c = static_cast<uint16_t*>(g.c) + bz * g.m * g.n;
     for (int64_t ty = blockIdx.y; ty < tiles_m; ty += gridDim.y) {
       const MmaTileIndex idx =
-          grouped ? mma_raster<C::kGroup>(blockIdx.x, ty, gridDim.x, tiles_m) : MmaTileIndex{int64_t(blockIdx.x), ty};
+          grouped ? mma_raster(blockIdx.x, ty, gridDim.x, tiles_m) : MmaTileIndex{int64_t(blockIdx.x), ty};
       const int64_t m0 = idx.tm * C::kBM, n0 = idx.tn * C::kBN;
       // Tile corners move along k: A's columns, and B's rows (KN) or columns (NK).
       const Operand oa{a + m0 * g.a_sm, g.a_sm, g.a_sk, g.m - m0, g.k};

@@ -28,11 +28,10 @@ namespace bankops {
 
 constexpr int kMmaChunk = 8;  // halves in 16 bytes
 
-template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, int BLOCKS_PER_SM, int GROUP = 8>
+template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, int BLOCKS_PER_SM>
 struct MmaConfig {
   static constexpr int kBM = BM, kBN = BN, kBK = BK, kStages = STAGES, kBlocksPerSM = BLOCKS_PER_SM;
   static constexpr int kWarpsM = WARPS_M, kWarpsN = WARPS_N, kThreads = 32 * WARPS_M * WARPS_N;
-  static constexpr int kGroup = GROUP;  // m tiles per raster group (mma_raster)
   static constexpr int kWM = BM / WARPS_M, kWN = BN / WARPS_N;
   static constexpr int kFragM = kWM / 16, kFragN = kWN / 8;    // m16 x n8 mma tiles per warp
   static constexpr int kSteps = BK / 16;                      // k16 steps per k-tile
@@ -120,7 +119,6 @@ BANKOPS_HD int mma_warp_m(int t) { return t / 32 % C::kWarpsM * C::kWM; }
 template <class C>
 BANKOPS_HD int mma_warp_n(int t) { return t / 32 / C::kWarpsM % C::kWarpsN * C::kWN; }
 
-
 // cp.async (and the epilogue's output chunks): 16-byte chunk e of thread t in a tile with
 // `cols` halves per row; lanes walk the chunks of a row, then the next rows.
 template <class C>
@@ -175,10 +173,9 @@ constexpr int kMmaGroup = 8;
 struct MmaTileIndex {
   int64_t tn, tm;
 };
-template <int GROUP = kMmaGroup>
 BANKOPS_HD MmaTileIndex mma_raster(int64_t bx, int64_t by, int64_t gx, int64_t gy) {
-  const int64_t pid = by * gx + bx, per_group = GROUP * gx, first = pid / per_group * GROUP;
-  const int64_t rows = gy - first < GROUP ? gy - first : GROUP, local = pid % per_group;
+  const int64_t pid = by * gx + bx, per_group = kMmaGroup * gx, first = pid / per_group * kMmaGroup;
+  const int64_t rows = gy - first < kMmaGroup ? gy - first : kMmaGroup, local = pid % per_group;
   return MmaTileIndex{local / rows, first + local % rows};
 }
 
