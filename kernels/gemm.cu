@@ -1,9 +1,12 @@
 // The gemm kernel (tiling in gemm.h; gemm_trace.h replays its shared-memory accesses).
 //
-// Per k tile of kGemmBK: every thread stages kLoads 16-byte vectors of each operand (register
+// Per k tile of BK: every thread stages kLoads 16-byte vectors of each operand (register
 // modes load it while earlier tiles are computed and store it after; cp.async writes
-// straight to shared memory, kGemmStages - 1 tiles ahead), then reads BK rows of its A and B
+// straight to shared memory, kStages - 1 tiles ahead), then reads BK rows of its A and B
 // fragments as LDS.128 (one row ahead of the FMAs) and does QM*QN*VEC*VEC FMAs per row.
+// The kernel is issue-bound: every instruction that is not an FMA costs time, so whole tiles
+// (all but the edges of the matrices) take a staging path without bounds or zero-fill, and
+// the inner loop's shared addresses are a register plus immediates in every layout.
 #include <cuda_runtime.h>
 
 #include <climits>
@@ -49,6 +52,12 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int src
   // Bytes past src_bytes are zero-filled and not read: tails never read past an operand.
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes) : "memory");
 }
+// The plain form, for whole vectors: the zero-filling one costs twice the shared-memory
+// wavefronts (bank_model.h, measured).
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
@@ -56,10 +65,44 @@ __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_gr
 // A staging mode fixed at compile time, or kAnyMode: read from the kernel argument.
 constexpr int kAnyMode = -1;
 
+// Where vector l of every thread lies from the thread's vector 0: the same tile step for all
+// threads (gemm_stage_k / gemm_stage_x), so one pointer and one tile position per thread do.
+template <class S>
+BANKOPS_HD constexpr TileCoord gemm_stage_step(bool k_major, int l) {
+  return k_major ? gemm_stage_k<S>(0, l) : gemm_stage_x<S>(0, l);
+}
+template <class S>
+BANKOPS_HD constexpr bool gemm_stage_uniform() {
+  for (int t = 0; t < S::kThreads; ++t)
+    for (int l = 0; l < S::kLoads; ++l)
+      for (int k = 0; k < 2; ++k) {
+        const TileCoord a = k ? gemm_stage_k<S>(t, l) : gemm_stage_x<S>(t, l);
+        const TileCoord b = k ? gemm_stage_k<S>(t, 0) : gemm_stage_x<S>(t, 0);
+        const TileCoord d = gemm_stage_step<S>(k, l);
+        if (a.r != b.r + d.r || a.c != b.c + d.c) return false;
+      }
+  return true;
+}
+
+// Whether a thread's staged elements (vector l, element e along k for k-major) sit at the
+// tile offset of its vector 0 plus a constant, for every thread: then one offset per tile
+// serves all of them, the rest are immediates.
+template <class S, class Tile>
+BANKOPS_HD constexpr bool gemm_stage_affine(bool k_major) {
+  for (int t = 0; t < S::kThreads; ++t)
+    for (int l = 0; l < S::kLoads; ++l)
+      for (int e = 0; e < (k_major ? S::kVec : 1); ++e) {
+        const TileCoord c = k_major ? gemm_stage_k<S>(t, 0) : gemm_stage_x<S>(t, 0);
+        const TileCoord d = gemm_stage_step<S>(k_major, l);
+        if (Tile::offset(c.r + d.r + e, c.c + d.c) != Tile::offset(c.r, c.c) + Tile::offset(d.r + e, d.c)) return false;
+      }
+  return true;
+}
+
 // One operand tile stream of one thread: its kLoads vectors of the next k tile, the first at
-// tile row kr, column xc, starting at p; the others kLoadStepX columns (k-major) or
-// kLoadStepK rows (x-major) further. Element e of a vector is e strides further along k
-// (k-major modes) or x. State is kept small: the accumulators take most registers.
+// tile row kr, column xc, starting at p; the others gemm_stage_step further. Element e of a
+// vector is e strides further along k (k-major modes) or x. State is kept small: the
+// accumulators take most registers.
 template <class S, class Tile, class T, class Acc, int MODE>
 struct Stager {
   static constexpr int V = S::kVec, L = S::kLoads;
@@ -76,15 +119,22 @@ struct Stager {
 
   __device__ __forceinline__ GemmStage mode() const { return MODE == kAnyMode ? run_mode : GemmStage(MODE); }
   __device__ __forceinline__ bool k_major() const { return gemm_k_major(mode()); }
-  // Tile row and column of vector l.
-  __device__ __forceinline__ int row(int l) const { return kr + (k_major() ? 0 : l * S::kLoadStepK); }
-  __device__ __forceinline__ int col(int l) const { return xc + (k_major() ? l * S::kLoadStepX : 0); }
+  static_assert(gemm_stage_uniform<S>(), "a thread's vectors sit at the same steps for every thread");
+  // Tile row of vector l.
+  __device__ __forceinline__ int row(int l) const { return kr + gemm_stage_step<S>(k_major(), l).r; }
   __device__ __forceinline__ const T* at(int l) const {
-    return k_major() ? p + l * S::kLoadStepX * sx : p + l * S::kLoadStepK * sk;
+    const TileCoord d = gemm_stage_step<S>(k_major(), l);
+    return p + d.r * sk + d.c * sx;
+  }
+  // Tile offset of element e (along k for k-major, else 0) of vector l.
+  __device__ __forceinline__ int at_tile(int l, int e) const {
+    const TileCoord d = gemm_stage_step<S>(k_major(), l);
+    const bool affine = k_major() ? gemm_stage_affine<S, Tile>(true) : gemm_stage_affine<S, Tile>(false);
+    return affine ? Tile::offset(kr, xc) + Tile::offset(d.r + e, d.c) : Tile::offset(kr + d.r + e, xc + d.c);
   }
   // Valid elements of vector l along x (0..V; a k-major vector lies in one column: 0 or V).
   __device__ __forceinline__ int x_rest(int l) const {
-    const int64_t xl = x_left - (k_major() ? l * S::kLoadStepX : 0);
+    const int64_t xl = x_left - gemm_stage_step<S>(k_major(), l).c;
     return xl <= 0 ? 0 : k_major() || xl >= V ? V : static_cast<int>(xl);
   }
 
@@ -100,7 +150,25 @@ struct Stager {
 
   // Issues the global reads of the next k tile, whose first k_rows rows are inside the operand
   // (cp.async goes straight to `dst`; `safe` is an address cp.async may name for no bytes).
-  __device__ __forceinline__ void issue(Acc* dst, const void* safe, int k_rows) {
+  // whole: all BK rows and the block's kCols columns are inside the operand.
+  __device__ __forceinline__ void issue(Acc* dst, const void* safe, int k_rows, bool whole) {
+    // Kernels that read the mode at run time mostly stage element by element: they skip it.
+    if constexpr (kVector && MODE != kAnyMode) {
+      if (whole && gemm_vector(mode())) {
+#pragma unroll
+        for (int l = 0; l < L; ++l) {
+          if (mode() == GemmStage::KVec) {
+            const Frag<T> v = ldg16(at(l));
+#pragma unroll
+            for (int e = 0; e < V; ++e) r[l][e] = v.v[e];
+          } else {
+            cp_async16(dst + at_tile(l, 0), at(l));
+          }
+        }
+        p += S::kBK * sk;
+        return;
+      }
+    }
 #pragma unroll
     for (int l = 0; l < L; ++l) {
       const int k_rest = k_rows - row(l), xr = x_rest(l);
@@ -120,7 +188,7 @@ struct Stager {
         }
         if (mode() == GemmStage::XAsync) {
           const int n = k_rest > 0 ? xr : 0;
-          cp_async16(dst + Tile::offset(row(l), col(l)), n > 0 ? static_cast<const void*>(q) : safe,
+          cp_async16(dst + at_tile(l, 0), n > 0 ? static_cast<const void*>(q) : safe,
                      n * static_cast<int>(sizeof(T)));
           continue;
         }
@@ -144,39 +212,50 @@ struct Stager {
       if (k_major()) {
         // The transposed store: VEC tile rows of one column.
 #pragma unroll
-        for (int e = 0; e < V; ++e) dst[Tile::offset(row(l) + e, col(l))] = r[l][e];
+        for (int e = 0; e < V; ++e) dst[at_tile(l, e)] = r[l][e];
       } else {
-        st16(dst + Tile::offset(row(l), col(l)), r[l]);
+        st16(dst + at_tile(l, 0), r[l]);
       }
     }
   }
 };
 
+// Dynamic shared memory: the stages of a deep k tile pass the 48 KB a static array may take.
+extern __shared__ float4 gemm_smem[];
+
 template <class S, class Tile, class T, class Acc, int MODE_A, int MODE_B>
 __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
     gemm_kernel(const GemmArgs g, const GemmStage mode_a, const GemmStage mode_b) {
-  constexpr int V = S::kVec, kStages = kGemmStages, kStage = Tile::kSize;
+  constexpr int V = S::kVec, kStages = S::kStages, kStage = Tile::kSize;
   static_assert(kStage % V == 0, "stages start on 16-byte boundaries");
-  __shared__ typename Vec16Of<Acc>::type smem_a[kStages * kStage / V];
-  __shared__ typename Vec16Of<Acc>::type smem_b[kStages * kStage / V];
-  Acc* const sa0 = reinterpret_cast<Acc*>(smem_a);
-  Acc* const sb0 = reinterpret_cast<Acc*>(smem_b);
+  Acc* const sa0 = reinterpret_cast<Acc*>(gemm_smem);
+  Acc* const sb0 = sa0 + kStages * kStage;
   const int t = threadIdx.x;
   const int64_t n0 = int64_t(blockIdx.x) * S::kBN;
   const int64_t tiles_m = ceil_div(g.m, S::kBM);
   const int tiles_k = static_cast<int>(ceil_div(g.k, S::kBK));  // launch_gemm keeps it below 2^31
+  const int full_k = static_cast<int>(g.k / S::kBK);             // k tiles of BK rows
   // Rows of k tile kt inside the operands.
   const auto k_rows = [&](int kt) {
     const int64_t left = g.k - int64_t(kt) * S::kBK;
     return static_cast<int>(left < S::kBK ? left : S::kBK);
   };
+  // The fragments' tile origins; row kk of quadrant q is a constant step from them
+  // (gemm_frags_affine), or else the whole offset is computed per read.
+  constexpr bool kAffine = gemm_frags_affine<S, Tile>();
   const int am = gemm_frag_m<S>(t, 0), bn = gemm_frag_n<S>(t, 0);
+  const int a0 = Tile::offset(0, am), b0 = Tile::offset(0, bn);
+  const auto frag_at = [&](int origin, int x, int kk, int q) {
+    return kAffine ? origin + Tile::offset(kk, q * S::kQuad) : Tile::offset(kk, x + q * S::kQuad);
+  };
+  const bool whole_b = g.n - n0 >= S::kBN;
   using StA = Stager<S, Tile, T, Acc, MODE_A>;
   using StB = Stager<S, Tile, T, Acc, MODE_B>;
 
   for (int64_t bz = blockIdx.z; bz < g.batch; bz += gridDim.z) {
     for (int64_t tm = blockIdx.y; tm < tiles_m; tm += gridDim.y) {
       const int64_t m0 = tm * S::kBM;
+      const bool whole_a = g.m - m0 >= S::kBM;
       StA sa(static_cast<const T*>(g.a) + bz * g.a_sb + m0 * g.a_sm, g.a_sk, g.a_sm, g.m - m0, mode_a);
       StB sb(static_cast<const T*>(g.b) + bz * g.b_sb + n0 * g.b_sn, g.b_sk, g.b_sn, g.n - n0, mode_b);
       Acc acc[S::kTM][S::kTN];
@@ -189,8 +268,8 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
 #pragma unroll
       for (int s = 0; s < kStages - 1; ++s) {
         if (s < tiles_k) {
-          sa.issue(sa0 + s * kStage, g.a, k_rows(s));
-          sb.issue(sb0 + s * kStage, g.b, k_rows(s));
+          sa.issue(sa0 + s * kStage, g.a, k_rows(s), whole_a && s < full_k);
+          sb.issue(sb0 + s * kStage, g.b, k_rows(s), whole_b && s < full_k);
           sa.store(sa0 + s * kStage);
           sb.store(sb0 + s * kStage);
         }
@@ -202,9 +281,9 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
       Frag<Acc> fa[2][S::kQM], fb[2][S::kQN];
       const auto load_frags = [&](int buf, const Acc* as, const Acc* bs, int kk) {
 #pragma unroll
-        for (int q = 0; q < S::kQM; ++q) fa[buf][q] = lds16(as + Tile::offset(kk, am + q * S::kQuad));
+        for (int q = 0; q < S::kQM; ++q) fa[buf][q] = lds16(as + frag_at(a0, am, kk, q));
 #pragma unroll
-        for (int q = 0; q < S::kQN; ++q) fb[buf][q] = lds16(bs + Tile::offset(kk, bn + q * S::kQuad));
+        for (int q = 0; q < S::kQN; ++q) fb[buf][q] = lds16(bs + frag_at(b0, bn, kk, q));
       };
 
       int read = 0;  // the stage of tile kt; tile kt + kStages - 1 goes to the one before it
@@ -212,11 +291,12 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
       __syncthreads();
       if (tiles_k > 0) load_frags(0, sa0, sb0, 0);
       for (int kt = 0; kt < tiles_k; ++kt) {
-        const int write = (read + kStages - 1) % kStages;
-        const bool more = kt + kStages - 1 < tiles_k;
+        const int write = read == 0 ? kStages - 1 : read - 1;
+        const int next = kt + kStages - 1;
+        const bool more = next < tiles_k;
         if (more) {
-          sa.issue(sa0 + write * kStage, g.a, k_rows(kt + kStages - 1));
-          sb.issue(sb0 + write * kStage, g.b, k_rows(kt + kStages - 1));
+          sa.issue(sa0 + write * kStage, g.a, k_rows(next), whole_a && next < full_k);
+          sb.issue(sb0 + write * kStage, g.b, k_rows(next), whole_b && next < full_k);
         }
         cp_async_commit();
 
@@ -233,7 +313,7 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
             }
             cp_async_wait<kStages - 2>();
             __syncthreads();
-            read = (read + 1) % kStages;
+            read = read == kStages - 1 ? 0 : read + 1;
             if (kt + 1 < tiles_k) load_frags((kk + 1) % 2, sa0 + read * kStage, sb0 + read * kStage, 0);
           } else {
             load_frags((kk + 1) % 2, as, bs, kk + 1);
@@ -293,8 +373,14 @@ cudaError_t run(const GemmArgs& g, GemmStage ma, GemmStage mb, cudaStream_t stre
     if (ma == GemmStage::KVec && mb == GemmStage::XAsync) kernel = gemm_kernel<S, Tile, T, Acc, kKVec, kXAsync>;
     if (ma == GemmStage::XAsync && mb == GemmStage::XAsync) kernel = gemm_kernel<S, Tile, T, Acc, kXAsync, kXAsync>;
     if (ma == GemmStage::KVec && mb == GemmStage::KVec) kernel = gemm_kernel<S, Tile, T, Acc, kKVec, kKVec>;
+    if (ma == GemmStage::XAsync && mb == GemmStage::KVec) kernel = gemm_kernel<S, Tile, T, Acc, kXAsync, kKVec>;
   }
-  kernel<<<grid, S::kThreads, 0, stream>>>(g, ma, mb);
+  constexpr int kSmem = 2 * S::kStages * Tile::kSize * int(sizeof(Acc));
+  if constexpr (kSmem > 48 * 1024) {
+    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+    if (e != cudaSuccess) return e;
+  }
+  kernel<<<grid, S::kThreads, kSmem, stream>>>(g, ma, mb);
   return cudaGetLastError();
 }
 

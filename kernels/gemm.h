@@ -14,16 +14,17 @@
 
 namespace bankops {
 
-constexpr int kGemmBK = 8;      // k per tile: the transposed store of a 16-byte k-vector hits
-                                // rows j and j+4 only, which pad and swizzle both separate
-constexpr int kGemmStages = 4;  // cp.async pipeline depth (tiles in shared memory)
+constexpr int kGemmBK = 8;      // k rows of one staging group: the transposed store of a 16-byte
+                                // k-vector hits rows j and j+4 of it only, which pad and swizzle
+                                // both separate; a k tile is one or more groups
 constexpr int kGemmVecBytes = 16;
 
 // One block configuration. Each thread owns QM x QN quadrants of VEC x VEC accumulators (VEC
 // = one 16-byte vector of the accumulator type); a warp is 4 (m) x 8 (n) lanes, the block
 // WARPS_M x WARPS_N warps (gemm_frag_m / gemm_frag_n place the quadrants). MIN_BLOCKS per SM
-// sets the register budget: 65536 / (threads * MIN_BLOCKS), at most 255.
-template <int ACC_BYTES, int QM, int QN, int WARPS_M, int WARPS_N, int MIN_BLOCKS>
+// sets the register budget: 65536 / (threads * MIN_BLOCKS), at most 255. BK: k per tile
+// (a multiple of kGemmBK), STAGES: tiles in shared memory (the cp.async pipeline depth).
+template <int ACC_BYTES, int QM, int QN, int WARPS_M, int WARPS_N, int MIN_BLOCKS, int BK = kGemmBK, int STAGES = 4>
 struct GemmShape {
   static constexpr int kAccBytes = ACC_BYTES;
   static constexpr int kVec = kGemmVecBytes / ACC_BYTES;
@@ -32,7 +33,8 @@ struct GemmShape {
   static constexpr int kLanesM = 4, kLanesN = 8;
   static constexpr int kQuad = 4 * kVec;  // tile columns between a thread's quadrants (A and B)
   static constexpr int kWM = kLanesM * kTM, kWN = kLanesN * kTN;  // warp tile
-  static constexpr int kBM = WARPS_M * kWM, kBN = WARPS_N * kWN, kBK = kGemmBK;
+  static constexpr int kBM = WARPS_M * kWM, kBN = WARPS_N * kWN, kBK = BK, kStages = STAGES;
+  static_assert(BK % kGemmBK == 0 && STAGES >= 2, "k tiles of whole staging groups, double buffering at least");
   static constexpr int kThreads = 32 * WARPS_M * WARPS_N;
   static constexpr int kMinBlocks = MIN_BLOCKS;  // blocks per SM the registers must allow
   static_assert(kBM == kBN, "A and B tiles share one tile type");
@@ -40,15 +42,19 @@ struct GemmShape {
   // 16-byte vectors of one operand tile per thread (both staging directions).
   static constexpr int kLoads = kBK * kCols / (kVec * kThreads);
   static_assert(kLoads >= 1 && kBK * kCols == kLoads * kVec * kThreads, "whole vectors per thread");
-  // Between a thread's staged vectors: tile columns (k-major) or rows (x-major).
-  static constexpr int kLoadStepX = kThreads / (kBK / kVec), kLoadStepK = kThreads / (kCols / kVec);
-  static_assert(kLoadStepX * (kBK / kVec) == kThreads && kLoadStepK * (kCols / kVec) == kThreads, "uniform steps");
+  // Vectors of one staging group (k-major), and rows between a thread's vectors (x-major).
+  static constexpr int kGroupVecs = kGemmBK / kVec * kCols, kLoadStepK = kThreads / (kCols / kVec);
+  static_assert(kGroupVecs % kThreads == 0 && kLoadStepK * (kCols / kVec) == kThreads, "uniform steps");
 };
 
 // The configurations, chosen by gemm_config() (H100, 2026-11-23, bench/run.py and ncu):
 //  - Big (float32, both operands staged with 16-byte vectors): 128x128, 128 threads (2x2 warps
 //    of 64x64), 16x8 per thread: 128 FMAs per 6 LDS.128, two blocks per SM with up to 255
-//    registers. 0.83x cuBLAS at 2048^3 to 8192^3, where the 256-thread 8x8 one gave 0.78x.
+//    registers. 0.83x cuBLAS at 2048^3 to 8192^3, where the 256-thread 8x8 one gave 0.78x;
+//    0.86-0.92x with the whole-tile staging path. BK 16 (3 or 4 stages) measured 1-3% slower
+//    than BK 8. cuBLAS's kernel (sm80_xmma ... tilesize256x128x8_stage3_warpsize4x2x1_ffma)
+//    executes as many instructions as this one but stalls less (ncu: 10% vs 22-25% of cycles
+//    with no eligible warp, both at 2 warps per scheduler).
 //  - BigScalar (float32 with an operand staged element by element: misaligned or strided
 //    rows): 128x128, 256 threads, 8x8 per thread. With the scalar loads'
 //    staging registers it beat Big (0.63x vs 0.50x cuBLAS at 4095x4097x4093).
@@ -82,14 +88,14 @@ BANKOPS_HD GemmConfig gemm_config(int acc_bytes, int64_t batch, int64_t m, int64
 
 // The swizzle of the operand tiles. Only the transposed store (k-major staging) walks a tile
 // column: one warp phase (128 bytes of requests) holds P consecutive columns of the rows
-// kv*VEC + e, kv < BK/VEC, which all start on bank 0. XORing exactly those row bits (B of
+// kv*VEC + e, kv < kGemmBK/VEC, of one staging group, which all start on bank 0. XORing exactly those row bits (B of
 // them) into the offset bits just above the P columns (M) moves each row to its own banks;
 // row walks (LDS.128, cp.async, STS.128) only permute whole 16-byte vectors inside a row.
 // It XORs the fewest offset bits that remove the conflict, so the inner loop's swizzled
 // addresses differ from the dense ones in as few registers as possible.
 template <class Shape>
 struct GemmSwizzle {
-  static constexpr int kRowsPerWarp = Shape::kBK / Shape::kVec;                 // kv values in a warp
+  static constexpr int kRowsPerWarp = kGemmBK / Shape::kVec;                    // kv values in a warp
   static constexpr int kPhaseLanes = Shape::kAccBytes <= 4 ? 32 : 128 / Shape::kAccBytes;
   static constexpr int B = log2_exact(kRowsPerWarp);
   static constexpr int M = log2_exact(kPhaseLanes / kRowsPerWarp);            // columns per phase
@@ -144,19 +150,21 @@ inline GemmStage gemm_stage_mode(const void* base, int elem_bytes, int acc_bytes
 }
 
 // Staging: vector v (0 <= v < kLoads) of thread t. k-major: tile rows kv*VEC .. +VEC-1 of
-// column x, lanes walking k first (coalesced global reads, the tile store walks a column).
-// x-major: tile row k, columns xv*VEC .. +VEC-1, lanes walking x.
+// column x inside one staging group of kGemmBK rows, lanes walking k first (coalesced global
+// reads, the tile store walks a column); the groups of a deeper k tile follow one another.
+// x-major: tile row k, columns xv*VEC .. +VEC-1, lanes walking x (a warp copies whole rows), a
+// thread's vectors in consecutive rows: their tile offsets are one offset plus constants in
+// every layout (gemm_stage_affine).
 template <class S>
-BANKOPS_HD TileCoord gemm_stage_k(int t, int v) {
-  const int i = t + v * S::kThreads;
-  constexpr int kvs = S::kBK / S::kVec;
-  return TileCoord{(i % kvs) * S::kVec, i / kvs};
+BANKOPS_HD constexpr TileCoord gemm_stage_k(int t, int v) {
+  const int i = t + v * S::kThreads, j = i % S::kGroupVecs;
+  constexpr int kvs = kGemmBK / S::kVec;
+  return TileCoord{i / S::kGroupVecs * kGemmBK + (j % kvs) * S::kVec, j / kvs};
 }
 template <class S>
-BANKOPS_HD TileCoord gemm_stage_x(int t, int v) {
-  const int i = t + v * S::kThreads;
+BANKOPS_HD constexpr TileCoord gemm_stage_x(int t, int v) {
   constexpr int xvs = S::kCols / S::kVec;
-  return TileCoord{i / xvs, (i % xvs) * S::kVec};
+  return TileCoord{t / xvs * S::kLoads + v, (t % xvs) * S::kVec};
 }
 
 // Lanes of a warp, interleaved so that lanes T and T^1 read the same A vector and lanes T and
@@ -165,23 +173,40 @@ BANKOPS_HD TileCoord gemm_stage_x(int t, int v) {
 // half-warp reads 4 adjacent A vectors and 4 adjacent B vectors: 64 bytes, one wavefront
 // each. (With n lanes 0-7 in one half-warp, B's lanes 4-7 sit 128 bytes past lanes 0-3 when
 // a thread has two quadrants: the same banks, a second wavefront.)
-BANKOPS_HD int gemm_lane_m(int t) { return ((t >> 1) & 1) | ((t >> 2) & 2); }
-BANKOPS_HD int gemm_lane_n(int t) { return (t & 1) | ((t >> 1) & 2) | ((t >> 2) & 4); }
+BANKOPS_HD constexpr int gemm_lane_m(int t) { return ((t >> 1) & 1) | ((t >> 2) & 2); }
+BANKOPS_HD constexpr int gemm_lane_n(int t) { return (t & 1) | ((t >> 1) & 2) | ((t >> 2) & 4); }
 // First tile column (m) of quadrant q of thread t's A fragment, and (n) of its B fragment.
 // A: the 4 m lanes' vectors are adjacent, quadrants 4 vectors apart. B: n lanes 0-3 are
 // adjacent, quadrants 4 vectors apart, n lanes 4-7 after all quadrants. Either way the
 // quadrant index is one known bit of the column (bit log2(4*VEC)), so for a swizzle that
 // XORs only that bit (float32's GemmSwizzle) the inner loop's addresses stay immediates.
 template <class S>
-BANKOPS_HD int gemm_frag_m(int t, int q) {
+BANKOPS_HD constexpr int gemm_frag_m(int t, int q) {
   const int warp_m = (t >> 5) & (S::kWarpsM - 1);
   return warp_m * S::kWM + q * S::kQuad + gemm_lane_m(t) * S::kVec;
 }
 template <class S>
-BANKOPS_HD int gemm_frag_n(int t, int q) {
+BANKOPS_HD constexpr int gemm_frag_n(int t, int q) {
   const int warp_n = ((t >> 5) / S::kWarpsM) & (S::kWarpsN - 1);
   const int lane = gemm_lane_n(t);
   return warp_n * S::kWN + (lane & 3) * S::kVec + q * S::kQuad + (lane >> 2) * (S::kQuad * S::kQN);
+}
+
+// Whether every fragment read is the thread's row-0 offset plus a constant: offset(kk, x + q *
+// kQuad) == offset(0, x) + offset(kk, q * kQuad) for every thread's fragment origin x. Then
+// the inner loop's LDS.128 addresses are one register plus immediates in every layout (for
+// float32's GemmSwizzle the XORed bit is the quadrant bit, which the origins leave clear).
+template <class S, class Tile>
+BANKOPS_HD constexpr bool gemm_frags_affine() {
+  for (int t = 0; t < S::kThreads; ++t)
+    for (int kk = 0; kk < S::kBK; ++kk) {
+      const int m = gemm_frag_m<S>(t, 0), n = gemm_frag_n<S>(t, 0);
+      for (int q = 0; q < S::kQM; ++q)
+        if (Tile::offset(kk, m + q * S::kQuad) != Tile::offset(0, m) + Tile::offset(kk, q * S::kQuad)) return false;
+      for (int q = 0; q < S::kQN; ++q)
+        if (Tile::offset(kk, n + q * S::kQuad) != Tile::offset(0, n) + Tile::offset(kk, q * S::kQuad)) return false;
+    }
+  return true;
 }
 
 struct GemmArgs {

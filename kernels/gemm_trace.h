@@ -32,7 +32,9 @@ void trace_shape(const char* kernel, GemmStage mode_a, GemmStage mode_b, int64_t
     const bool async = mode == GemmStage::XAsync;
     SmemInstr& row = trace.instr(kernel, (async ? "cp.async " : "sts ") + name + "[k][x..x+" + std::to_string(V - 1) + "]",
                                  async ? SmemOp::Ldgsts : SmemOp::St, kGemmVecBytes, iterations);
-    row.zero_fill = async;  // Stager::issue passes each copy's source size (tails read less)
+    // A whole tile (every one but the matrices' edges) copies in the plain form; only edge
+    // tiles pass each copy's source size (the zero-filling form).
+    row.zero_fill = false;
     for (int l = 0; l < S::kLoads; ++l)
       add_block(
           row, S::kThreads,

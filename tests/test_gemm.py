@@ -140,6 +140,12 @@ LARGE = [
     ((None, 33, 4096, 3000), ("misaligned", "contiguous")),
     ((3, 513, 257, 1000), ("contiguous", "sliced")),
     ((16, 256, 256, 512), ("transposed", "contiguous")),
+    # 156 128x128 blocks (the big tile): whole tiles (plain cp.async, unpredicated loads) next
+    # to a k tail and m/n edge blocks, for each of the four specialized staging pairs.
+    ((None, 1600, 1430, 1029), ("contiguous", "contiguous")),
+    ((None, 1430, 1600, 1029), ("transposed", "contiguous")),
+    ((None, 1600, 1430, 1029), ("contiguous", "transposed")),
+    ((None, 1430, 1600, 1029), ("transposed", "transposed")),
 ]
 
 
