@@ -99,31 +99,36 @@ def test_cuda_large_tiles(views, layout, dtype, batch, m, n, k):
     check_against_float64(bankops.gemm(a, b, layout), a, b)
 
 
-# Grids of fewer than 128 tiles of 128 x 128 (MmaNarrow: 64 x 128 x 64 tiles): an m edge, an n edge, a k tail past whole
-# 64-wide k-tiles, fewer k-tiles than the ring, a batch, and the 16-byte aligned views.
-NARROW_SHAPES = [(None, 1000, 1000, 1000), (None, 65, 136, 8), (None, 200, 392, 136), (3, 130, 264, 200),
-                 (None, 64, 128, 2048)]
+# The two middle block shapes, each with an m edge, an n edge, a k tail past whole k-tiles and
+# a batch that reaches the tile count only together. MmaNarrow (64 x 128 x 64) runs grids of
+# fewer than 128 tiles of 128 x 128, with fewer k-tiles than the ring and the 16-byte aligned
+# views too; MmaSmall (128 x 128 x 32) runs 128 or more of them but fewer than 128 tiles of
+# 128 x 256. B fragments per k-tile tell the shapes apart: 4 warps x 4 n8 pairs x 4 k16 steps
+# (narrow), x 2 k16 steps (small).
+MID_SHAPES = [(None, 1000, 1000, 1000, 64), (None, 65, 136, 8, 64), (None, 200, 392, 136, 64), (3, 130, 264, 200, 64),
+              (None, 64, 128, 2048, 64), (None, 1032, 2056, 72, 32), (2, 1024, 1024, 96, 32)]
 
 
 @requires_cuda
-@pytest.mark.parametrize("batch,m,n,k", NARROW_SHAPES, ids=[f"{b}x{m}x{n}x{k}" for b, m, n, k in NARROW_SHAPES])
+@pytest.mark.parametrize("batch,m,n,k,b_fragments", MID_SHAPES,
+                         ids=[f"{b}x{m}x{n}x{k}-{'narrow' if f == 64 else 'small'}" for b, m, n, k, f in MID_SHAPES])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("views", [("contiguous", "contiguous"), ("contiguous", "transposed"), ("sliced", "sliced")],
                          ids="-".join)
-def test_cuda_narrow_tiles(views, layout, dtype, batch, m, n, k):
+def test_cuda_mid_tiles(views, layout, dtype, batch, m, n, k, b_fragments):
     a = operand(m, k, batch, dtype, views[0])
     b = operand(k, n, batch, dtype, views[1])
     rep = bankops.explain("gemm", layout, dtype, m=m, n=n, k=k, batch=batch or 1, b_transposed=views[1] == "transposed")
-    # MmaNarrow's route: 4 warps x 4 n8 pairs x 4 k16 steps of B fragments per k-tile.
-    assert _count(rep, "ldmatrix.x4.trans B fragments" if views[1] != "transposed" else "ldmatrix.x4 B fragments") == 64
+    b_kind = "ldmatrix.x4.trans B fragments" if views[1] != "transposed" else "ldmatrix.x4 B fragments"
+    assert _count(rep, b_kind) == b_fragments, str(rep)
     check_against_float64(bankops.gemm(a, b, layout), a, b)
 
 
 @requires_cuda
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("shape", [(200, 300, 130), (256, 512, 128), (1024, 1024, 1024)],
-                         ids=["registers", "cp.async", "narrow"])
+@pytest.mark.parametrize("shape", [(200, 300, 130), (1024, 2048, 96), (1024, 1024, 1024)],
+                         ids=["registers", "cp.async-small", "cp.async-narrow"])
 def test_cuda_layouts_same_bits(dtype, shape):
     """The layout moves where values sit in shared memory, never the order they are summed in."""
     m, n, k = shape
