@@ -20,7 +20,6 @@ import json
 import os
 import re
 import shutil
-import statistics
 import subprocess
 import sys
 
@@ -32,6 +31,7 @@ import torch  # noqa: E402
 
 import bankops  # noqa: E402
 import report  # noqa: E402
+from run import eager_ms  # noqa: E402
 from bankops.explain import OPS as KINDS  # noqa: E402
 from bankops.explain import explain  # noqa: E402
 
@@ -195,13 +195,7 @@ def worker(quick, ops, probe):
 def median_ms(fn, reps=20):
     for _ in range(3):
         fn()
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
-    for start, end in events:
-        start.record()
-        fn()
-        end.record()
-    torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in events)
+    return eager_ms(fn, reps)
 
 
 def ncu_binary():
