@@ -40,9 +40,9 @@ def time_ms(fn, cuda, max_reps, graph=True):
         fn()
     sync()
     est = (time.perf_counter() - t0) / WARMUP
-    reps = max(MIN_REPS, min(max_reps, int(BUDGET_S / max(est, 1e-9))))
     if cuda and graph:
         return graph_ms(fn, est, max_reps)
+    reps = max(MIN_REPS, min(max_reps, int(BUDGET_S / max(est, 1e-9))))
     if cuda:
         return eager_ms(fn, reps), reps
     times = []

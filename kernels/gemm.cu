@@ -220,7 +220,7 @@ struct Stager {
   }
 };
 
-// Dynamic shared memory: the stages of a deep k tile pass the 48 KB a static array may take.
+// The stage ring, sized per configuration at launch.
 extern __shared__ float4 gemm_smem[];
 
 template <class S, class Tile, class T, class Acc, int MODE_A, int MODE_B>
@@ -376,10 +376,9 @@ cudaError_t run(const GemmArgs& g, GemmStage ma, GemmStage mb, cudaStream_t stre
     if (ma == GemmStage::XAsync && mb == GemmStage::KVec) kernel = gemm_kernel<S, Tile, T, Acc, kXAsync, kKVec>;
   }
   constexpr int kSmem = 2 * S::kStages * Tile::kSize * int(sizeof(Acc));
-  if constexpr (kSmem > 48 * 1024) {
-    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-    if (e != cudaSuccess) return e;
-  }
+  // Past 48 KB the launch would need cudaFuncSetAttribute first (once per device, as
+  // gemm_mma.cu does it); no configuration comes near.
+  static_assert(kSmem <= 48 * 1024, "a configuration's stages exceed the default dynamic shared memory");
   kernel<<<grid, S::kThreads, kSmem, stream>>>(g, ma, mb);
   return cudaGetLastError();
 }
