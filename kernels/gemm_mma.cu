@@ -178,6 +178,92 @@ __device__ __forceinline__ void stage_store(uint16_t* tile, const uint16_t (&v)[
   }
 }
 
+// Realigned fill: a thread's chunks are cp.async's (mma_chunk: same tile stores), but each
+// comes from the 24 bytes at the 8-byte boundary at or below it (three 8-byte loads; the
+// lanes of a row read consecutive 16-byte steps, so the loads after the first hit the
+// lines the first one brought into L1) and is cut out of them in registers: 6 registers
+// per chunk in flight and 9 ALU operations (16-byte loads would take 8 registers and 15).
+// A thread's chunks sit kRowStep rows (a multiple of 8) and whole k-tiles (64 bytes of a
+// row, or 32 rows) apart, so they all share one offset in 8 bytes: the thread's first
+// chunk's.
+struct Raw {
+  uint2 w01, w23, w45;  // words 0-5; an edge chunk keeps its own 4 words in w01, w23
+};
+
+// Bytes [s, s + 16) of the 24 (s even, below 8): a select by one word, then a funnel shift
+// for the odd half-word.
+__device__ __forceinline__ uint4 shift_bytes(const Raw& v, uint32_t s) {
+  const uint32_t x[6] = {v.w01.x, v.w01.y, v.w23.x, v.w23.y, v.w45.x, v.w45.y};
+  const bool by1 = s & 4;
+  uint32_t y[5];
+#pragma unroll
+  for (int k = 0; k < 5; ++k) y[k] = by1 ? x[k + 1] : x[k];
+  const uint32_t bits = (s & 2) * 8;
+  return uint4{__funnelshift_r(y[0], y[1], bits), __funnelshift_r(y[1], y[2], bits), __funnelshift_r(y[2], y[3], bits),
+               __funnelshift_r(y[3], y[4], bits)};
+}
+
+__device__ __forceinline__ void sts128(uint32_t addr, const uint4& v) {
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
+}
+
+// One operand's realigned fill. `o` is the operand as the tile sees it with the block
+// tile's corner folded in; k-tile x's corner is (x * BK, 0) (KN_ROWS: k runs down the rows,
+// B in Bs[BK][BN]) or (0, x * BK). A k-tile is whole when its loads may skip the bounds:
+// every row and column inside, and the 6 bytes before its first chunk and the 2 past its
+// last inside the matrix: not at the matrix's first element (r0_abs, c0_abs: the block
+// tile's corner in the matrix), nor within 8 elements of the end of its last row (earlier
+// rows are 8 or more elements apart: the plan, mma_realign_ok). The margins are wider than
+// these loads need, so that 16-byte loads could replace them.
+template <class C, class Tile, bool KN_ROWS>
+struct RealignFill {
+  static constexpr int kPerRow = Tile::kCols / kMmaChunk, kRowStep = C::kThreads / kPerRow;
+  static constexpr int kChunks = Tile::kRows * kPerRow / C::kThreads;
+  static_assert(C::kThreads % kPerRow == 0 && kRowStep % Tile::kRowPeriod == 0, "chunk rows step by the period");
+  static_assert(kRowStep % 4 == 0, "a thread's chunks share their offset in 8 bytes");
+  const uint16_t* src;  // the thread's first chunk in k-tile 0
+  uint32_t dst;         // its tile position in stage 0 (shared-memory bytes)
+  __device__ __forceinline__ RealignFill(uint32_t tile, const Operand& o) {
+    const TileCoord t0 = mma_chunk<C>(threadIdx.x, 0, Tile::kCols);
+    src = o.p + t0.r * o.s_row + t0.c;
+    dst = tile + Tile::offset(t0.r, t0.c) * 2;
+  }
+  __device__ __forceinline__ static bool whole(const Operand& o, int64_t r0_abs, int64_t c0_abs, int x) {
+    const int64_t r0 = KN_ROWS ? int64_t(x) * C::kBK : 0, c0 = KN_ROWS ? 0 : int64_t(x) * C::kBK;
+    return r0 + Tile::kRows <= o.rows && c0 + Tile::kCols <= o.cols && (r0_abs + r0 > 0 || c0_abs + c0 > 0) &&
+           (r0 + Tile::kRows < o.rows || c0 + Tile::kCols + kMmaChunk <= o.cols);
+  }
+  // Chunk e of k-tile x into registers: whole, the aligned 24 bytes around it; otherwise the
+  // chunk itself, element by element, zero past the operand's edges.
+  __device__ __forceinline__ void load(Raw& v, const Operand& o, bool is_whole, int x, int e) const {
+    const int64_t kstep = KN_ROWS ? int64_t(C::kBK) * o.s_row : C::kBK;
+    if (is_whole) {
+      const uint16_t* p = src + x * kstep + e * (kRowStep * o.s_row);
+      const uint2* q = reinterpret_cast<const uint2*>(reinterpret_cast<uintptr_t>(p) & ~uintptr_t(7));
+      v.w01 = __ldg(q);
+      v.w23 = __ldg(q + 1);
+      v.w45 = __ldg(q + 2);
+      return;
+    }
+    const TileCoord t = mma_chunk<C>(opaque_tid(), e, Tile::kCols);
+    const int64_t r = (KN_ROWS ? int64_t(x) * C::kBK : 0) + t.r, c = (KN_ROWS ? 0 : int64_t(x) * C::kBK) + t.c;
+    const bool row_in = r < o.rows;
+    const uint16_t* p = o.p + r * o.s_row + c * o.s_col;
+    uint16_t h[kMmaChunk];
+#pragma unroll
+    for (int q = 0; q < kMmaChunk; ++q) h[q] = (row_in && c + q < o.cols) ? __ldg(p + q * o.s_col) : uint16_t(0);
+    v.w01 = uint2{h[0] | uint32_t(h[1]) << 16, h[2] | uint32_t(h[3]) << 16};
+    v.w23 = uint2{h[4] | uint32_t(h[5]) << 16, h[6] | uint32_t(h[7]) << 16};
+    v.w45 = uint2{0, 0};
+  }
+  __device__ __forceinline__ void store(uint32_t stage, const Raw& v, bool is_whole, int e) const {
+    const uint32_t s = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(src)) & 7;
+    sts128(dst + stage + Tile::offset(e * kRowStep, 0) * 2,
+           is_whole ? shift_bytes(v, s) : uint4{v.w01.x, v.w01.y, v.w23.x, v.w23.y});
+  }
+};
+
 // A thread's ldmatrix byte offsets inside one stage, computed once per kernel: the swizzle
 // of a step that the thread's own coordinates leave clear is one XOR (layout.cuh, join), so
 // the k loop only adds the stage base and compile-time row offsets. A joins its k16 steps s;
@@ -259,7 +345,7 @@ struct MmaFlags {
   bool out_vec;  // C rows 16-byte aligned: whole-chunk stores
 };
 
-template <Layout L, class C, class T, bool KN, bool ASYNC>
+template <Layout L, class C, class T, bool KN, MmaFill FILL>
 __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSM) gemm_mma_kernel(const GemmArgs g, const MmaFlags f) {
   using ATile = MmaATile<L, C>;
   using BTile = MmaBTile<L, C, KN>;
@@ -293,7 +379,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSM) gemm_mma_kernel(
       };
       float acc[C::kFragM][C::kFragN][4] = {};
 
-      if constexpr (ASYNC) {
+      if constexpr (FILL == MmaFill::Async) {
         // k-tiles [0, nk_whole) lie inside K; with the m (n) edge inside too, a tile is whole.
         const int nk_whole = static_cast<int>(g.k / kBK);
         const bool a_inner = C::kBM <= oa.rows, b_inner = KN ? C::kBN <= ob.cols : C::kBN <= ob.rows;
@@ -353,6 +439,51 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSM) gemm_mma_kernel(
           }
         }
         cp_async_wait<0>();
+      } else if constexpr (FILL == MmaFill::Realign) {
+        // Chunk e of both operands is group e: k-tile x + S - 1 goes from registers into its
+        // stage during iteration x (after the barrier that frees the stage), and the loads of
+        // k-tile x + S follow it into the same registers, so every load has a whole k-tile of
+        // mma work to land. Tiles 0 .. S - 2 are filled before the loop.
+        using FA = RealignFill<C, ATile, false>;
+        using FB = RealignFill<C, BTile, KN>;
+        static_assert(FA::kChunks == 4 && FB::kChunks == 4 && C::kSteps == 2, "one group per quarter k-tile");
+        const FA fa(smem_base, oa);
+        const FB fb(smem_base + ATile::kSize * 2, ob);
+        const int64_t b_r0 = KN ? 0 : n0, b_c0 = KN ? n0 : 0;
+        Raw ra[4], rb[4];
+        const auto load = [&](int x, int e) {
+          fa.load(ra[e], oa, FA::whole(oa, m0, 0, x), x, e);
+          fb.load(rb[e], ob, FB::whole(ob, b_r0, b_c0, x), x, e);
+        };
+        const auto store = [&](int x, int e) {
+          const uint32_t stage = (x % kStages) * kStage * 2;
+          fa.store(stage, ra[e], FA::whole(oa, m0, 0, x), e);
+          fb.store(stage, rb[e], FB::whole(ob, b_r0, b_c0, x), e);
+        };
+        for (int x = 0; x < kStages - 1 && x < nk; ++x) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) load(x, e);
+#pragma unroll
+          for (int e = 0; e < 4; ++e) store(x, e);
+        }
+        if (kStages - 1 < nk) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) load(kStages - 1, e);
+        }
+        for (int kt = 0; kt < nk; ++kt) {
+          __syncthreads();  // tile kt stored by every thread; stage (kt - 1) % S is free
+          const int put = kt + kStages - 1, get = kt + kStages;
+          const uint32_t a_base = smem_base + (kt % kStages) * kStage * 2;
+          const uint32_t b_base = a_base + ATile::kSize * 2;
+          uint32_t bf[C::kFragN / 2][4];
+#define BANKOPS_MMA_QUARTER(Q)                                  \
+  if (Q % 2 == 0) load_b_frags<L, C, KN>(bf, lo, b_base, Q / 2); \
+  if (put < nk) store(put, Q);                                  \
+  if (get < nk) load(get, Q);                                   \
+  mma_half<T, L, C, KN, Q % 2>(acc, bf, lo, a_base, Q / 2);
+          BANKOPS_MMA_QUARTER(0) BANKOPS_MMA_QUARTER(1) BANKOPS_MMA_QUARTER(2) BANKOPS_MMA_QUARTER(3)
+#undef BANKOPS_MMA_QUARTER
+        }
       } else {
         // Four 8-element groups of each operand per k-tile; group q of A and of B is in
         // flight during quarter q of the previous tile's mma work (k16 step q / 2, half q % 2).
@@ -447,9 +578,9 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSM) gemm_mma_kernel(
   }
 }
 
-template <Layout L, class C, class T, bool KN, bool ASYNC>
+template <Layout L, class C, class T, bool KN, MmaFill FILL>
 cudaError_t run(const GemmArgs& g, const MmaFlags& f, cudaStream_t stream) {
-  const auto kernel = gemm_mma_kernel<L, C, T, KN, ASYNC>;
+  const auto kernel = gemm_mma_kernel<L, C, T, KN, FILL>;
   constexpr int kSmem = mma_smem_bytes<L, C, KN>();
   static_assert(kSmem <= 227 * 1024 && C::kBlocksPerSM * (kSmem + 1024) <= 228 * 1024,
                 "the tile rings of the resident blocks exceed an SM's shared memory");
@@ -471,17 +602,22 @@ cudaError_t run(const GemmArgs& g, const MmaFlags& f, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-// The register path runs MmaSmall only: its staging schedule is written for 4 groups of
-// 8 elements per operand and k-tile.
+// The realigning and register paths run MmaSmall only: their staging schedules are written
+// for 4 chunks (groups of 8 elements) per operand and k-tile.
 template <Layout L, class T>
 cudaError_t dispatch(const GemmArgs& g, const GemmMmaPlan& p, const MmaFlags& f, cudaStream_t stream) {
+  constexpr MmaFill kA = MmaFill::Async;
   if (p.async && p.shape == MmaShape::Large)
-    return p.b_kn ? run<L, MmaLarge, T, true, true>(g, f, stream) : run<L, MmaLarge, T, false, true>(g, f, stream);
+    return p.b_kn ? run<L, MmaLarge, T, true, kA>(g, f, stream) : run<L, MmaLarge, T, false, kA>(g, f, stream);
   if (p.async && p.shape == MmaShape::Narrow)
-    return p.b_kn ? run<L, MmaNarrow, T, true, true>(g, f, stream) : run<L, MmaNarrow, T, false, true>(g, f, stream);
+    return p.b_kn ? run<L, MmaNarrow, T, true, kA>(g, f, stream) : run<L, MmaNarrow, T, false, kA>(g, f, stream);
   if (p.async)
-    return p.b_kn ? run<L, MmaSmall, T, true, true>(g, f, stream) : run<L, MmaSmall, T, false, true>(g, f, stream);
-  return p.b_kn ? run<L, MmaSmall, T, true, false>(g, f, stream) : run<L, MmaSmall, T, false, false>(g, f, stream);
+    return p.b_kn ? run<L, MmaSmall, T, true, kA>(g, f, stream) : run<L, MmaSmall, T, false, kA>(g, f, stream);
+  if (p.realign)
+    return p.b_kn ? run<L, MmaSmall, T, true, MmaFill::Realign>(g, f, stream)
+                  : run<L, MmaSmall, T, false, MmaFill::Realign>(g, f, stream);
+  return p.b_kn ? run<L, MmaSmall, T, true, MmaFill::Registers>(g, f, stream)
+                : run<L, MmaSmall, T, false, MmaFill::Registers>(g, f, stream);
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }

@@ -1,14 +1,16 @@
 // gemm on tensor cores for float16/bfloat16 (float32 accumulation): mma.sync m16n8k16 fed
 // by ldmatrix from shared-memory tiles, filled by cp.async (16-byte chunks) when the
-// operands' rows are 16-byte aligned, or staged through registers otherwise (odd K or N,
-// odd strides, m-contiguous A). The epilogue goes through a shared-memory C tile so that
-// each thread writes whole 16-byte chunks of a row.
+// operands' rows are 16-byte aligned; by realigned 16-byte chunks (three 8-byte aligned
+// loads per chunk, shifted in registers) when the rows are contiguous but start anywhere
+// (odd K or N, offset data pointers); element by element through registers otherwise (a
+// strided contiguous dim, m-contiguous A). The epilogue goes through a shared-memory C
+// tile so that each thread writes whole 16-byte chunks of a row.
 //
 // Tiles (halves): A is As[BM][BK] (k contiguous). B is Bs[BK][BN] (n contiguous, read with
 // ldmatrix.trans) when n is B's contiguous dim, Bs[BN][BK] (plain ldmatrix) otherwise. Every
 // warp computes a 64 x 64 piece of the block tile. Two block shapes (MmaConfig):
 //   MmaSmall 128 x 128 x 32, 4 warps, 4 stages, two blocks per SM: small problems (more
-//            blocks to spread over the SMs) and the register path;
+//            blocks to spread over the SMs), the realigning and the register paths;
 //   MmaLarge 128 x 256 x 64, 8 warps, 3 stages, one block per SM: a third less L2 -> SM
 //            traffic per flop than 128 x 128 and half the barriers per k;
 //   MmaNarrow 64 x 128 x 64, 4 warps of 32 x 64, 3 stages: grids with fewer 128 x 128 tiles
@@ -65,17 +67,22 @@ using MmaBTile = std::conditional_t<KN, MmaTile<L, C::kBK, C::kBN>, MmaTile<L, C
 template <Layout L, class C>
 using MmaCTile = MmaTile<L, C::kBM, C::kBN>;
 
-// How one call runs: cp.async needs every tile row to start 16-byte aligned; the register
-// path takes any strides. `along`: the register path's lanes walk the tile's contiguous
+// How one call runs: cp.async needs every tile row to start 16-byte aligned; `realign`
+// needs only a unit-stride contiguous dim in both operands (rows at any 2-byte offset, and
+// 8 or more elements apart unless a row never fills a tile: a whole tile's loads reach
+// 6 bytes before a chunk and 2 past it, which must stay inside the matrix); the
+// register path takes any strides. `along`: the register path's lanes walk the tile's contiguous
 // dim one element each (right when that dim is contiguous in memory too); otherwise each
 // thread gathers an 8-element chunk and the lanes walk tile rows. `shape`, for cp.async
 // calls: the largest block tile that still gives about every SM a block (a fixed count,
 // so that bankops.explain picks the same shape without a GPU): MmaLarge with 128 or more
-// 128 x 256 tiles, MmaSmall with 128 or more 128 x 128 tiles, MmaNarrow below. The register
-// path always runs MmaSmall.
+// 128 x 256 tiles, MmaSmall with 128 or more 128 x 128 tiles, MmaNarrow below. The
+// realigning and register paths always run MmaSmall.
 enum class MmaShape { Small, Large, Narrow };
+enum class MmaFill { Async, Realign, Registers };
 struct GemmMmaPlan {
   bool async;
+  bool realign;  // not async: realigned 16-byte chunks instead of the register path
   bool b_kn;  // Bs[BK][BN] + ldmatrix.trans; else Bs[BN][BK] + ldmatrix
   bool a_along, b_along;
   MmaShape shape;
@@ -85,6 +92,10 @@ constexpr int64_t kMmaMinTiles = 128;
 // s_fast: stride of the tile's contiguous dim, s_row: of its rows.
 inline bool mma_along(int64_t s_fast, int64_t s_row) { return s_fast == 1 || (s_row != 1 && s_fast <= s_row); }
 inline bool mma_stride16(int64_t stride, int64_t size) { return size <= 1 || stride % kMmaChunk == 0; }
+// Realigned chunks: a unit-stride contiguous dim (cols long), rows s_row apart.
+inline bool mma_realign_ok(int64_t s_fast, int64_t s_row, int64_t rows, int64_t cols) {
+  return (s_fast == 1 || cols <= 1) && (rows <= 1 || s_row >= kMmaChunk || s_row >= cols);
+}
 
 inline GemmMmaPlan gemm_mma_plan(const GemmArgs& g, bool a_aligned16, bool b_aligned16) {
   GemmMmaPlan p;
@@ -97,6 +108,8 @@ inline GemmMmaPlan gemm_mma_plan(const GemmArgs& g, bool a_aligned16, bool b_ali
                     (p.b_kn ? (g.b_sn == 1 || g.n <= 1) && mma_stride16(g.b_sk, g.k)
                             : (g.b_sk == 1 || g.k <= 1) && mma_stride16(g.b_sn, g.n));
   p.async = a_ok && b_ok;
+  p.realign = !p.async && mma_realign_ok(g.a_sk, g.a_sm, g.m, g.k) &&
+              (p.b_kn ? mma_realign_ok(g.b_sn, g.b_sk, g.k, g.n) : mma_realign_ok(g.b_sk, g.b_sn, g.n, g.k));
   const auto fills = [&](int bm, int bn) {
     return g.batch > 0 && ceil_div(g.m, bm) * ceil_div(g.n, bn) >= ceil_div(kMmaMinTiles, g.batch);
   };

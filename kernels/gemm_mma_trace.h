@@ -5,14 +5,14 @@
 
 namespace bankops {
 
-// One call of the mma path: the plan (gemm_mma_plan) picks the fill (cp.async or the
-// register path, along or across), the block shape (MmaSmall, MmaLarge or MmaNarrow) and the
-// B tile's orientation, exactly as the launcher does.
+// One call of the mma path: the plan (gemm_mma_plan) picks the fill (cp.async, realigned
+// 16-byte chunks or the register path, along or across), the block shape (MmaSmall,
+// MmaLarge or MmaNarrow) and the B tile's orientation, exactly as the launcher does.
 template <class C>
 inline void trace_gemm_mma_shape(Layout layout, const GemmArgs& g, const GemmMmaPlan& plan, SmemTrace& trace) {
   const int64_t tiles = g.batch * ceil_div(g.m, C::kBM) * ceil_div(g.n, C::kBN);
   const int64_t steps = tiles * ceil_div(g.k, C::kBK);
-  const char* kernel = plan.async ? "gemm_mma/cp.async" : "gemm_mma/registers";
+  const char* kernel = plan.async ? "gemm_mma/cp.async" : plan.realign ? "gemm_mma/realign" : "gemm_mma/registers";
   with_layout(layout, [&](auto tag) {
     constexpr Layout L = decltype(tag)::value;
     const auto body = [&](auto kn) {
@@ -37,6 +37,11 @@ inline void trace_gemm_mma_shape(Layout layout, const GemmArgs& g, const GemmMma
                   const TileCoord c = mma_chunk<C>(t, e, Tile::kCols);
                   return c.r * pitch + c.c * 2;
                 });
+        } else if (plan.realign) {
+          // The realigned chunks land where cp.async would put them (the same lanes), with sts.
+          SmemInstr& row = trace.instr(kernel, std::string("sts ") + name + " (realigned)", SmemOp::St, 16, steps);
+          for (int e = 0; e < elems / kMmaChunk; ++e)
+            add_block(row, C::kThreads, [&](int t) { return byte(mma_chunk<C>(t, e, Tile::kCols)); });
         } else if (along) {
           SmemInstr& row = trace.instr(kernel, std::string("sts ") + name + " (along)", SmemOp::St, 2, steps);
           for (int e = 0; e < elems; ++e)

@@ -70,6 +70,8 @@ def test_cuda_matches_float64(views, layout, dtype, batch, m, n, k):
 @pytest.mark.parametrize("shape", [(4095, 4097, 4093), (1024, 1024, 1024)], ids=["misaligned", "1024"])
 def test_cuda_bench_shapes(dtype, shape):
     m, n, k = shape
+    route = "gemm_mma/realign" if k % 8 or n % 8 else "gemm_mma/cp.async"
+    assert {row["kernel"] for row in bankops.explain("gemm", "swizzle", dtype, m=m, n=n, k=k).rows} == {route}
     a = torch.randn(m, k, device="cuda").to(dtype)
     b = torch.randn(k, n, device="cuda").to(dtype)
     got = bankops.gemm(a, b, "swizzle")
@@ -236,3 +238,114 @@ def test_explain_block_shapes(layout):
         assert t["ldgsts"]["wavefronts"] > t["ldgsts"]["ideal"], str(large)
     else:
         assert t["ldsm"]["wavefronts"] > t["ldsm"]["ideal"], str(large)
+
+
+# The realigning path: rows contiguous but off 16-byte boundaries (odd K or N, offset data
+# pointers). Odd M / N / K with every row offset (K odd: row r of A starts 2 r K bytes in, so
+# every even residue mod 16 occurs), fewer k-tiles than the 4-stage ring, 1-row / 1-col edges,
+# tiles whose last row ends just at (or 1 before) the 8-element margin of the whole-tile
+# test (K = 40 with N = 137, K = 39, 71; N = 136), m-tile and k-tile interiors, batches.
+REALIGN_SHAPES = [
+    (None, 1, 9, 33), (None, 37, 1, 35), (None, 2, 1, 17), (None, 130, 131, 33), (None, 200, 264, 95),
+    (None, 65, 70, 9), (None, 257, 263, 1001), (None, 256, 137, 40), (None, 256, 136, 39), (None, 128, 128, 71),
+    (None, 384, 392, 515), (None, 130, 263, 65), (3, 65, 130, 73), (2, 300, 257, 129), (None, 128, 136, 7),
+]
+REALIGN_IDS = [("" if b is None else f"{b}x") + f"{m}x{n}x{k}" for b, m, n, k in REALIGN_SHAPES]
+
+
+def _kernels(report):
+    return {row["kernel"] for row in report.rows}
+
+
+def offset_operand(rows, cols, batch, dtype, off, transposed=False):
+    """A contiguous operand (or the transposed view of one) whose data starts `off` elements
+    past a 16-byte boundary: rows shifted by 2 * off bytes on top of their stride's offsets."""
+    lead = () if batch is None else (batch,)
+    shape = lead + ((cols, rows) if transposed else (rows, cols))
+    n = math.prod(shape)
+    t = torch.randn(n + 8, device="cuda").to(dtype)[off : off + n].view(shape)
+    return t.transpose(-2, -1) if transposed else t
+
+
+@pytest.mark.parametrize("batch,m,n,k", REALIGN_SHAPES, ids=REALIGN_IDS)
+@pytest.mark.parametrize("b_t", [False, True], ids=["b", "b^T"])
+def test_explain_realign_route(batch, m, n, k, b_t):
+    """The shapes below take the realigning path with A row-major and B either way; A as a
+    transposed view (m contiguous, unless M = 1) stays on the register path (its tile is
+    As[m][k])."""
+    if b_t and k % 8 == 0:
+        pytest.skip("B^T rows K apart: aligned (the N = 137 case is for row-major B)")
+    for layout in LAYOUTS:
+        rep = bankops.explain("gemm", layout, torch.float16, m=m, n=n, k=k, batch=batch or 1, b_transposed=b_t)
+        assert _kernels(rep) == {"gemm_mma/realign"}, str(rep)
+        assert "ldgsts" not in _ops(rep)
+        if layout == "swizzle":
+            assert rep.conflicts == 0, str(rep)
+    if m > 1:
+        rep = bankops.explain("gemm", "swizzle", torch.float16, m=m, n=n, k=k, a_transposed=True, b_transposed=b_t)
+        assert _kernels(rep) == {"gemm_mma/registers"}, str(rep)
+
+
+def test_explain_realign_stores():
+    """The realigned stores are cp.async's lanes: 4 chunks per thread and operand, one sts
+    per warp and chunk (16 per 128 x 128 x 32 k-tile), conflict-free in swizzle."""
+    rep = bankops.explain("gemm", "swizzle", torch.bfloat16, m=4095, n=4097, k=4093)
+    assert _kernels(rep) == {"gemm_mma/realign"}
+    assert _count(rep, "sts As[m][k] <- A (realigned)") == 16
+    assert _count(rep, "sts Bs[k][n] <- B (realigned)") == 16
+    assert _count(rep, "ldmatrix.x4 A fragments") == 32
+    assert rep.conflicts == 0, str(rep)
+    stores = [r for r in rep.rows if "realigned" in r["instruction"]]
+    assert len(stores) == 2 and all(r["op"] == "st" and r["width"] == 16 for r in stores)
+    assert all(r["wavefronts"] == r["ideal"] == 4 * r["count"] for r in stores), str(rep)
+
+
+@requires_cuda
+@pytest.mark.parametrize("batch,m,n,k", REALIGN_SHAPES, ids=REALIGN_IDS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("b_t", [False, True], ids=["b", "b^T"])
+def test_cuda_realign(b_t, layout, dtype, batch, m, n, k):
+    if b_t and k % 8 == 0:
+        pytest.skip("B^T rows K apart: aligned (the N = 137 case is for row-major B)")
+    rep = bankops.explain("gemm", layout, dtype, m=m, n=n, k=k, batch=batch or 1, b_transposed=b_t)
+    assert _kernels(rep) == {"gemm_mma/realign"}, str(rep)
+    a = offset_operand(m, k, batch, dtype, 0)
+    b = offset_operand(k, n, batch, dtype, 0, transposed=b_t)
+    check_against_float64(bankops.gemm(a, b, layout), a, b)
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("off_a,off_b", [(o, (3 * o + 1) % 8) for o in range(8)], ids=lambda o: str(o))
+@pytest.mark.parametrize("shape", [(None, 300, 264, 200), (2, 257, 136, 1001), (None, 256, 392, 40)],
+                         ids=lambda s: "x".join(str(v) for v in s if v is not None))
+def test_cuda_realign_offsets(shape, off_a, off_b, dtype):
+    """Data pointers at every 2-byte offset in 16 (aligned strides too: the rows start where
+    the pointer does), both B orientations; the route is the realigning kernel on K % 8 != 0
+    (the explain route), and on aligned K it is still realigning once the pointers are off."""
+    batch, m, n, k = shape
+    for b_t in (False, True):
+        if k % 8:
+            rep = bankops.explain("gemm", "swizzle", dtype, m=m, n=n, k=k, batch=batch or 1, b_transposed=b_t)
+            assert _kernels(rep) == {"gemm_mma/realign"}, str(rep)
+        a = offset_operand(m, k, batch, dtype, off_a)
+        b = offset_operand(k, n, batch, dtype, off_b, transposed=b_t)
+        for layout in LAYOUTS:
+            check_against_float64(bankops.gemm(a, b, layout), a, b)
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_cuda_realign_sliced_unit_stride(dtype):
+    """Unit-stride slices whose rows are 8 or more elements apart but not 16 bytes: the
+    realigning kernel (the explain route of the same sizes with odd K), including a slice
+    that starts mid-row; layouts agree bit for bit."""
+    m, n, k = 260, 200, 77
+    a = torch.randn(m, k + 3, device="cuda").to(dtype)[:, 1 : k + 1]
+    b = torch.randn(k, n + 5, device="cuda").to(dtype)[:, 2 : n + 2]
+    assert _kernels(bankops.explain("gemm", "swizzle", dtype, m=m, n=n, k=k)) == {"gemm_mma/realign"}
+    outs = [bankops.gemm(a, b, layout) for layout in LAYOUTS]
+    check_against_float64(outs[0], a, b)
+    for out in outs[1:]:
+        assert torch.equal(out.view(torch.int16), outs[0].view(torch.int16))
