@@ -1,6 +1,7 @@
 """gemm: 2-D and batched, every dtype, odd sizes and strided views against the CPU reference."""
 import math
 import re
+import warnings
 
 import pytest
 import torch
@@ -233,7 +234,7 @@ def test_cuda_float64_relative_error(views, layout):
 def launched(fn):
     """(GemmShape arguments, staging mode of A, of B) of every gemm_kernel fn() launches, read
     from the kernel names the profiler records (modes: gemm.cu's compile-time modes, -1 read at
-    run time, 4 / 5 the 4-byte cp.async ones)."""
+    run time, 4 / 5 the 4-byte cp.async ones); None where the profiler saw no kernel."""
     from torch.profiler import ProfilerActivity, profile
 
     torch.cuda.synchronize()
@@ -241,8 +242,9 @@ def launched(fn):
         fn()
         torch.cuda.synchronize()
     names = [e.name for e in prof.events() if "gemm_kernel<" in e.name]
-    if not names:
-        pytest.skip("the profiler recorded no kernel names")
+    if not names:  # no CUPTI (or a sanitizer holds it): the numbers are still checked
+        warnings.warn("the profiler recorded no gemm_kernel launch: the route is not checked")
+        return None
     out = []
     for name in names:
         found = re.search(r"GemmShape<([-\d, ]+)>.*, (-?\d+), (-?\d+)>\(", name)
@@ -280,10 +282,13 @@ WIDE = [
                                                     for s, v in WIDE])
 def test_cuda_wide_tile(shape, views, layout):
     batch, m, n, k = shape
+    if torch.cuda.get_device_properties(0).multi_processor_count != 132:
+        pytest.skip("shapes chosen for the 128x256 tile on 132 SMs")
     assert route(batch, m, n, k, views, layout) == "gemm/128x256"
     a = operand(m, k, batch, torch.float32, "cuda", views[0])
     b = operand(k, n, batch, torch.float32, "cuda", views[1])
-    assert {kernel[0] for kernel in launched(lambda: bankops.gemm(a, b, layout))} == {WIDE_SHAPE}
+    kernels = launched(lambda: bankops.gemm(a, b, layout))
+    assert kernels is None or {kernel[0] for kernel in kernels} == {WIDE_SHAPE}, kernels
     check_against_float64(bankops.gemm(a, b, layout), a, b)
 
 
@@ -304,10 +309,13 @@ def test_cuda_big_tile_beside_wide(layout):
     """A ragged grid keeps the 128x128 tile at sizes where the 128x256 one takes over."""
     m, n, k = 4096, 4352, 260
     views = ("contiguous", "contiguous")
+    if torch.cuda.get_device_properties(0).multi_processor_count != 132:
+        pytest.skip("a shape chosen for 132 SMs")
     assert route(None, m, n, k, views, layout) == "gemm/128x128"
     a = operand(m, k, None, torch.float32, "cuda", views[0])
     b = operand(k, n, None, torch.float32, "cuda", views[1])
-    assert launched(lambda: bankops.gemm(a, b, layout)) == [(BIG_SHAPE, 0, 2)]
+    kernels = launched(lambda: bankops.gemm(a, b, layout))
+    assert kernels is None or kernels == [(BIG_SHAPE, 0, 2)], kernels
     check_against_float64(bankops.gemm(a, b, layout), a, b)
 
 
@@ -335,7 +343,8 @@ def test_cuda_async4_staging(shape, views, modes, layout):
     batch, m, n, k = shape
     a = operand(m, k, batch, torch.float32, "cuda", views[0])
     b = operand(k, n, batch, torch.float32, "cuda", views[1])
-    assert launched(lambda: bankops.gemm(a, b, layout)) == [(BIG_SHAPE, *modes)]
+    kernels = launched(lambda: bankops.gemm(a, b, layout))
+    assert kernels is None or kernels == [(BIG_SHAPE, *modes)], kernels
     check_against_float64(bankops.gemm(a, b, layout), a, b)
 
 
@@ -344,7 +353,8 @@ def test_cuda_scalar_staging_keeps_its_tile():
     """Strided or transposed misaligned operands still go through registers (BigScalar)."""
     a = operand(1500, 1003, None, torch.float32, "cuda", "sliced")
     b = operand(1003, 1501, None, torch.float32, "cuda", "transposed")
-    assert launched(lambda: bankops.gemm(a, b)) == [("4, 2, 2, 4, 2, 2, 8, 4", -1, -1)]
+    kernels = launched(lambda: bankops.gemm(a, b))
+    assert kernels is None or kernels == [("4, 2, 2, 4, 2, 2, 8, 4", -1, -1)], kernels
     check_against_float64(bankops.gemm(a, b), a, b)
 
 
