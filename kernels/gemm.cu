@@ -2,7 +2,8 @@
 //
 // Per k tile of BK: every thread stages kLoads 16-byte vectors of each operand (register
 // modes load it while earlier tiles are computed and store it after; cp.async writes
-// straight to shared memory, kStages - 1 tiles ahead), then reads BK rows of its A and B
+// straight to shared memory, kStages - 1 tiles ahead, a vector at a time or, for misaligned
+// rows, an element at a time), then reads BK rows of its A and B
 // fragments as LDS.128 (one row ahead of the FMAs) and does QM*QN*VEC*VEC FMAs per row.
 // The kernel is issue-bound: every instruction that is not an FMA costs time, so whole tiles
 // (all but the edges of the matrices) take a staging path without bounds or zero-fill, and
@@ -58,27 +59,43 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
 }
+// One element (4 or 8 bytes; cp.async.cg copies 16 only, so through L1): the copies of one
+// vector's elements read one sector, the first from L2, the others from L1. The
+// zero-filling form for edge tiles, the plain one for whole tiles.
+template <int BYTES>
+__device__ __forceinline__ void cp_async_elem(void* smem, const void* gmem, int src_bytes) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(s), "l"(gmem), "n"(BYTES), "r"(src_bytes)
+               : "memory");
+}
+template <int BYTES>
+__device__ __forceinline__ void cp_async_elem(void* smem, const void* gmem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(s), "l"(gmem), "n"(BYTES) : "memory");
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 
-// A staging mode fixed at compile time, or kAnyMode: read from the kernel argument.
-constexpr int kAnyMode = -1;
+// A staging mode fixed at compile time, or kAnyMode: read from the kernel argument. kKUnit /
+// kXUnit: KScalar / XScalar with a unit fast stride, copied element by element with cp.async
+// (GemmStaging::Async4).
+constexpr int kAnyMode = -1, kKUnit = 4, kXUnit = 5;
 
 // Where vector l of every thread lies from the thread's vector 0: the same tile step for all
 // threads (gemm_stage_k / gemm_stage_x), so one pointer and one tile position per thread do.
-template <class S>
+template <class Op>
 BANKOPS_HD constexpr TileCoord gemm_stage_step(bool k_major, int l) {
-  return k_major ? gemm_stage_k<S>(0, l) : gemm_stage_x<S>(0, l);
+  return k_major ? gemm_stage_k<Op>(0, l) : gemm_stage_x<Op>(0, l);
 }
-template <class S>
+template <class Op>
 BANKOPS_HD constexpr bool gemm_stage_uniform() {
-  for (int t = 0; t < S::kThreads; ++t)
-    for (int l = 0; l < S::kLoads; ++l)
+  for (int t = 0; t < Op::kThreads; ++t)
+    for (int l = 0; l < Op::kLoads; ++l)
       for (int k = 0; k < 2; ++k) {
-        const TileCoord a = k ? gemm_stage_k<S>(t, l) : gemm_stage_x<S>(t, l);
-        const TileCoord b = k ? gemm_stage_k<S>(t, 0) : gemm_stage_x<S>(t, 0);
-        const TileCoord d = gemm_stage_step<S>(k, l);
+        const TileCoord a = k ? gemm_stage_k<Op>(t, l) : gemm_stage_x<Op>(t, l);
+        const TileCoord b = k ? gemm_stage_k<Op>(t, 0) : gemm_stage_x<Op>(t, 0);
+        const TileCoord d = gemm_stage_step<Op>(k, l);
         if (a.r != b.r + d.r || a.c != b.c + d.c) return false;
       }
   return true;
@@ -87,13 +104,13 @@ BANKOPS_HD constexpr bool gemm_stage_uniform() {
 // Whether a thread's staged elements (vector l, element e along k for k-major) sit at the
 // tile offset of its vector 0 plus a constant, for every thread: then one offset per tile
 // serves all of them, the rest are immediates.
-template <class S, class Tile>
+template <class Op, class Tile>
 BANKOPS_HD constexpr bool gemm_stage_affine(bool k_major) {
-  for (int t = 0; t < S::kThreads; ++t)
-    for (int l = 0; l < S::kLoads; ++l)
-      for (int e = 0; e < (k_major ? S::kVec : 1); ++e) {
-        const TileCoord c = k_major ? gemm_stage_k<S>(t, 0) : gemm_stage_x<S>(t, 0);
-        const TileCoord d = gemm_stage_step<S>(k_major, l);
+  for (int t = 0; t < Op::kThreads; ++t)
+    for (int l = 0; l < Op::kLoads; ++l)
+      for (int e = 0; e < (k_major ? Op::kVec : 1); ++e) {
+        const TileCoord c = k_major ? gemm_stage_k<Op>(t, 0) : gemm_stage_x<Op>(t, 0);
+        const TileCoord d = gemm_stage_step<Op>(k_major, l);
         if (Tile::offset(c.r + d.r + e, c.c + d.c) != Tile::offset(c.r, c.c) + Tile::offset(d.r + e, d.c)) return false;
       }
   return true;
@@ -103,12 +120,14 @@ BANKOPS_HD constexpr bool gemm_stage_affine(bool k_major) {
 // tile row kr, column xc, starting at p; the others gemm_stage_step further. Element e of a
 // vector is e strides further along k (k-major modes) or x. State is kept small: the
 // accumulators take most registers.
-template <class S, class Tile, class T, class Acc, int MODE>
+template <class Op, class Tile, class T, class Acc, int MODE>
 struct Stager {
-  static constexpr int V = S::kVec, L = S::kLoads;
+  static constexpr int V = Op::kVec, L = Op::kLoads;
   static constexpr bool kVector = sizeof(T) == sizeof(Acc);  // 16-bit inputs widen in registers
   static_assert(kVector || MODE == kAnyMode || !(MODE == int(GemmStage::KVec) || MODE == int(GemmStage::XAsync)),
                 "vector modes need elements that are their own accumulators");
+  static constexpr bool kAsyncElems = MODE == kKUnit || MODE == kXUnit;
+  static_assert(kVector || !kAsyncElems, "cp.async copies elements that are their own accumulators");
 
   const T* p;
   int64_t sk, sx;  // k and x strides
@@ -117,31 +136,36 @@ struct Stager {
   GemmStage run_mode;
   Acc r[L][V];
 
-  __device__ __forceinline__ GemmStage mode() const { return MODE == kAnyMode ? run_mode : GemmStage(MODE); }
+  __device__ __forceinline__ GemmStage mode() const {
+    return MODE == kAnyMode ? run_mode
+           : MODE == kKUnit ? GemmStage::KScalar
+           : MODE == kXUnit ? GemmStage::XScalar
+                            : GemmStage(MODE);
+  }
   __device__ __forceinline__ bool k_major() const { return gemm_k_major(mode()); }
-  static_assert(gemm_stage_uniform<S>(), "a thread's vectors sit at the same steps for every thread");
+  static_assert(gemm_stage_uniform<Op>(), "a thread's vectors sit at the same steps for every thread");
   // Tile row of vector l.
-  __device__ __forceinline__ int row(int l) const { return kr + gemm_stage_step<S>(k_major(), l).r; }
+  __device__ __forceinline__ int row(int l) const { return kr + gemm_stage_step<Op>(k_major(), l).r; }
   __device__ __forceinline__ const T* at(int l) const {
-    const TileCoord d = gemm_stage_step<S>(k_major(), l);
+    const TileCoord d = gemm_stage_step<Op>(k_major(), l);
     return p + d.r * sk + d.c * sx;
   }
   // Tile offset of element e (along k for k-major, else 0) of vector l.
   __device__ __forceinline__ int at_tile(int l, int e) const {
-    const TileCoord d = gemm_stage_step<S>(k_major(), l);
-    const bool affine = k_major() ? gemm_stage_affine<S, Tile>(true) : gemm_stage_affine<S, Tile>(false);
+    const TileCoord d = gemm_stage_step<Op>(k_major(), l);
+    const bool affine = k_major() ? gemm_stage_affine<Op, Tile>(true) : gemm_stage_affine<Op, Tile>(false);
     return affine ? Tile::offset(kr, xc) + Tile::offset(d.r + e, d.c) : Tile::offset(kr + d.r + e, xc + d.c);
   }
   // Valid elements of vector l along x (0..V; a k-major vector lies in one column: 0 or V).
   __device__ __forceinline__ int x_rest(int l) const {
-    const int64_t xl = x_left - gemm_stage_step<S>(k_major(), l).c;
+    const int64_t xl = x_left - gemm_stage_step<Op>(k_major(), l).c;
     return xl <= 0 ? 0 : k_major() || xl >= V ? V : static_cast<int>(xl);
   }
 
   // base: the operand at (k 0, x 0) of the block; x_end: its columns from there.
   __device__ __forceinline__ Stager(const T* base, int64_t k_stride, int64_t x_stride, int64_t x_end, GemmStage m)
       : sk(k_stride), sx(x_stride), run_mode(m) {
-    const TileCoord c = k_major() ? gemm_stage_k<S>(threadIdx.x, 0) : gemm_stage_x<S>(threadIdx.x, 0);
+    const TileCoord c = k_major() ? gemm_stage_k<Op>(threadIdx.x, 0) : gemm_stage_x<Op>(threadIdx.x, 0);
     kr = c.r;
     xc = c.c;
     p = base + kr * k_stride + xc * x_stride;
@@ -152,6 +176,39 @@ struct Stager {
   // (cp.async goes straight to `dst`; `safe` is an address cp.async may name for no bytes).
   // whole: all BK rows and the block's kCols columns are inside the operand.
   __device__ __forceinline__ void issue(Acc* dst, const void* safe, int k_rows, bool whole) {
+    if constexpr (kAsyncElems)
+      issue_elems(dst, safe, k_rows, whole);
+    else
+      issue_vectors(dst, safe, k_rows, whole);
+    p += Op::kBK * sk;
+  }
+
+  // Async4: one cp.async per element. Element e of a vector is e elements further in global
+  // memory (the unit stride) and e tile rows further (k-major) or e columns further inside its
+  // 16-byte unit (x-major).
+  __device__ __forceinline__ void issue_elems(Acc* dst, const void* safe, int k_rows, bool whole) {
+    const auto tile_at = [&](int l, int e) { return k_major() ? at_tile(l, e) : at_tile(l, 0) + e; };
+    if (whole) {
+#pragma unroll
+      for (int l = 0; l < L; ++l)
+#pragma unroll
+        for (int e = 0; e < V; ++e) cp_async_elem<sizeof(T)>(dst + tile_at(l, e), at(l) + e);
+      return;
+    }
+#pragma unroll
+    for (int l = 0; l < L; ++l) {
+      const int k_rest = k_rows - row(l), xr = x_rest(l);
+#pragma unroll
+      for (int e = 0; e < V; ++e) {
+        const bool in = k_major() ? xr > 0 && e < k_rest : k_rest > 0 && e < xr;
+        cp_async_elem<sizeof(T)>(dst + tile_at(l, e), in ? static_cast<const void*>(at(l) + e) : safe,
+                                 in ? static_cast<int>(sizeof(T)) : 0);
+      }
+    }
+  }
+
+  // The other modes: 16-byte vectors (cp.async, or loads to registers), or elements to registers.
+  __device__ __forceinline__ void issue_vectors(Acc* dst, const void* safe, int k_rows, bool whole) {
     // Kernels that read the mode at run time mostly stage element by element: they skip it.
     if constexpr (kVector && MODE != kAnyMode) {
       if (whole && gemm_vector(mode())) {
@@ -165,7 +222,6 @@ struct Stager {
             cp_async16(dst + at_tile(l, 0), at(l));
           }
         }
-        p += S::kBK * sk;
         return;
       }
     }
@@ -201,20 +257,21 @@ struct Stager {
         for (int e = 0; e < V; ++e) r[l][e] = k_rest > 0 && e < xr ? to_acc<Acc>(q[e * sx]) : Acc(0);
       }
     }
-    p += S::kBK * sk;
   }
 
   // Stores what issue() loaded into registers (nothing for cp.async).
   __device__ __forceinline__ void store(Acc* dst) const {
-    if (kVector && mode() == GemmStage::XAsync) return;
+    if constexpr (!kAsyncElems) {
+      if (kVector && mode() == GemmStage::XAsync) return;
 #pragma unroll
-    for (int l = 0; l < L; ++l) {
-      if (k_major()) {
-        // The transposed store: VEC tile rows of one column.
+      for (int l = 0; l < L; ++l) {
+        if (k_major()) {
+          // The transposed store: VEC tile rows of one column.
 #pragma unroll
-        for (int e = 0; e < V; ++e) dst[at_tile(l, e)] = r[l][e];
-      } else {
-        st16(dst + at_tile(l, 0), r[l]);
+          for (int e = 0; e < V; ++e) dst[at_tile(l, e)] = r[l][e];
+        } else {
+          st16(dst + at_tile(l, 0), r[l]);
+        }
       }
     }
   }
@@ -223,13 +280,13 @@ struct Stager {
 // The stage ring, sized per configuration at launch.
 extern __shared__ float4 gemm_smem[];
 
-template <class S, class Tile, class T, class Acc, int MODE_A, int MODE_B>
+template <class S, class TileA, class TileB, class T, class Acc, int MODE_A, int MODE_B>
 __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
     gemm_kernel(const GemmArgs g, const GemmStage mode_a, const GemmStage mode_b) {
-  constexpr int V = S::kVec, kStages = S::kStages, kStage = Tile::kSize;
-  static_assert(kStage % V == 0, "stages start on 16-byte boundaries");
+  constexpr int V = S::kVec, kStages = S::kStages, kStageA = TileA::kSize, kStageB = TileB::kSize;
+  static_assert(kStageA % V == 0 && kStageB % V == 0, "stages start on 16-byte boundaries");
   Acc* const sa0 = reinterpret_cast<Acc*>(gemm_smem);
-  Acc* const sb0 = sa0 + kStages * kStage;
+  Acc* const sb0 = sa0 + kStages * kStageA;
   const int t = threadIdx.x;
   const int64_t n0 = int64_t(blockIdx.x) * S::kBN;
   const int64_t tiles_m = ceil_div(g.m, S::kBM);
@@ -242,15 +299,16 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
   };
   // The fragments' tile origins; row kk of quadrant q is a constant step from them
   // (gemm_frags_affine), or else the whole offset is computed per read.
-  constexpr bool kAffine = gemm_frags_affine<S, Tile>();
+  constexpr bool kAffine = gemm_frags_affine<S, TileA, TileB>();
   const int am = gemm_frag_m<S>(t, 0), bn = gemm_frag_n<S>(t, 0);
-  const int a0 = Tile::offset(0, am), b0 = Tile::offset(0, bn);
-  const auto frag_at = [&](int origin, int x, int kk, int q) {
+  const int a0 = TileA::offset(0, am), b0 = TileB::offset(0, bn);
+  const auto frag_at = [&](auto tile, int origin, int x, int kk, int q) {
+    using Tile = decltype(tile);
     return kAffine ? origin + Tile::offset(kk, q * S::kQuad) : Tile::offset(kk, x + q * S::kQuad);
   };
   const bool whole_b = g.n - n0 >= S::kBN;
-  using StA = Stager<S, Tile, T, Acc, MODE_A>;
-  using StB = Stager<S, Tile, T, Acc, MODE_B>;
+  using StA = Stager<typename S::OpA, TileA, T, Acc, MODE_A>;
+  using StB = Stager<typename S::OpB, TileB, T, Acc, MODE_B>;
 
   for (int64_t bz = blockIdx.z; bz < g.batch; bz += gridDim.z) {
     for (int64_t tm = blockIdx.y; tm < tiles_m; tm += gridDim.y) {
@@ -268,10 +326,10 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
 #pragma unroll
       for (int s = 0; s < kStages - 1; ++s) {
         if (s < tiles_k) {
-          sa.issue(sa0 + s * kStage, g.a, k_rows(s), whole_a && s < full_k);
-          sb.issue(sb0 + s * kStage, g.b, k_rows(s), whole_b && s < full_k);
-          sa.store(sa0 + s * kStage);
-          sb.store(sb0 + s * kStage);
+          sa.issue(sa0 + s * kStageA, g.a, k_rows(s), whole_a && s < full_k);
+          sb.issue(sb0 + s * kStageB, g.b, k_rows(s), whole_b && s < full_k);
+          sa.store(sa0 + s * kStageA);
+          sb.store(sb0 + s * kStageB);
         }
         cp_async_commit();
       }
@@ -281,9 +339,9 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
       Frag<Acc> fa[2][S::kQM], fb[2][S::kQN];
       const auto load_frags = [&](int buf, const Acc* as, const Acc* bs, int kk) {
 #pragma unroll
-        for (int q = 0; q < S::kQM; ++q) fa[buf][q] = lds16(as + frag_at(a0, am, kk, q));
+        for (int q = 0; q < S::kQM; ++q) fa[buf][q] = lds16(as + frag_at(TileA{}, a0, am, kk, q));
 #pragma unroll
-        for (int q = 0; q < S::kQN; ++q) fb[buf][q] = lds16(bs + frag_at(b0, bn, kk, q));
+        for (int q = 0; q < S::kQN; ++q) fb[buf][q] = lds16(bs + frag_at(TileB{}, b0, bn, kk, q));
       };
 
       int read = 0;  // the stage of tile kt; tile kt + kStages - 1 goes to the one before it
@@ -295,26 +353,26 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
         const int next = kt + kStages - 1;
         const bool more = next < tiles_k;
         if (more) {
-          sa.issue(sa0 + write * kStage, g.a, k_rows(next), whole_a && next < full_k);
-          sb.issue(sb0 + write * kStage, g.b, k_rows(next), whole_b && next < full_k);
+          sa.issue(sa0 + write * kStageA, g.a, k_rows(next), whole_a && next < full_k);
+          sb.issue(sb0 + write * kStageB, g.b, k_rows(next), whole_b && next < full_k);
         }
         cp_async_commit();
 
-        const Acc* as = sa0 + read * kStage;
-        const Acc* bs = sb0 + read * kStage;
+        const Acc* as = sa0 + read * kStageA;
+        const Acc* bs = sb0 + read * kStageB;
 #pragma unroll
         for (int kk = 0; kk < S::kBK; ++kk) {
           if (kk == S::kBK - 1) {
             // The tile is read out: store the register-staged tile, wait for tile kt + 1 and
             // read its first row while the last row's FMAs run.
             if (more) {
-              sa.store(sa0 + write * kStage);
-              sb.store(sb0 + write * kStage);
+              sa.store(sa0 + write * kStageA);
+              sb.store(sb0 + write * kStageB);
             }
             cp_async_wait<kStages - 2>();
             __syncthreads();
             read = read == kStages - 1 ? 0 : read + 1;
-            if (kt + 1 < tiles_k) load_frags((kk + 1) % 2, sa0 + read * kStage, sb0 + read * kStage, 0);
+            if (kt + 1 < tiles_k) load_frags((kk + 1) % 2, sa0 + read * kStageA, sb0 + read * kStageB, 0);
           } else {
             load_frags((kk + 1) % 2, as, bs, kk + 1);
           }
@@ -363,19 +421,30 @@ constexpr int kKVec = int(GemmStage::KVec), kXAsync = int(GemmStage::XAsync);
 
 // SPECIALIZE: also build kernels with the aligned row-major / transposed operands' staging
 // fixed at compile time (fewer registers and branches); other layouts read it at run time.
-template <class S, Layout L, class T, class Acc, bool SPECIALIZE>
-cudaError_t run(const GemmArgs& g, GemmStage ma, GemmStage mb, cudaStream_t stream) {
+// ASYNC4: and the GemmStaging::Async4 pairs (unit_a / unit_b: gemm_unit_scalar).
+template <class S, Layout L, class T, class Acc, bool SPECIALIZE, bool ASYNC4 = false>
+cudaError_t run(const GemmArgs& g, GemmStage ma, GemmStage mb, cudaStream_t stream, bool unit_a = false,
+                bool unit_b = false) {
   const auto clamp = [](int64_t v) { return static_cast<unsigned>(v < 65535 ? v : 65535); };
   const dim3 grid(static_cast<unsigned>(ceil_div(g.n, S::kBN)), clamp(ceil_div(g.m, S::kBM)), clamp(g.batch));
-  using Tile = GemmTileOf<L, S>;
-  auto* kernel = gemm_kernel<S, Tile, T, Acc, kAnyMode, kAnyMode>;
+  using TA = GemmTileOf<L, typename S::OpA>;
+  using TB = GemmTileOf<L, typename S::OpB>;
+  auto* kernel = gemm_kernel<S, TA, TB, T, Acc, kAnyMode, kAnyMode>;
   if constexpr (SPECIALIZE && sizeof(T) == sizeof(Acc)) {
-    if (ma == GemmStage::KVec && mb == GemmStage::XAsync) kernel = gemm_kernel<S, Tile, T, Acc, kKVec, kXAsync>;
-    if (ma == GemmStage::XAsync && mb == GemmStage::XAsync) kernel = gemm_kernel<S, Tile, T, Acc, kXAsync, kXAsync>;
-    if (ma == GemmStage::KVec && mb == GemmStage::KVec) kernel = gemm_kernel<S, Tile, T, Acc, kKVec, kKVec>;
-    if (ma == GemmStage::XAsync && mb == GemmStage::KVec) kernel = gemm_kernel<S, Tile, T, Acc, kXAsync, kKVec>;
+    if (ma == GemmStage::KVec && mb == GemmStage::XAsync) kernel = gemm_kernel<S, TA, TB, T, Acc, kKVec, kXAsync>;
+    if (ma == GemmStage::XAsync && mb == GemmStage::XAsync) kernel = gemm_kernel<S, TA, TB, T, Acc, kXAsync, kXAsync>;
+    if (ma == GemmStage::KVec && mb == GemmStage::KVec) kernel = gemm_kernel<S, TA, TB, T, Acc, kKVec, kKVec>;
+    if (ma == GemmStage::XAsync && mb == GemmStage::KVec) kernel = gemm_kernel<S, TA, TB, T, Acc, kXAsync, kKVec>;
+    if constexpr (ASYNC4) {
+      if (gemm_staging(ma, unit_a, mb, unit_b) == GemmStaging::Async4) {
+        const bool ka = ma == GemmStage::KScalar, xb = mb == GemmStage::XScalar;  // the unit-scalar ones
+        if (ka && xb) kernel = gemm_kernel<S, TA, TB, T, Acc, kKUnit, kXUnit>;
+        if (ka && !xb) kernel = gemm_kernel<S, TA, TB, T, Acc, kKUnit, kXAsync>;
+        if (!ka && xb) kernel = gemm_kernel<S, TA, TB, T, Acc, kKVec, kXUnit>;
+      }
+    }
   }
-  constexpr int kSmem = 2 * S::kStages * Tile::kSize * int(sizeof(Acc));
+  constexpr int kSmem = S::kStages * (TA::kSize + TB::kSize) * int(sizeof(Acc));
   // Past 48 KB the launch would need cudaFuncSetAttribute first (once per device, as
   // gemm_mma.cu does it); no configuration comes near.
   static_assert(kSmem <= 48 * 1024, "a configuration's stages exceed the default dynamic shared memory");
@@ -401,8 +470,11 @@ cudaError_t dispatch(const GemmArgs& g, cudaStream_t stream) {
   if constexpr (sizeof(Acc) == 8) {
     return run<GemmBig<8>, L, T, Acc, true>(g, ma, mb, stream);
   } else {
-    switch (gemm_config(ab, g.batch, g.m, g.n, num_sms(), gemm_vector(ma) && gemm_vector(mb))) {
-      case GemmConfig::Big: return run<GemmBig<4>, L, T, Acc, true>(g, ma, mb, stream);
+    const bool ua = eb == ab && gemm_unit_scalar(ma, g.a, eb, g.a_sk, g.a_sm);
+    const bool ub = eb == ab && gemm_unit_scalar(mb, g.b, eb, g.b_sk, g.b_sn);
+    switch (gemm_config(ab, g.batch, g.m, g.n, num_sms(), gemm_staging(ma, ua, mb, ub))) {
+      case GemmConfig::Wide: return run<GemmWide, L, T, Acc, true>(g, ma, mb, stream);
+      case GemmConfig::Big: return run<GemmBig<4>, L, T, Acc, true, true>(g, ma, mb, stream, ua, ub);
       case GemmConfig::BigScalar: return run<GemmBigScalar, L, T, Acc, false>(g, ma, mb, stream);
       case GemmConfig::Small:
       default: return run<GemmSmall, L, T, Acc, true>(g, ma, mb, stream);

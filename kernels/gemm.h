@@ -19,11 +19,26 @@ constexpr int kGemmBK = 8;      // k rows of one staging group: the transposed s
                                 // both separate; a k tile is one or more groups
 constexpr int kGemmVecBytes = 16;
 
+// One operand's tiles in a configuration: BK rows (k) of COLS columns (m for A, n for B),
+// staged by THREADS threads in 16-byte vectors of the accumulator type.
+template <int ACC_BYTES, int COLS, int THREADS, int BK>
+struct GemmOperand {
+  static constexpr int kAccBytes = ACC_BYTES, kVec = kGemmVecBytes / ACC_BYTES;
+  static constexpr int kCols = COLS, kThreads = THREADS, kBK = BK;
+  // 16-byte vectors of one tile per thread (both staging directions).
+  static constexpr int kLoads = kBK * kCols / (kVec * kThreads);
+  static_assert(kLoads >= 1 && kBK * kCols == kLoads * kVec * kThreads, "whole vectors per thread");
+  // Vectors of one staging group (k-major), and rows between a thread's vectors (x-major).
+  static constexpr int kGroupVecs = kGemmBK / kVec * kCols, kLoadStepK = kThreads / (kCols / kVec);
+  static_assert(kGroupVecs % kThreads == 0 && kLoadStepK * (kCols / kVec) == kThreads, "uniform steps");
+};
+
 // One block configuration. Each thread owns QM x QN quadrants of VEC x VEC accumulators (VEC
 // = one 16-byte vector of the accumulator type); a warp is 4 (m) x 8 (n) lanes, the block
 // WARPS_M x WARPS_N warps (gemm_frag_m / gemm_frag_n place the quadrants). MIN_BLOCKS per SM
 // sets the register budget: 65536 / (threads * MIN_BLOCKS), at most 255. BK: k per tile
 // (a multiple of kGemmBK), STAGES: tiles in shared memory (the cp.async pipeline depth).
+// A's tiles (OpA) are kBM columns wide, B's (OpB) kBN.
 template <int ACC_BYTES, int QM, int QN, int WARPS_M, int WARPS_N, int MIN_BLOCKS, int BK = kGemmBK, int STAGES = 4>
 struct GemmShape {
   static constexpr int kAccBytes = ACC_BYTES;
@@ -35,29 +50,34 @@ struct GemmShape {
   static constexpr int kWM = kLanesM * kTM, kWN = kLanesN * kTN;  // warp tile
   static constexpr int kBM = WARPS_M * kWM, kBN = WARPS_N * kWN, kBK = BK, kStages = STAGES;
   static_assert(BK % kGemmBK == 0 && STAGES >= 2, "k tiles of whole staging groups, double buffering at least");
+  static_assert(is_pow2(WARPS_M) && is_pow2(WARPS_N), "gemm_frag_m / gemm_frag_n mask the warp index");
   static constexpr int kThreads = 32 * WARPS_M * WARPS_N;
   static constexpr int kMinBlocks = MIN_BLOCKS;  // blocks per SM the registers must allow
-  static_assert(kBM == kBN, "A and B tiles share one tile type");
-  static constexpr int kCols = kBM;
-  // 16-byte vectors of one operand tile per thread (both staging directions).
-  static constexpr int kLoads = kBK * kCols / (kVec * kThreads);
-  static_assert(kLoads >= 1 && kBK * kCols == kLoads * kVec * kThreads, "whole vectors per thread");
-  // Vectors of one staging group (k-major), and rows between a thread's vectors (x-major).
-  static constexpr int kGroupVecs = kGemmBK / kVec * kCols, kLoadStepK = kThreads / (kCols / kVec);
-  static_assert(kGroupVecs % kThreads == 0 && kLoadStepK * (kCols / kVec) == kThreads, "uniform steps");
+  using OpA = GemmOperand<ACC_BYTES, kBM, kThreads, BK>;
+  using OpB = GemmOperand<ACC_BYTES, kBN, kThreads, BK>;
 };
 
 // The configurations, chosen by gemm_config() (H100, 2026-11-23, bench/run.py and ncu):
+//  - Wide (float32, both operands staged with 16-byte vectors, grids that fill the GPU):
+//    128x256, 256 threads (2x4 warps of 64x64), 16x8 per thread, 3 stages, one block per SM
+//    with up to 255 registers: cuBLAS's FFMA kernel (sm80_xmma ...
+//    tilesize256x128x8_stage3_warpsize4x2x1_ffma computes C^T, so its 256 is our n). Per FMA
+//    it stages a quarter less than Big (128 + 256 columns per k row for 128*256 FMAs) and
+//    its A tile, which row-major A fills with the transposed store, is the narrow one: one
+//    k-vector per thread per tile where Big loads two.
 //  - Big (float32, both operands staged with 16-byte vectors): 128x128, 128 threads (2x2 warps
 //    of 64x64), 16x8 per thread: 128 FMAs per 6 LDS.128, two blocks per SM with up to 255
 //    registers. 0.83x cuBLAS at 2048^3 to 8192^3, where the 256-thread 8x8 one gave 0.78x;
-//    0.86-0.92x with the whole-tile staging path. BK 16 (3 or 4 stages) measured 1-3% slower
-//    than BK 8. cuBLAS's kernel (sm80_xmma ... tilesize256x128x8_stage3_warpsize4x2x1_ffma)
-//    executes as many instructions as this one but stalls less (ncu: 10% vs 22-25% of cycles
-//    with no eligible warp, both at 2 warps per scheduler).
-//  - BigScalar (float32 with an operand staged element by element: misaligned or strided
-//    rows): 128x128, 256 threads, 8x8 per thread. With the scalar loads'
-//    staging registers it beat Big (0.63x vs 0.50x cuBLAS at 4095x4097x4093).
+//    0.86-0.87x with the whole-tile staging path. BK 16 (3 or 4 stages) measured 1-3% slower
+//    than BK 8. cuBLAS's kernel executes as many instructions as this one but stalls less
+//    (ncu: 10% vs 22-25% of cycles with no eligible warp, both at 2 warps per scheduler).
+//    Big also takes row-major operands whose rows are not 16-byte aligned (odd row lengths,
+//    offsets into storage: 4095x4097x4093) with 4-byte cp.async copies for those (the
+//    Async4 staging), which need no staging registers.
+//  - BigScalar (float32 with an operand staged element by element through registers:
+//    strided or transposed misaligned views): 128x128, 256 threads, 8x8 per thread. With the
+//    scalar loads' staging registers it beat Big (0.63x vs 0.50x cuBLAS at 4095x4097x4093,
+//    before Async4 took that shape; its run-time mode kernel spills 100-160 bytes).
 //  - Small (float32: 64x64, 128 threads, 8x4 per thread): four times the blocks, for
 //    grids of 128x128 tiles that would leave SMs idle, or matrices of 64 rows or columns.
 //  - float64: 64x64, 256 threads, 4x4 doubles per thread (DFMA; registers allow no more).
@@ -71,57 +91,81 @@ struct GemmBigOf<8> {
 };
 template <int ACC_BYTES>
 using GemmBig = typename GemmBigOf<ACC_BYTES>::type;
+using GemmWide = GemmShape<4, 4, 2, 2, 4, 1, kGemmBK, 3>;
 using GemmBigScalar = GemmShape<4, 2, 2, 4, 2, 2>;
 using GemmSmall = GemmShape<4, 2, 1, 2, 2, 4>;
+static_assert(GemmWide::kBM == 128 && GemmWide::kBN == 256 && GemmWide::kThreads == 256, "cuBLAS's tile, transposed");
 
-enum class GemmConfig : int { Big = 0, BigScalar = 1, Small = 2 };
+enum class GemmConfig : int { Big = 0, BigScalar = 1, Small = 2, Wide = 3 };
 
-// vector_staging: both operands take the 16-byte modes (KVec / XAsync). A 128x128 tile when
-// its grid gives every SM at least one block and the matrices fill it at least half way.
+// How a call's operands reach shared memory (gemm_staging):
+//  - Vector: both with 16-byte vectors (KVec / XAsync).
+//  - Async4: A row-major (KVec, or KScalar with contiguous k) and B row-major (XAsync, or
+//    XScalar with contiguous n), one of them misaligned: its elements are copied one by one
+//    with 4-byte cp.async (float32), no registers between global and shared memory.
+//  - Scalar: anything else (strided views, transposed misaligned ones): through registers.
+enum class GemmStaging : int { Vector = 0, Async4 = 1, Scalar = 2 };
+
+// The rule (float32; float64 has one configuration):
+//  1. Small when the 128x128 grid leaves an SM without a block, or m or n fits one 64 tile.
+//  2. Wide when both operands stage with 16-byte vectors (GemmStaging::Vector) and
+//     its grid keeps at least 7/8 of the SMs busy over all its waves (blocks >= 7/8 *
+//     waves * SMs). A Wide block takes a whole SM, so a ragged last wave idles whole SMs;
+//     Big's half-size blocks, two per SM, fill such grids better (an SM left with one runs
+//     it at 4 warps). The powers of two from 2048^3 up fill 97% (128 blocks of 132 SMs at
+//     2048^3, 512 at 4096^3); 1536^2 (72 blocks) and 1600x1430 (78) stay on Big, and so do
+//     ragged shapes just past a full wave, e.g. 4096x4352 (544 blocks: 82% of 5 waves),
+//     which the benchmark can time against 4096^3 to compare the two kernels.
+//  3. Big (Vector or Async4 staging) or BigScalar (Scalar) otherwise.
 BANKOPS_HD GemmConfig gemm_config(int acc_bytes, int64_t batch, int64_t m, int64_t n, int num_sms,
-                                  bool vector_staging) {
+                                  GemmStaging staging) {
   if (acc_bytes != 4) return GemmConfig::Big;
   const int64_t blocks = batch * ceil_div(m, GemmBig<4>::kBM) * ceil_div(n, GemmBig<4>::kBN);
   if (blocks < num_sms || m <= GemmSmall::kBM || n <= GemmSmall::kBN) return GemmConfig::Small;
-  return vector_staging ? GemmConfig::Big : GemmConfig::BigScalar;
+  if (staging == GemmStaging::Scalar) return GemmConfig::BigScalar;
+  if (staging == GemmStaging::Async4) return GemmConfig::Big;
+  const int64_t wide = batch * ceil_div(m, GemmWide::kBM) * ceil_div(n, GemmWide::kBN);
+  const int64_t waves = ceil_div(wide, num_sms);
+  return 8 * wide >= 7 * waves * num_sms ? GemmConfig::Wide : GemmConfig::Big;
 }
 
-// The swizzle of the operand tiles. Only the transposed store (k-major staging) walks a tile
+// The swizzle of an operand's tiles. Only the transposed store (k-major staging) walks a tile
 // column: one warp phase (128 bytes of requests) holds P consecutive columns of the rows
 // kv*VEC + e, kv < kGemmBK/VEC, of one staging group, which all start on bank 0. XORing exactly those row bits (B of
 // them) into the offset bits just above the P columns (M) moves each row to its own banks;
 // row walks (LDS.128, cp.async, STS.128) only permute whole 16-byte vectors inside a row.
 // It XORs the fewest offset bits that remove the conflict, so the inner loop's swizzled
 // addresses differ from the dense ones in as few registers as possible.
-template <class Shape>
+template <class Op>
 struct GemmSwizzle {
-  static constexpr int kRowsPerWarp = kGemmBK / Shape::kVec;                    // kv values in a warp
-  static constexpr int kPhaseLanes = Shape::kAccBytes <= 4 ? 32 : 128 / Shape::kAccBytes;
+  static constexpr int kRowsPerWarp = kGemmBK / Op::kVec;                    // kv values in a warp
+  static constexpr int kPhaseLanes = Op::kAccBytes <= 4 ? 32 : 128 / Op::kAccBytes;
   static constexpr int B = log2_exact(kRowsPerWarp);
   static constexpr int M = log2_exact(kPhaseLanes / kRowsPerWarp);            // columns per phase
-  static constexpr int S = log2_exact(Shape::kCols) + log2_exact(Shape::kVec) - M;
+  static constexpr int S = log2_exact(Op::kCols) + log2_exact(Op::kVec) - M;
   using type = Swizzle<B, M, S>;
 };
 
-// Both operand tiles of a configuration: kGemmBK rows (k) of kCols (m for A, n for B), in
-// 16-byte units: `pad` adds one unit per row, `swizzle` is GemmSwizzle.
-template <Layout L, class Shape>
+// An operand's tiles (Op: a GemmShape's OpA or OpB): kBK rows (k) of kCols (m for A, n for
+// B), in 16-byte units: `pad` adds one unit per row, `swizzle` is GemmSwizzle.
+template <Layout L, class Op>
 struct GemmTileSelect {
-  using type = RowMajor<Shape::kBK, Shape::kCols>;
+  using type = RowMajor<Op::kBK, Op::kCols>;
 };
-template <class Shape>
-struct GemmTileSelect<Layout::Pad, Shape> {
-  using type = Padded<Shape::kBK, Shape::kCols, Shape::kVec>;
+template <class Op>
+struct GemmTileSelect<Layout::Pad, Op> {
+  using type = Padded<Op::kBK, Op::kCols, Op::kVec>;
 };
-template <class Shape>
-struct GemmTileSelect<Layout::Swizzle, Shape> {
-  using type = Swizzled<Shape::kBK, Shape::kCols, typename GemmSwizzle<Shape>::type>;
+template <class Op>
+struct GemmTileSelect<Layout::Swizzle, Op> {
+  using type = Swizzled<Op::kBK, Op::kCols, typename GemmSwizzle<Op>::type>;
 };
-template <Layout L, class Shape>
-using GemmTileOf = typename GemmTileSelect<L, Shape>::type;
-// The big configuration's tile for an accumulator size (what _tile_map shows).
+template <Layout L, class Op>
+using GemmTileOf = typename GemmTileSelect<L, Op>::type;
+// The big configuration's tile (A's; B's is the same) for an accumulator size (what _tile_map shows).
 template <Layout L, int ACC_BYTES>
-using GemmTile = GemmTileOf<L, GemmBig<ACC_BYTES>>;
+using GemmTile = GemmTileOf<L, typename GemmBig<ACC_BYTES>::OpA>;
+static_assert(GemmBig<4>::kBM == GemmBig<4>::kBN && GemmBig<8>::kBM == GemmBig<8>::kBN, "square big tiles");
 
 // How a block stages one operand tile (rows k, columns x = m for A, n for B); chosen per call
 // from the operand's strides and alignment:
@@ -149,22 +193,38 @@ inline GemmStage gemm_stage_mode(const void* base, int elem_bytes, int acc_bytes
   return x_unit && aligned && mult(k_stride, k) ? GemmStage::XAsync : GemmStage::XScalar;
 }
 
-// Staging: vector v (0 <= v < kLoads) of thread t. k-major: tile rows kv*VEC .. +VEC-1 of
-// column x inside one staging group of kGemmBK rows, lanes walking k first (coalesced global
-// reads, the tile store walks a column); the groups of a deeper k tile follow one another.
+// A scalar mode whose fast dim is contiguous (rows that are not 16-byte aligned), on an
+// element-aligned base: each element can be one cp.async of the element's size.
+inline bool gemm_unit_scalar(GemmStage s, const void* base, int elem_bytes, int64_t k_stride, int64_t x_stride) {
+  const bool unit = (s == GemmStage::KScalar && k_stride == 1) || (s == GemmStage::XScalar && x_stride == 1);
+  return unit && reinterpret_cast<uintptr_t>(base) % elem_bytes == 0;
+}
+
+// The call's GemmStaging from its operands' modes; unit_a / unit_b: gemm_unit_scalar.
+inline GemmStaging gemm_staging(GemmStage mode_a, bool unit_a, GemmStage mode_b, bool unit_b) {
+  if (gemm_vector(mode_a) && gemm_vector(mode_b)) return GemmStaging::Vector;
+  const bool a = mode_a == GemmStage::KVec || (mode_a == GemmStage::KScalar && unit_a);
+  const bool b = mode_b == GemmStage::XAsync || (mode_b == GemmStage::XScalar && unit_b);
+  return a && b ? GemmStaging::Async4 : GemmStaging::Scalar;
+}
+
+// Staging of an operand (Op: its GemmOperand): vector v (0 <= v < kLoads) of thread t.
+// k-major: tile rows kv*VEC .. +VEC-1 of column x inside one staging group of kGemmBK rows,
+// lanes walking k first (coalesced global reads, the tile store walks a column); the groups
+// of a deeper k tile follow one another.
 // x-major: tile row k, columns xv*VEC .. +VEC-1, lanes walking x (a warp copies whole rows), a
 // thread's vectors in consecutive rows: their tile offsets are one offset plus constants in
 // every layout (gemm_stage_affine).
-template <class S>
+template <class Op>
 BANKOPS_HD constexpr TileCoord gemm_stage_k(int t, int v) {
-  const int i = t + v * S::kThreads, j = i % S::kGroupVecs;
-  constexpr int kvs = kGemmBK / S::kVec;
-  return TileCoord{i / S::kGroupVecs * kGemmBK + (j % kvs) * S::kVec, j / kvs};
+  const int i = t + v * Op::kThreads, j = i % Op::kGroupVecs;
+  constexpr int kvs = kGemmBK / Op::kVec;
+  return TileCoord{i / Op::kGroupVecs * kGemmBK + (j % kvs) * Op::kVec, j / kvs};
 }
-template <class S>
+template <class Op>
 BANKOPS_HD constexpr TileCoord gemm_stage_x(int t, int v) {
-  constexpr int xvs = S::kCols / S::kVec;
-  return TileCoord{t / xvs * S::kLoads + v, (t % xvs) * S::kVec};
+  constexpr int xvs = Op::kCols / Op::kVec;
+  return TileCoord{t / xvs * Op::kLoads + v, (t % xvs) * Op::kVec};
 }
 
 // Lanes of a warp, interleaved so that lanes T and T^1 read the same A vector and lanes T and
@@ -193,18 +253,19 @@ BANKOPS_HD constexpr int gemm_frag_n(int t, int q) {
 }
 
 // Whether every fragment read is the thread's row-0 offset plus a constant: offset(kk, x + q *
-// kQuad) == offset(0, x) + offset(kk, q * kQuad) for every thread's fragment origin x. Then
-// the inner loop's LDS.128 addresses are one register plus immediates in every layout (for
-// float32's GemmSwizzle the XORed bit is the quadrant bit, which the origins leave clear).
-template <class S, class Tile>
+// kQuad) == offset(0, x) + offset(kk, q * kQuad) for every thread's fragment origin x (in A's
+// tile for m, B's for n). Then the inner loop's LDS.128 addresses are one register plus
+// immediates in every layout (for float32's GemmSwizzle the XORed bit is the quadrant bit,
+// which the origins leave clear).
+template <class S, class TileA, class TileB>
 BANKOPS_HD constexpr bool gemm_frags_affine() {
   for (int t = 0; t < S::kThreads; ++t)
     for (int kk = 0; kk < S::kBK; ++kk) {
       const int m = gemm_frag_m<S>(t, 0), n = gemm_frag_n<S>(t, 0);
       for (int q = 0; q < S::kQM; ++q)
-        if (Tile::offset(kk, m + q * S::kQuad) != Tile::offset(0, m) + Tile::offset(kk, q * S::kQuad)) return false;
+        if (TileA::offset(kk, m + q * S::kQuad) != TileA::offset(0, m) + TileA::offset(kk, q * S::kQuad)) return false;
       for (int q = 0; q < S::kQN; ++q)
-        if (Tile::offset(kk, n + q * S::kQuad) != Tile::offset(0, n) + Tile::offset(kk, q * S::kQuad)) return false;
+        if (TileB::offset(kk, n + q * S::kQuad) != TileB::offset(0, n) + TileB::offset(kk, q * S::kQuad)) return false;
     }
   return true;
 }

@@ -9,21 +9,23 @@ namespace gemm_detail {
 
 // pitch_a / pitch_b: bytes between an operand's k rows in global memory (what cp.async reads
 // in x-major staging; tile corners are taken as 128-byte aligned).
-template <class S, class Tile>
+template <class S, class TileA, class TileB>
 void trace_shape(const char* kernel, GemmStage mode_a, GemmStage mode_b, int64_t pitch_a, int64_t pitch_b,
                  int64_t iterations, SmemTrace& trace) {
   constexpr int V = S::kVec, E = S::kAccBytes;
-  const auto byte = [](int r, int c) { return int64_t(Tile::offset(r, c)) * E; };
-  // One k tile's staging of an operand: what Stager::store / issue put in shared memory.
-  const auto stage = [&](const char* what, GemmStage mode, int64_t pitch) {
+  const auto byte_in = [](auto tile, int r, int c) { return int64_t(decltype(tile)::offset(r, c)) * E; };
+  // One k tile's staging of an operand (Op, its tile): what Stager::store / issue put in shared memory.
+  const auto stage = [&](auto op, auto tile, const char* what, GemmStage mode, int64_t pitch) {
+    using Op = decltype(op);
+    const auto byte = [&](int r, int c) { return byte_in(tile, r, c); };
     const std::string name(what);
     if (gemm_k_major(mode)) {
       for (int e = 0; e < V; ++e) {
         SmemInstr& row = trace.instr(kernel, "sts " + name + "[k+" + std::to_string(e) + "][x] (transposed store)",
                                      SmemOp::St, E, iterations);
-        for (int l = 0; l < S::kLoads; ++l)
+        for (int l = 0; l < Op::kLoads; ++l)
           add_block(row, S::kThreads, [&](int t) {
-            const TileCoord c = gemm_stage_k<S>(t, l);
+            const TileCoord c = gemm_stage_k<Op>(t, l);
             return byte(c.r + e, c.c);
           });
       }
@@ -35,25 +37,27 @@ void trace_shape(const char* kernel, GemmStage mode_a, GemmStage mode_b, int64_t
     // A whole tile (every one but the matrices' edges) copies in the plain form; only edge
     // tiles pass each copy's source size (the zero-filling form).
     row.zero_fill = false;
-    for (int l = 0; l < S::kLoads; ++l)
+    for (int l = 0; l < Op::kLoads; ++l)
       add_block(
           row, S::kThreads,
           [&](int t) {
-            const TileCoord c = gemm_stage_x<S>(t, l);
+            const TileCoord c = gemm_stage_x<Op>(t, l);
             return byte(c.r, c.c);
           },
           [&](int t) {
-            const TileCoord c = gemm_stage_x<S>(t, l);
+            const TileCoord c = gemm_stage_x<Op>(t, l);
             return c.r * pitch + int64_t(c.c) * E;
           });
   };
-  stage("As", mode_a, pitch_a);
-  stage("Bs", mode_b, pitch_b);
+  stage(typename S::OpA{}, TileA{}, "As", mode_a, pitch_a);
+  stage(typename S::OpB{}, TileB{}, "Bs", mode_b, pitch_b);
   SmemInstr& a = trace.instr(kernel, "lds.128 As[kk][m..] (inner loop)", SmemOp::Ld, kGemmVecBytes, iterations);
   SmemInstr& b = trace.instr(kernel, "lds.128 Bs[kk][n..] (inner loop)", SmemOp::Ld, kGemmVecBytes, iterations);
   for (int kk = 0; kk < S::kBK; ++kk) {
-    for (int q = 0; q < S::kQM; ++q) add_block(a, S::kThreads, [&](int t) { return byte(kk, gemm_frag_m<S>(t, q)); });
-    for (int q = 0; q < S::kQN; ++q) add_block(b, S::kThreads, [&](int t) { return byte(kk, gemm_frag_n<S>(t, q)); });
+    for (int q = 0; q < S::kQM; ++q)
+      add_block(a, S::kThreads, [&](int t) { return byte_in(TileA{}, kk, gemm_frag_m<S>(t, q)); });
+    for (int q = 0; q < S::kQN; ++q)
+      add_block(b, S::kThreads, [&](int t) { return byte_in(TileB{}, kk, gemm_frag_n<S>(t, q)); });
   }
 }
 
@@ -61,7 +65,9 @@ template <class S>
 void trace_layout(Layout layout, const char* kernel, GemmStage mode_a, GemmStage mode_b, int64_t pitch_a,
                   int64_t pitch_b, int64_t iterations, SmemTrace& trace) {
   with_layout(layout, [&](auto tag) {
-    trace_shape<S, GemmTileOf<decltype(tag)::value, S>>(kernel, mode_a, mode_b, pitch_a, pitch_b, iterations, trace);
+    constexpr Layout L = decltype(tag)::value;
+    trace_shape<S, GemmTileOf<L, typename S::OpA>, GemmTileOf<L, typename S::OpB>>(kernel, mode_a, mode_b, pitch_a,
+                                                                                  pitch_b, iterations, trace);
   });
 }
 
@@ -86,7 +92,13 @@ inline void trace_gemm(Layout layout, int elem_bytes, int64_t batch, int64_t m, 
                                  iterations(S::kBM, S::kBN, S::kBK), trace);
     return;
   }
-  switch (gemm_config(elem_bytes, batch, m, n, num_sms, true)) {
+  switch (gemm_config(elem_bytes, batch, m, n, num_sms, GemmStaging::Vector)) {
+    case GemmConfig::Wide: {
+      using S = GemmWide;
+      gemm_detail::trace_layout<S>(layout, "gemm/128x256", mode(a_k_fast), mode(b_k_fast), pitch_a, pitch_b,
+                                   iterations(S::kBM, S::kBN, S::kBK), trace);
+      break;
+    }
     case GemmConfig::Big: {
       using S = GemmBig<4>;
       gemm_detail::trace_layout<S>(layout, "gemm/128x128", mode(a_k_fast), mode(b_k_fast), pitch_a, pitch_b,

@@ -1,5 +1,7 @@
 """gemm: 2-D and batched, every dtype, odd sizes and strided views against the CPU reference."""
 import math
+import re
+import warnings
 
 import pytest
 import torch
@@ -163,6 +165,62 @@ def test_cuda_float32_relative_error(shape, views, layout):
     assert err <= F32_BOUND, f"relative error {err:.3g} > {F32_BOUND:g}"
 
 
+def route(batch, m, n, k, views, layout="swizzle", num_sms=None):
+    """The block configuration bankops.explain traces for a float32 call (the launcher's
+    choice for num_sms SMs, by default the current GPU's)."""
+    rep = bankops.explain("gemm", layout, torch.float32, num_sms=num_sms, m=m, n=n, k=k, batch=batch or 1,
+                          a_transposed=views[0] == "transposed", b_transposed=views[1] == "transposed")
+    kernels = {r["kernel"] for r in rep.rows}
+    assert len(kernels) == 1, kernels
+    return kernels.pop()
+
+
+# gemm_config's rule on an H100's 132 SMs (gemm.h): Wide (128x256, one block per SM) where
+# its grid fills at least 7/8 of its waves, Big (128x128, two per SM) on ragged grids.
+ROUTES = [
+    ((None, 2048, 2048, 2048), "gemm/128x256"),  # 128 blocks: 97% of one wave
+    ((None, 4096, 4096, 4096), "gemm/128x256"),
+    ((None, 8192, 8192, 8192), "gemm/128x256"),
+    ((None, 8192, 1024, 8192), "gemm/128x256"),
+    ((8, 1024, 1024, 1024), "gemm/128x256"),
+    ((None, 4096, 4352, 4096), "gemm/128x128"),  # 544 blocks: 82% of 5 waves
+    ((None, 1536, 1536, 72), "gemm/128x128"),    # 72 blocks
+    ((None, 1600, 1430, 1029), "gemm/128x128"),  # 78 blocks
+    ((None, 1024, 1024, 1024), "gemm/64x64"),    # 64 128x128 blocks: fewer than the SMs
+]
+
+
+@pytest.mark.parametrize("shape,kernel", ROUTES, ids=["x".join(str(v) for v in s if v is not None) for s, _ in ROUTES])
+def test_route_on_132_sms(shape, kernel):
+    for views in (("contiguous", "contiguous"), ("transposed", "transposed")):
+        assert route(*shape, views, num_sms=132) == kernel
+
+
+@pytest.mark.parametrize("b_transposed", [False, True], ids=["B", "Bt"])
+@pytest.mark.parametrize("a_transposed", [False, True], ids=["A", "At"])
+def test_model_wide_tile(a_transposed, b_transposed):
+    """The 128x256 tile's trace: A's staging (128 columns) and B's (256) each follow their
+    own tile, 8 warps read 4 A and 2 B vectors per k row, and swizzle keeps every instruction
+    conflict-free."""
+    kw = dict(m=4096, n=4096, k=4096, a_transposed=a_transposed, b_transposed=b_transposed, num_sms=132)
+    wide = bankops.explain("gemm", "swizzle", torch.float32, **kw)
+    big = bankops.explain("gemm", "swizzle", torch.float32, **dict(kw, n=4352))
+    assert {r["kernel"] for r in wide.rows} == {"gemm/128x256"}
+    assert {r["kernel"] for r in big.rows} == {"gemm/128x128"}
+    count = lambda rep, what: sum(r["count"] for r in rep.rows if what in r["instruction"])  # noqa: E731
+    # Per k tile of 8 rows: warps x quadrants x rows.
+    assert count(wide, "lds.128 As") == 8 * 4 * 8 and count(wide, "lds.128 Bs") == 8 * 2 * 8
+    assert count(big, "lds.128 As") == 4 * 4 * 8 and count(big, "lds.128 Bs") == 4 * 2 * 8
+    # Staging: 8 x 128 floats of A and 8 x 256 of B per k tile, 32 lanes x 4 floats per warp
+    # instruction (a k-major vector takes 4 transposed-store instructions).
+    for rep, cols_a, cols_b in ((wide, 128, 256), (big, 128, 128)):
+        a_rows = count(rep, "cp.async As") + count(rep, "sts As[k+") // 4
+        b_rows = count(rep, "cp.async Bs") + count(rep, "sts Bs[k+") // 4
+        assert a_rows == 8 * cols_a // 128 and b_rows == 8 * cols_b // 128, str(rep)
+    for r in wide.rows:
+        assert r["wavefronts"] == r["ideal"], r
+
+
 @requires_cuda
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("views", [("contiguous", "contiguous"), ("transposed", "misaligned")], ids="-".join)
@@ -171,6 +229,133 @@ def test_cuda_float64_relative_error(views, layout):
     b = operand(1029, 515, None, torch.float64, "cuda", views[1])
     err = relative_error(bankops.gemm(a, b, layout).cpu(), a.cpu() @ b.cpu())
     assert err <= 1e-13, f"relative error {err:.3g}"
+
+
+def launched(fn):
+    """(GemmShape arguments, staging mode of A, of B) of every gemm_kernel fn() launches, read
+    from the kernel names the profiler records (modes: gemm.cu's compile-time modes, -1 read at
+    run time, 4 / 5 the 4-byte cp.async ones); None where the profiler saw no kernel."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    names = [e.name for e in prof.events() if "gemm_kernel<" in e.name]
+    if not names:  # no CUPTI (or a sanitizer holds it): the numbers are still checked
+        warnings.warn("the profiler recorded no gemm_kernel launch: the route is not checked")
+        return None
+    out = []
+    for name in names:
+        found = re.search(r"GemmShape<([-\d, ]+)>.*, (-?\d+), (-?\d+)>\(", name)
+        assert found, name
+        out.append((found.group(1), int(found.group(2)), int(found.group(3))))
+    return out
+
+
+WIDE_SHAPE, BIG_SHAPE = "4, 4, 2, 2, 4, 1, 8, 3", "4, 4, 2, 2, 2, 2, 8, 4"  # GemmWide, GemmBig<4>
+
+
+# The 128x256 tile (GemmWide) on the current GPU: shapes whose grid fills its SMs (gemm.h's
+# rule; every one routes to it on an H100 or H200, 132 SMs), with m and n edges (2000 = 15
+# 128-row tiles + 80, 7 256-column tiles + 208), k tails (1028: half a k tile; 1029: a partial
+# 16-byte vector, zero-filled by cp.async or read by the predicated k-vector path), batches and
+# transposed views, each staging pair of the specialized kernels. Checked element by element
+# against float64 as well as in norm, so that one wrong edge vector cannot hide.
+WIDE = [
+    ((None, 2048, 2048, 2048), ("contiguous", "contiguous")),  # whole tiles only
+    ((None, 2048, 2048, 40), ("contiguous", "contiguous")),    # whole tiles, 5 k tiles (sanitizers)
+    ((None, 2000, 2000, 44), ("contiguous", "contiguous")),    # edges, 5.5 k tiles (sanitizers)
+    ((None, 2000, 2000, 1028), ("contiguous", "contiguous")),
+    ((None, 2000, 2000, 1029), ("transposed", "contiguous")),
+    ((None, 1992, 2008, 1028), ("transposed", "transposed")),
+    ((None, 2000, 2000, 1028), ("contiguous", "transposed")),
+    ((4, 1000, 1000, 516), ("contiguous", "contiguous")),
+    ((4, 1000, 1000, 1029), ("padded", "padded")),
+    ((4, 1000, 1000, 1028), ("batch-inner", "transposed")),
+]
+
+
+@requires_cuda
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("shape,views", WIDE, ids=[f"{'x'.join(str(v) for v in s if v is not None)}-{'-'.join(v)}"
+                                                    for s, v in WIDE])
+def test_cuda_wide_tile(shape, views, layout):
+    batch, m, n, k = shape
+    if torch.cuda.get_device_properties(0).multi_processor_count != 132:
+        pytest.skip("shapes chosen for the 128x256 tile on 132 SMs")
+    assert route(batch, m, n, k, views, layout) == "gemm/128x256"
+    a = operand(m, k, batch, torch.float32, "cuda", views[0])
+    b = operand(k, n, batch, torch.float32, "cuda", views[1])
+    kernels = launched(lambda: bankops.gemm(a, b, layout))
+    assert kernels is None or {kernel[0] for kernel in kernels} == {WIDE_SHAPE}, kernels
+    check_against_float64(bankops.gemm(a, b, layout), a, b)
+
+
+def check_against_float64(got, a, b):
+    """In norm (F32_BOUND) and element by element (gemm_bound's float32 terms, on the GPU)."""
+    want = a.double() @ b.double()
+    err = relative_error(got, want)
+    assert err <= F32_BOUND, f"relative error {err:.3g} > {F32_BOUND:g}"
+    f32 = eps(torch.float32)
+    bound = 2 * f32 * math.sqrt(max(a.shape[-1], 1)) * (a.double().abs() @ b.double().abs()) + f32 * want.abs()
+    bad = ((got.double() - want).abs() > bound).nonzero()
+    assert len(bad) == 0, f"{len(bad)} elements off, first at {bad[:4].tolist()}"
+
+
+@requires_cuda
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_cuda_big_tile_beside_wide(layout):
+    """A ragged grid keeps the 128x128 tile at sizes where the 128x256 one takes over."""
+    m, n, k = 4096, 4352, 260
+    views = ("contiguous", "contiguous")
+    if torch.cuda.get_device_properties(0).multi_processor_count != 132:
+        pytest.skip("a shape chosen for 132 SMs")
+    assert route(None, m, n, k, views, layout) == "gemm/128x128"
+    a = operand(m, k, None, torch.float32, "cuda", views[0])
+    b = operand(k, n, None, torch.float32, "cuda", views[1])
+    kernels = launched(lambda: bankops.gemm(a, b, layout))
+    assert kernels is None or kernels == [(BIG_SHAPE, 0, 2)], kernels
+    check_against_float64(bankops.gemm(a, b, layout), a, b)
+
+
+# Row-major operands whose rows are not 16-byte aligned (odd row lengths, a storage offset):
+# the 128x128 tile with 4-byte cp.async copies of those (GemmStaging::Async4), each of the
+# three staging pairs, m/n edges and k tails (1003 = 125 k tiles + 3), batches. 144 blocks
+# or more, so that none routes to the 64x64 tile. bankops.explain takes operands as aligned,
+# so the route is read from the launched kernel's name.
+ASYNC4 = [
+    ((None, 1500, 1501, 1003), ("contiguous", "contiguous"), (4, 5)),  # A and B rows misaligned
+    ((None, 1500, 1504, 1003), ("contiguous", "contiguous"), (4, 2)),  # A's only
+    ((None, 1500, 1501, 1004), ("contiguous", "contiguous"), (0, 5)),  # B's only
+    ((None, 1536, 1536, 72), ("misaligned", "misaligned"), (4, 5)),    # whole tiles only (sanitizers)
+    ((4, 700, 700, 1001), ("misaligned", "contiguous"), (4, 2)),       # B's rows aligned (700 floats)
+    ((2, 1500, 1501, 1003), ("contiguous", "contiguous"), (4, 5)),
+    ((None, 4095, 4097, 4093), ("contiguous", "contiguous"), (4, 5)),  # the benchmark's misaligned shape
+]
+
+
+@requires_cuda
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("shape,views,modes", ASYNC4,
+                         ids=[f"{'x'.join(str(v) for v in s if v is not None)}-{'-'.join(v)}" for s, v, _ in ASYNC4])
+def test_cuda_async4_staging(shape, views, modes, layout):
+    batch, m, n, k = shape
+    a = operand(m, k, batch, torch.float32, "cuda", views[0])
+    b = operand(k, n, batch, torch.float32, "cuda", views[1])
+    kernels = launched(lambda: bankops.gemm(a, b, layout))
+    assert kernels is None or kernels == [(BIG_SHAPE, *modes)], kernels
+    check_against_float64(bankops.gemm(a, b, layout), a, b)
+
+
+@requires_cuda
+def test_cuda_scalar_staging_keeps_its_tile():
+    """Strided or transposed misaligned operands still go through registers (BigScalar)."""
+    a = operand(1500, 1003, None, torch.float32, "cuda", "sliced")
+    b = operand(1003, 1501, None, torch.float32, "cuda", "transposed")
+    kernels = launched(lambda: bankops.gemm(a, b))
+    assert kernels is None or kernels == [("4, 2, 2, 4, 2, 2, 8, 4", -1, -1)], kernels
+    check_against_float64(bankops.gemm(a, b), a, b)
 
 
 def _conflicts(report, kind):
