@@ -107,8 +107,8 @@ __device__ __forceinline__ Vec16 load_partial(const char* p, int64_t n) {
   return load_elems<E>(p, 0, static_cast<int>(n));
 }
 
-// Writes elements [first, last) of vec to p: the chunks at a row segment's ends, whose
-// other bytes belong to a neighbouring tile (another block writes them).
+// Writes elements [first, last) of vec to p: a chunk that holds both ends of a short output
+// row (its other bytes belong to the neighbouring rows).
 template <int E>
 __device__ __forceinline__ void store_elems(char* p, const Vec16& vec, int first, int last) {
   using T = typename ElemOf<E>::type;
@@ -143,7 +143,7 @@ __device__ __forceinline__ Vec16 shift_bytes(const Vec16& lo, const Vec16& hi, i
   return r;
 }
 
-// Vector `delta` lanes up, within groups of `width` lanes (all lanes must call it).
+// Vector of the lane `delta` lanes above, within groups of `width` lanes (all lanes must call it).
 __device__ __forceinline__ Vec16 shfl_down(const Vec16& v, int delta, int width) {
   Vec16 r;
 #pragma unroll
@@ -151,11 +151,18 @@ __device__ __forceinline__ Vec16 shfl_down(const Vec16& v, int delta, int width)
   return r;
 }
 
-// The partial chunks at a row segment's ends (their other bytes are a neighbouring tile's,
-// another block writes them) go out in at most one aligned piece of each size (8/4/2/1
+// Vector of the lane `delta` lanes below, within groups of `width` lanes (all lanes must call it).
+__device__ __forceinline__ Vec16 shfl_up(const Vec16& v, int delta, int width) {
+  Vec16 r;
+#pragma unroll
+  for (int w = 0; w < 4; ++w) r.w[w] = __shfl_up_sync(0xffffffffu, v.w[w], delta, width);
+  return r;
+}
+
+// The partial chunks at an output row's ends (their other bytes are the neighbouring row's,
+// written by another block) go out in at most one aligned piece of each size (8/4/2/1
 // bytes), each taken from fixed words of the vector with a select or a funnel shift; a
-// general byte shift per piece would cost as much as the realignment itself, and every warp
-// writes segment ends for each of its V output rows.
+// general byte shift per piece would cost as much as the realignment itself.
 template <int E, int SIZE>
 __device__ __forceinline__ void store_piece(char* p, uint32_t lo, uint32_t hi) {
   if constexpr (SIZE == 8) *reinterpret_cast<uint2*>(p) = make_uint2(lo, hi);
@@ -164,8 +171,8 @@ __device__ __forceinline__ void store_piece(char* p, uint32_t lo, uint32_t hi) {
   if constexpr (SIZE == 1) *reinterpret_cast<uint8_t*>(p) = static_cast<uint8_t>(lo);
 }
 
-// Bytes [0, n) of chunk (0 < n < 16, a multiple of E) to p, 16-byte aligned: the tail of a
-// segment. Piece sizes descend, so piece SIZE starts at n & (16 - 2 SIZE) (the bits of n
+// Bytes [0, n) of chunk (0 < n < 16, a multiple of E) to p, 16-byte aligned: the tail of an
+// output row. Piece sizes descend, so piece SIZE starts at n & (16 - 2 SIZE) (the bits of n
 // above it): 8 bytes at 0, 4 at 0 or 8, 2 and 1 in word (n >> 2) & 3.
 template <int E>
 __device__ __forceinline__ void store_prefix(char* p, const Vec16& chunk, int n) {
@@ -183,7 +190,7 @@ __device__ __forceinline__ void store_prefix(char* p, const Vec16& chunk, int n)
 }
 
 // Bytes [0, n) of vec to p, where p + n is 16-byte aligned (0 < n < 16, a multiple of E):
-// the head of a segment. Piece sizes ascend, so piece SIZE is vec bytes [n & (SIZE - 1), +SIZE).
+// the head of an output row. Piece sizes ascend, so piece SIZE is vec bytes [n & (SIZE - 1), +SIZE).
 template <int E>
 __device__ __forceinline__ void store_suffix(char* p, const Vec16& vec, int n) {
   n &= 16 - E;
@@ -247,11 +254,17 @@ __device__ __forceinline__ void transpose_regs(const Vec16 (&v)[16 / E], Vec16 (
 // vector can be partial (a sliced view; then element-wise) and every output vector is
 // whole. kRealign = true needs only in_sj == out_si == 1: rows start anywhere (an odd row
 // length). Each 16-lane row segment then loads the aligned 16-byte chunks that cover it
-// and shifts each lane's vector out of its chunk and the next lane's (a shuffle); on the
-// way out, each lane writes the aligned chunk that starts inside its vector, made of its
-// vector's tail and the next lane's head, and the segment's two partial end chunks go out
-// element by element (their other bytes are a neighbouring tile's). The shared-memory
-// accesses are the same in both.
+// and shifts each lane's vector out of its chunk and the next lane's (a shuffle).
+// On the way out, every aligned output chunk is written whole by exactly one lane of one
+// block: a chunk inside a row segment of kRows elements straddles two micro-tile groups,
+// and a chunk at a tile's edge would otherwise go out in two pieces from two blocks (2.5 L2
+// sector operations per 32 bytes instead of 1.5, plus the piece instructions). So tiles
+// overlap by one group: tile ti covers plane rows [ti S - V, ti S + S) (S = kRows - V), and
+// store-phase lane g > 0 writes the aligned chunk that starts in (its group's start - V, its
+// group's start], made of group g - 1's tail (a shuffle up) and its own head. Only the chunks
+// at output row ends are partial (written piecewise: their other bytes are another row's).
+// The overlap costs 1 / kIGroups more input reads, mostly L2 hits (the neighbouring tile's
+// block runs at about the same time). The shared-memory accesses are the same in both.
 template <class Tile, int E, bool kRealign>
 __global__ void __launch_bounds__(TransposeVec<E>::kThreads, TransposeVec<E>::kMinBlocks) transpose_vec_kernel(const TransposeArgs a) {
   using P = TransposeVec<E>;
@@ -261,14 +274,15 @@ __global__ void __launch_bounds__(TransposeVec<E>::kThreads, TransposeVec<E>::kM
   const char* __restrict__ in = static_cast<const char*>(a.in);
   char* __restrict__ out = static_cast<char*>(a.out);
   const int t = threadIdx.x;
-  const int64_t tiles_i = (a.n_i + P::kRows - 1) / P::kRows;
+  constexpr int kStep = kRealign ? P::kRows - V : P::kRows;  // rows between consecutive tiles
+  const int64_t tiles_i = transpose_vec_tiles_i<E, kRealign>(a.n_i);
   const int64_t j0 = int64_t(blockIdx.x) * P::kCols;
 
   for (int64_t b = blockIdx.z; b < a.batch; b += gridDim.z) {
     int64_t in_base, out_base;
     plane_bases(a, b, in_base, out_base);
     for (int64_t ti = blockIdx.y; ti < tiles_i; ti += gridDim.y) {
-      const int64_t i0 = ti * P::kRows;
+      const int64_t i0 = ti * kStep - (kRealign ? V : 0);  // the tile's first plane row (< 0: zeros)
       // Load phase: all V loads first, so they are in flight together.
       Vec16 v[V];
       if constexpr (!kRealign) {
@@ -313,11 +327,12 @@ __global__ void __launch_bounds__(TransposeVec<E>::kThreads, TransposeVec<E>::kM
             const TileCoord c = transpose_vec_load<E>(t, k0 + b);
             const int64_t i = i0 + c.r;
             const int u = c.c / V;  // this lane's vector in the segment
-            const char* seg = in + (in_base + (i < a.n_i ? i : 0) * a.in_si + j0) * E;
+            const bool row_ok = i >= 0 && i < a.n_i;
+            const char* seg = in + (in_base + (row_ok ? i : 0) * a.in_si + j0) * E;
             shift[b] = static_cast<int>(reinterpret_cast<uintptr_t>(seg) & 15);
             const int pos = 16 * u - shift[b];  // this lane's aligned chunk, from seg (>= -15)
             chunk[b].v = after[b].v = make_uint4(0, 0, 0, 0);
-            if (i < a.n_i) {
+            if (row_ok) {
               chunk[b] = load_chunk(seg, pos);
               if (u == P::kUnits - 1 && shift[b] != 0) after[b] = load_chunk(seg, pos + 16);
             }
@@ -363,31 +378,37 @@ __global__ void __launch_bounds__(TransposeVec<E>::kThreads, TransposeVec<E>::kM
           }
         }
       } else {
-        // Row segment: kRows elements of output row j from i0 (li valid bytes); this lane's
-        // vector starts 16 * ig bytes into it.
-        const int li = static_cast<int>((a.n_i - i0 < P::kRows ? a.n_i - i0 : P::kRows) * E);
-        const int ig = c0.r / V;
+        // Lane g's chunk: its group's start rounded down to 16 bytes, i.e. group g - 1's last
+        // mis bytes and its own first 16 - mis (mis: how far output row j's start is off 16
+        // bytes; the same for every group). Lane 0 (group 0) only lends its vector to lane 1.
+        // room: bytes of row j from the group's start, capped (32-bit compares).
+        const int g = c0.r / V;
+        const int64_t left = (a.n_i - i) * E;
+        const int room = static_cast<int>(left < 32 ? left : 32);
 #pragma unroll
         for (int c = 0; c < V; ++c) {
           const int64_t j = jb + c;
-          char* seg = out + (out_base + (j < a.n_j ? j : 0) * a.out_sj + i0 * a.out_si) * E;
-          const int head = static_cast<int>((16 - (reinterpret_cast<uintptr_t>(seg) & 15)) & 15);
-          const Vec16 next = shfl_down(w[c], 1, P::kIGroups);
-          const Vec16 chunk = shift_bytes<E>(w[c], next, head);
-          const int pos = 16 * ig + head;  // the aligned chunk that starts inside this lane's vector
-          if (j < a.n_j) {
-            if (pos + 16 <= li) {
-              *reinterpret_cast<uint4*>(seg + pos) = chunk.v;
-            } else if (pos < li) {
-              store_prefix<E>(seg + pos, chunk, li - pos);
-            }
-            // The segment's head: this vector's first bytes, up to the first aligned chunk.
-            if (ig == 0 && head != 0) {
-              if (head <= li) {
-                store_suffix<E>(seg, w[c], head);
+          char* const row = out + (out_base + (j < a.n_j ? j : 0) * a.out_sj) * E;
+          const int mis = static_cast<int>(reinterpret_cast<uintptr_t>(row) & 15);
+          Vec16 lo = shfl_up(w[c], 1, P::kIGroups);  // group g - 1's vector
+          // A row start on 16 bytes: the chunk is this lane's vector. Word by word: a select
+          // of the two vectors as a whole would put them in local memory.
+#pragma unroll
+          for (int k = 0; k < 4; ++k) lo.w[k] = mis ? lo.w[k] : w[c].w[k];
+          const Vec16 chunk = shift_bytes<E>(lo, w[c], 16 - mis);
+          char* const at = row + i * E - mis;  // the chunk, 16-byte aligned
+          if (g > 0 && j < a.n_j) {
+            if (i == 0 && mis != 0) {
+              // The row's head: the chunk begins in the previous row's tail.
+              if (room >= 16 - mis) {
+                store_suffix<E>(row, w[c], 16 - mis);
               } else {
-                store_elems<E>(seg, w[c], 0, li / E);  // a segment shorter than its head: a row's end
+                store_elems<E>(row, w[c], 0, room / E);  // the row ends in the same chunk
               }
+            } else if (room + mis >= 16) {
+              *reinterpret_cast<uint4*>(at) = chunk.v;
+            } else if (room + mis > 0) {
+              store_prefix<E>(at, chunk, room + mis);  // the row's tail
             }
           }
         }
@@ -429,7 +450,8 @@ cudaError_t launch_transpose(Layout layout, const TransposeArgs& a, cudaStream_t
         using P = TransposeVec<kE>;
         using Tile = TransposeVecTile<decltype(tag)::value, kE>;
         const dim3 grid(static_cast<unsigned>((a.n_j + P::kCols - 1) / P::kCols),
-                        clamp_grid((a.n_i + P::kRows - 1) / P::kRows), clamp_grid(a.batch));
+                        clamp_grid(aligned ? transpose_vec_tiles_i<kE, false>(a.n_i) : transpose_vec_tiles_i<kE, true>(a.n_i)),
+                        clamp_grid(a.batch));
         if (aligned) {
           transpose_vec_kernel<Tile, kE, false><<<grid, P::kThreads, 0, stream>>>(a);
         } else if constexpr (kE < 16) {

@@ -52,16 +52,18 @@ void trace_transpose_scalar(int64_t tiles, SmemTrace& trace) {
 // contiguous: the kernel launch_transpose picks for it (ops/ drops size-1 dims first).
 inline void trace_transpose(Layout layout, int elem_bytes, int64_t batch, int64_t n_i, int64_t n_j, SmemTrace& trace) {
   // launch_transpose's choice (a contiguous input always takes the vector kernel, aligned or
-  // realigning: both issue the same shared-memory instructions).
+  // realigning: both issue the same shared-memory instructions per tile).
   const TransposeArgs args = contiguous_transpose_args(elem_bytes, batch, n_i, n_j);
-  const bool vec = transpose_vec_strides_ok(args) || transpose_vec_realign_ok(args);
+  const bool aligned = transpose_vec_strides_ok(args), vec = aligned || transpose_vec_realign_ok(args);
   with_layout(layout, [&](auto tag) {
     with_elem_bytes(elem_bytes, [&](auto e) {
       constexpr Layout L = decltype(tag)::value;
       constexpr int E = decltype(e)::value;
       if (vec) {
         using P = TransposeVec<E>;
-        trace_transpose_vec<L, E>(batch * ceil_div(n_i, P::kRows) * ceil_div(n_j, P::kCols), trace);
+        // The realigning kernel's tiles overlap by a group of rows: more of them.
+        const int64_t tiles_i = aligned ? transpose_vec_tiles_i<E, false>(n_i) : transpose_vec_tiles_i<E, true>(n_i);
+        trace_transpose_vec<L, E>(batch * tiles_i * ceil_div(n_j, P::kCols), trace);
       } else {
         trace_transpose_scalar<L, E>(batch * ceil_div(n_i, transpose_tile_rows(E)) * ceil_div(n_j, kTransposeTile), trace);
       }

@@ -126,3 +126,81 @@ def test_unaligned_planes_take_the_realigning_vector_kernel(shape, dtype):
     assert not any("scalar" in r["instruction"] for r in rep.rows)
     assert {r["width"] for r in rep.rows} == {16}
     assert rep.conflicts == 0
+
+
+def vec_params(elem_bytes):
+    """TransposeVec<E>: (V, kRows, kThreads) of the vector kernel (transpose.h)."""
+    v = 16 // elem_bytes
+    groups = 8 if elem_bytes <= 2 else 16
+    return v, groups * v, groups * 16
+
+
+def realign_tiles(elem_bytes, batch, n_i, n_j):
+    """Tiles of the realigning kernel: along i they overlap by one group of V rows (start at
+    row -V, step S = kRows - V), so that each output chunk has one owner."""
+    v, rows, _ = vec_params(elem_bytes)
+    s = rows - v
+    return batch * -(-(n_i + v - 1) // s) * -(-n_j // (16 * v))
+
+
+# One or two dtypes per element size the realigning kernel handles: 1, 2, 4 and 8 bytes.
+REALIGN_DTYPES = [torch.bool, torch.int8, torch.float16, torch.bfloat16, torch.float32, torch.int32,
+                  torch.complex64, torch.float64]
+
+
+def ownership_shapes(elem_bytes):
+    """(batch, n_i, n_j) around the realigning kernel's tile edges: output rows (n_i elements)
+    shorter than a chunk, n_i around S (the tile step) and kRows (the tile), several tiles, one
+    row; n_j odd (unaligned input rows, >= 16 output rows: every row-start residue when n_i is
+    odd), or aligned with n_i unaligned; batched planes."""
+    v, rows, _ = vec_params(elem_bytes)
+    s = rows - v
+    n_is = sorted({1, 2, v - 1, v, v + 1, 2 * v + 1, s - 1, s, s + 1, rows - 1, rows, rows + 1, 2 * s + 1, 3 * rows + 7} - {0})
+    shapes = [(1, n_i, 37) for n_i in n_is]
+    shapes += [(1, 1, 16 * v + 3), (1, 1, 1), (3, v - 1, 35), (3, s + 1, 19), (2, rows + 1, 16 * v)]
+    shapes += [(1, n_i, 16 * v) for n_i in (v - 1, s + 1, 2 * s + 1) if (n_i * elem_bytes) % 16]
+    return shapes
+
+
+@pytest.mark.parametrize("dtype", REALIGN_DTYPES, ids=str)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_unaligned_planes_take_overlapping_tiles(layout, dtype):
+    """The route of the shapes below: the realigning vector kernel, whose tiles overlap."""
+    v, _, threads = vec_params(dtype.itemsize)
+    for batch, n_i, n_j in ownership_shapes(dtype.itemsize):
+        shape = (batch, n_i, n_j) if batch > 1 else (n_i, n_j)
+        rep = bankops.explain("transpose", layout, dtype, shape=shape, num_sms=132)
+        assert not any("scalar" in r["instruction"] for r in rep.rows), shape
+        assert {r["width"] for r in rep.rows} == {16}, shape
+        assert rep.totals["st"]["instructions"] == realign_tiles(dtype.itemsize, batch, n_i, n_j) * v * threads // 32, shape
+        assert rep.totals["ld"]["instructions"] == rep.totals["st"]["instructions"], shape
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", REALIGN_DTYPES, ids=str)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_cuda_realigned_output_chunks_have_one_owner(layout, dtype):
+    """Unaligned planes: each aligned 16-byte output chunk is written by one lane of one block
+    (tiles overlap by a group of rows), and only the chunks at output row ends go out piecewise.
+    The output starts as 0xFF bytes (conftest): a chunk skipped, written with a neighbouring
+    tile's zeros, or piecewise with a gap fails the byte-exact comparison. The route of these
+    shapes: test_unaligned_planes_take_overlapping_tiles."""
+    for batch, n_i, n_j in ownership_shapes(dtype.itemsize):
+        shape = (batch, n_i, n_j) if batch > 1 else (n_i, n_j)
+        x = random_tensor(shape, dtype, "cuda")
+        got = bankops.transpose(x, -2, -1, layout)
+        assert torch.equal(as_bytes(got).cpu(), as_bytes(x.transpose(-2, -1).contiguous()).cpu()), shape
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.int8, torch.float16, torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("offset", [1, 3, 5])
+def test_cuda_realigned_base_offsets(offset, dtype):
+    """Rows of whole chunks from a base off 16 bytes (the realigning kernel, by the pointer):
+    every output row starts at the same residue."""
+    v, rows, _ = vec_params(dtype.itemsize)
+    n_i, n_j = 2 * rows, 16 * v
+    x = random_tensor((n_i * n_j + offset,), dtype, "cuda")[offset:].view(n_i, n_j)
+    for layout in LAYOUTS:
+        got = bankops.transpose(x, -2, -1, layout)
+        assert torch.equal(as_bytes(got).cpu(), as_bytes(x.t().contiguous()).cpu()), layout
