@@ -178,92 +178,133 @@ __device__ __forceinline__ void stage_store(uint16_t* tile, const uint16_t (&v)[
   }
 }
 
-// Realigned fill: a thread's chunks are cp.async's (mma_chunk: same tile stores), but each
-// comes from the 24 bytes at the 8-byte boundary at or below it (three 8-byte loads; the
-// lanes of a row read consecutive 16-byte steps, so the loads after the first hit the
-// lines the first one brought into L1) and is cut out of them in registers: 6 registers
-// per chunk in flight and 9 ALU operations (16-byte loads would take 8 registers and 15).
-// A thread's chunks sit kRowStep rows (a multiple of 8) and whole k-tiles (64 bytes of a
-// row, or 32 rows) apart, so they all share one offset in 8 bytes: the thread's first
-// chunk's.
-struct Raw {
-  uint2 w01, w23, w45;  // words 0-5; an edge chunk keeps its own 4 words in w01, w23
-};
+__device__ __forceinline__ void sts128(uint32_t addr, const uint4& v) {
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
+}
+__device__ __forceinline__ uint4 lds128(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(addr)
+               : "memory");
+  return v;
+}
 
-// Bytes [s, s + 16) of the 24 (s even, below 8): a select by one word, then a funnel shift
-// for the odd half-word.
-__device__ __forceinline__ uint4 shift_bytes(const Raw& v, uint32_t s) {
-  const uint32_t x[6] = {v.w01.x, v.w01.y, v.w23.x, v.w23.y, v.w45.x, v.w45.y};
-  const bool by1 = s & 4;
-  uint32_t y[5];
+// Bytes [s, s + 16) of the 32 in lo, hi (s even, below 16): two selects by words, then a
+// funnel shift for the odd half-word.
+__device__ __forceinline__ uint4 shift_bytes(const uint4& lo, const uint4& hi, uint32_t s) {
+  const uint32_t x[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+  const bool by2 = s & 8, by1 = s & 4;
+  uint32_t z[6], y[5];
 #pragma unroll
-  for (int k = 0; k < 5; ++k) y[k] = by1 ? x[k + 1] : x[k];
+  for (int k = 0; k < 6; ++k) z[k] = by2 ? x[k + 2] : x[k];
+#pragma unroll
+  for (int k = 0; k < 5; ++k) y[k] = by1 ? z[k + 1] : z[k];
   const uint32_t bits = (s & 2) * 8;
   return uint4{__funnelshift_r(y[0], y[1], bits), __funnelshift_r(y[1], y[2], bits), __funnelshift_r(y[2], y[3], bits),
                __funnelshift_r(y[3], y[4], bits)};
 }
 
-__device__ __forceinline__ void sts128(uint32_t addr, const uint4& v) {
-  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
-               : "memory");
-}
+__device__ __forceinline__ uintptr_t addr_of(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 
-// One operand's realigned fill. `o` is the operand as the tile sees it with the block
-// tile's corner folded in; k-tile x's corner is (x * BK, 0) (KN_ROWS: k runs down the rows,
-// B in Bs[BK][BN]) or (0, x * BK). A k-tile is whole when its loads may skip the bounds:
-// every row and column inside, and the 6 bytes before its first chunk and the 2 past its
-// last inside the matrix: not at the matrix's first element (r0_abs, c0_abs: the block
-// tile's corner in the matrix), nor within 8 elements of the end of its last row (earlier
-// rows are 8 or more elements apart: the plan, mma_realign_ok). The margins are wider than
-// these loads need, so that 16-byte loads could replace them.
+// One operand of the realigning path (MmaRaw): cp.async of the aligned chunks under k-tile
+// x's rows into a raw stage, and the realign pass from a raw stage into a tile buffer.
+// `o` is the operand as the tile sees it with the block tile's corner folded in (unit
+// stride along its columns); k-tile x's corner is (x * BK, 0) (KN_ROWS: k runs down the
+// rows, B in Bs[BK][BN]) or (0, x * BK). Either way a row's offset in 16 bytes is the same
+// for every k-tile (x * BK columns are 64 bytes, x * BK rows 64 row strides), and a
+// thread's tile chunks sit kRowStep rows apart (a multiple of 8): one offset per thread.
 template <class C, class Tile, bool KN_ROWS>
-struct RealignFill {
+struct StagedFill {
+  using Raw = MmaRaw<Tile::kRows, Tile::kCols>;
   static constexpr int kPerRow = Tile::kCols / kMmaChunk, kRowStep = C::kThreads / kPerRow;
-  static constexpr int kChunks = Tile::kRows * kPerRow / C::kThreads;
-  static_assert(C::kThreads % kPerRow == 0 && kRowStep % Tile::kRowPeriod == 0, "chunk rows step by the period");
-  static_assert(kRowStep % 4 == 0, "a thread's chunks share their offset in 8 bytes");
-  const uint16_t* src;  // the thread's first chunk in k-tile 0
-  uint32_t dst;         // its tile position in stage 0 (shared-memory bytes)
-  __device__ __forceinline__ RealignFill(uint32_t tile, const Operand& o) {
+  static constexpr int kChunks = Tile::kRows * kPerRow / C::kThreads;  // tile chunks per thread
+  static constexpr int kFills = (Raw::kChunks + C::kThreads - 1) / C::kThreads;  // raw chunks per thread
+  static_assert(C::kThreads % kPerRow == 0 && kRowStep % Tile::kRowPeriod == 0 && kRowStep % 8 == 0,
+                "a thread's tile chunks: steps of the layout's period, one offset in 16 bytes");
+  static_assert(kRowStep % 2 == 0, "split raw rows: a thread's chunks keep their row parity");
+  const uint16_t* p;
+  int64_t s_row, rows, cols;
+  uintptr_t lo, hi;       // the matrix's bytes [lo, hi): nothing outside is read
+  uint32_t raw;           // the operand's raw area in raw stage 0
+  uint32_t rd, wr;        // realign: the thread's first raw chunk (stage 0), its tile chunk (buffer 0)
+  uint32_t shift;         // the thread's rows' offset in 16 bytes
+  __device__ __forceinline__ StagedFill(const Operand& o, uintptr_t lo_, uintptr_t hi_, uint32_t tile,
+                                        uint32_t raw_) {
+    p = o.p;
+    s_row = o.s_row;
+    rows = o.rows;
+    cols = o.cols;
+    lo = lo_;
+    hi = hi_;
+    raw = raw_;
     const TileCoord t0 = mma_chunk<C>(threadIdx.x, 0, Tile::kCols);
-    src = o.p + t0.r * o.s_row + t0.c;
-    dst = tile + Tile::offset(t0.r, t0.c) * 2;
+    rd = raw + Raw::pos(t0.r, t0.c / kMmaChunk) * 16;
+    wr = tile + Tile::offset(t0.r, t0.c) * 2;
+    shift = static_cast<uint32_t>(addr_of(p + t0.r * s_row)) & 15;
   }
-  __device__ __forceinline__ static bool whole(const Operand& o, int64_t r0_abs, int64_t c0_abs, int x) {
-    const int64_t r0 = KN_ROWS ? int64_t(x) * C::kBK : 0, c0 = KN_ROWS ? 0 : int64_t(x) * C::kBK;
-    return r0 + Tile::kRows <= o.rows && c0 + Tile::kCols <= o.cols && (r0_abs + r0 > 0 || c0_abs + c0 > 0) &&
-           (r0 + Tile::kRows < o.rows || c0 + Tile::kCols + kMmaChunk <= o.cols);
-  }
-  // Chunk e of k-tile x into registers: whole, the aligned 24 bytes around it; otherwise the
-  // chunk itself, element by element, zero past the operand's edges.
-  __device__ __forceinline__ void load(Raw& v, const Operand& o, bool is_whole, int x, int e) const {
-    const int64_t kstep = KN_ROWS ? int64_t(C::kBK) * o.s_row : C::kBK;
-    if (is_whole) {
-      const uint16_t* p = src + x * kstep + e * (kRowStep * o.s_row);
-      const uint2* q = reinterpret_cast<const uint2*>(reinterpret_cast<uintptr_t>(p) & ~uintptr_t(7));
-      v.w01 = __ldg(q);
-      v.w23 = __ldg(q + 1);
-      v.w45 = __ldg(q + 2);
-      return;
-    }
-    const TileCoord t = mma_chunk<C>(opaque_tid(), e, Tile::kCols);
-    const int64_t r = (KN_ROWS ? int64_t(x) * C::kBK : 0) + t.r, c = (KN_ROWS ? 0 : int64_t(x) * C::kBK) + t.c;
-    const bool row_in = r < o.rows;
-    const uint16_t* p = o.p + r * o.s_row + c * o.s_col;
-    uint16_t h[kMmaChunk];
+  __device__ __forceinline__ static int64_t r_of(int x) { return KN_ROWS ? int64_t(x) * C::kBK : 0; }
+  __device__ __forceinline__ static int64_t c_of(int x) { return KN_ROWS ? 0 : int64_t(x) * C::kBK; }
+
+  // Raw chunks of k-tile x -> raw stage at byte offset `stage`. A whole k-tile (every row
+  // and column inside, and every covering chunk inside the matrix's bytes) copies all of
+  // them; otherwise each chunk copies only what lies before the end of its row's valid
+  // columns (cp.async zero-fills the rest: K tails must be zero), chunks past it or in rows
+  // past the edge are zeroed, and a chunk that starts before the matrix (its first row, a
+  // pointer off 16 bytes) or ends past it (its last row) is loaded element by element:
+  // compute-sanitizer counts a cp.async as all 16 bytes whatever its source size.
+  __device__ __forceinline__ void fill(int x, uint32_t stage) const {
+    const int64_t r0 = r_of(x), c0 = c_of(x);
+    const uint16_t* first = p + r0 * s_row + c0;
+    const uintptr_t first_chunk = addr_of(first) & ~uintptr_t(15);
+    const uintptr_t last_end = (addr_of(first + (Tile::kRows - 1) * s_row) & ~uintptr_t(15)) + Raw::kPerRow * 16;
+    const bool whole = r0 + Tile::kRows <= rows && c0 + Tile::kCols <= cols && first_chunk >= lo && last_end <= hi;
+    const int64_t valid = cols - c0 < Tile::kCols ? cols - c0 : Tile::kCols;
+    const int t = threadIdx.x;
 #pragma unroll
-    for (int q = 0; q < kMmaChunk; ++q) h[q] = (row_in && c + q < o.cols) ? __ldg(p + q * o.s_col) : uint16_t(0);
-    v.w01 = uint2{h[0] | uint32_t(h[1]) << 16, h[2] | uint32_t(h[3]) << 16};
-    v.w23 = uint2{h[4] | uint32_t(h[5]) << 16, h[6] | uint32_t(h[7]) << 16};
-    v.w45 = uint2{0, 0};
+    for (int i = 0; i < kFills; ++i) {
+      const int s = t + i * C::kThreads;
+      if (Raw::kChunks % C::kThreads != 0 && i == kFills - 1 && s >= Raw::kChunks) break;
+      const TileCoord rq = Raw::slot(s);
+      const uint32_t dst = raw + stage + s_pos(s) * 16;
+      const uint16_t* seg = first + rq.r * s_row;
+      const uintptr_t src = (addr_of(seg) & ~uintptr_t(15)) + rq.c * 16;
+      if (whole) {
+        cp_async16(dst, reinterpret_cast<const void*>(src), 16);
+        continue;
+      }
+      const uintptr_t end = addr_of(seg) + 2 * valid;  // this row's valid bytes end here
+      const int64_t left = r0 + rq.r < rows ? int64_t(end) - int64_t(src) : 0;
+      const int bytes = left <= 0 ? 0 : left < 16 ? static_cast<int>(left) : 16;
+      if (bytes == 0) {
+        sts128(dst, uint4{0, 0, 0, 0});
+      } else if (src >= lo && src + 16 <= hi) {
+        cp_async16(dst, reinterpret_cast<const void*>(src), bytes);
+      } else {
+        uint16_t h[kMmaChunk];
+#pragma unroll
+        for (int q = 0; q < kMmaChunk; ++q) {
+          const uintptr_t a = src + 2 * q;
+          h[q] = a >= lo && a < end ? __ldg(reinterpret_cast<const uint16_t*>(a)) : uint16_t(0);
+        }
+        sts128(dst, uint4{h[0] | uint32_t(h[1]) << 16, h[2] | uint32_t(h[3]) << 16, h[4] | uint32_t(h[5]) << 16,
+                          h[6] | uint32_t(h[7]) << 16});
+      }
+    }
   }
-  __device__ __forceinline__ void store(uint32_t stage, const Raw& v, bool is_whole, int e) const {
-    const uint32_t s = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(src)) & 7;
-    sts128(dst + stage + Tile::offset(e * kRowStep, 0) * 2,
-           is_whole ? shift_bytes(v, s) : uint4{v.w01.x, v.w01.y, v.w23.x, v.w23.y});
+  // Raw position of fill slot s: the slots are the positions in order, past the split gap.
+  __device__ __forceinline__ static int s_pos(int s) {
+    return Raw::kSplit && s >= Raw::kHalf ? s - Raw::kHalf + Raw::kOdd : s;
+  }
+
+  // Tile chunk e: the two raw chunks under it (raw stage at `stage`) -> tile buffer at `buf`.
+  __device__ __forceinline__ void realign(uint32_t stage, uint32_t buf, int e) const {
+    const uint32_t r = rd + stage + Raw::pos(e * kRowStep, 0) * 16;
+    const uint4 a = lds128(r), b = lds128(r + 16);
+    sts128(wr + buf + Tile::offset(e * kRowStep, 0) * 2, shift_bytes(a, b, shift));
   }
 };
-
 // A thread's ldmatrix byte offsets inside one stage, computed once per kernel: the swizzle
 // of a step that the thread's own coordinates leave clear is one XOR (layout.cuh, join), so
 // the k loop only adds the stage base and compile-time row offsets. A joins its k16 steps s;
@@ -440,50 +481,58 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSM) gemm_mma_kernel(
         }
         cp_async_wait<0>();
       } else if constexpr (FILL == MmaFill::Realign) {
-        // Chunk e of both operands is group e: k-tile x + S - 1 goes from registers into its
-        // stage during iteration x (after the barrier that frees the stage), and the loads of
-        // k-tile x + S follow it into the same registers, so every load has a whole k-tile of
-        // mma work to land. Tiles 0 .. S - 2 are filled before the loop.
-        using FA = RealignFill<C, ATile, false>;
-        using FB = RealignFill<C, BTile, KN>;
-        static_assert(FA::kChunks == 4 && FB::kChunks == 4 && C::kSteps == 2, "one group per quarter k-tile");
-        const FA fa(smem_base, oa);
-        const FB fb(smem_base + ATile::kSize * 2, ob);
-        const int64_t b_r0 = KN ? 0 : n0, b_c0 = KN ? n0 : 0;
-        Raw ra[4], rb[4];
-        const auto load = [&](int x, int e) {
-          fa.load(ra[e], oa, FA::whole(oa, m0, 0, x), x, e);
-          fb.load(rb[e], ob, FB::whole(ob, b_r0, b_c0, x), x, e);
+        // Raw k-tile x + R - 1 is copied at the top of iteration x (its raw stage was last read
+        // by the realign of x - 1, before the barrier of x - 1), and k-tile x + 1 is realigned
+        // into the other tile buffer during the mma of x, a quarter per k16 half-step: one
+        // barrier per k-tile, and every copy has R - 2 k-tiles of mma work to land.
+        using FA = StagedFill<C, ATile, false>;
+        using FB = StagedFill<C, BTile, KN>;
+        constexpr int kRaw = kMmaRawStages<L, C, KN>;
+        constexpr uint32_t kBuf = kStage * 2, kRawStage = FA::Raw::kBytes + FB::Raw::kBytes;
+        static_assert(kRaw >= 3 && FA::kChunks == 4 && FB::kChunks == 4 && C::kSteps == 2,
+                      "one tile chunk of each operand per quarter k-tile");
+        const uint32_t raw_base = smem_base + 2 * kBuf;
+        const uintptr_t a_lo = addr_of(a), a_hi = addr_of(a + (g.m - 1) * g.a_sm + (g.k - 1) * g.a_sk + 1);
+        const uintptr_t b_lo = addr_of(b), b_hi = addr_of(b + (g.k - 1) * g.b_sk + (g.n - 1) * g.b_sn + 1);
+        const FA fa(oa, a_lo, a_hi, smem_base, raw_base);
+        const FB fb(ob, b_lo, b_hi, smem_base + ATile::kSize * 2, raw_base + FA::Raw::kBytes);
+        const auto fill = [&](int x) {
+          const uint32_t stage = (x % kRaw) * kRawStage;
+          fa.fill(x, stage);
+          fb.fill(x, stage);
         };
-        const auto store = [&](int x, int e) {
-          const uint32_t stage = (x % kStages) * kStage * 2;
-          fa.store(stage, ra[e], FA::whole(oa, m0, 0, x), e);
-          fb.store(stage, rb[e], FB::whole(ob, b_r0, b_c0, x), e);
+        const auto realign = [&](int x, int e) {
+          const uint32_t stage = (x % kRaw) * kRawStage, buf = (x % 2) * kBuf;
+          fa.realign(stage, buf, e);
+          fb.realign(stage, buf, e);
         };
-        for (int x = 0; x < kStages - 1 && x < nk; ++x) {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) load(x, e);
-#pragma unroll
-          for (int e = 0; e < 4; ++e) store(x, e);
+        for (int x = 0; x < kRaw - 1; ++x) {
+          if (x < nk) fill(x);
+          cp_async_commit();
         }
-        if (kStages - 1 < nk) {
+        cp_async_wait<kRaw - 2>();
+        __syncthreads();  // raw k-tile 0 landed
+        if (nk > 0) {
 #pragma unroll
-          for (int e = 0; e < 4; ++e) load(kStages - 1, e);
+          for (int e = 0; e < 4; ++e) realign(0, e);
         }
         for (int kt = 0; kt < nk; ++kt) {
-          __syncthreads();  // tile kt stored by every thread; stage (kt - 1) % S is free
-          const int put = kt + kStages - 1, get = kt + kStages;
-          const uint32_t a_base = smem_base + (kt % kStages) * kStage * 2;
+          cp_async_wait<kRaw - 3>();
+          __syncthreads();  // tile kt realigned, raw k-tile kt + 1 landed; tile buffer (kt + 1) % 2 is free
+          if (kt + kRaw - 1 < nk) fill(kt + kRaw - 1);
+          cp_async_commit();
+          const bool next = kt + 1 < nk;
+          const uint32_t a_base = smem_base + (kt % 2) * kBuf;
           const uint32_t b_base = a_base + ATile::kSize * 2;
           uint32_t bf[C::kFragN / 2][4];
 #define BANKOPS_MMA_QUARTER(Q)                                  \
   if (Q % 2 == 0) load_b_frags<L, C, KN>(bf, lo, b_base, Q / 2); \
-  if (put < nk) store(put, Q);                                  \
-  if (get < nk) load(get, Q);                                   \
+  if (next) realign(kt + 1, Q);                                 \
   mma_half<T, L, C, KN, Q % 2>(acc, bf, lo, a_base, Q / 2);
           BANKOPS_MMA_QUARTER(0) BANKOPS_MMA_QUARTER(1) BANKOPS_MMA_QUARTER(2) BANKOPS_MMA_QUARTER(3)
 #undef BANKOPS_MMA_QUARTER
         }
+        cp_async_wait<0>();
       } else {
         // Four 8-element groups of each operand per k-tile; group q of A and of B is in
         // flight during quarter q of the previous tile's mma work (k16 step q / 2, half q % 2).
@@ -581,7 +630,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSM) gemm_mma_kernel(
 template <Layout L, class C, class T, bool KN, MmaFill FILL>
 cudaError_t run(const GemmArgs& g, const MmaFlags& f, cudaStream_t stream) {
   const auto kernel = gemm_mma_kernel<L, C, T, KN, FILL>;
-  constexpr int kSmem = mma_smem_bytes<L, C, KN>();
+  constexpr int kSmem =
+      FILL == MmaFill::Realign ? mma_realign_bytes<L, C, KN>(kMmaRawStages<L, C, KN>) : mma_smem_bytes<L, C, KN>();
   static_assert(kSmem <= 227 * 1024 && C::kBlocksPerSM * (kSmem + 1024) <= 228 * 1024,
                 "the tile rings of the resident blocks exceed an SM's shared memory");
   // The attribute is per device and sticks: set it once per device, not on every call (a

@@ -1,8 +1,9 @@
 // gemm on tensor cores for float16/bfloat16 (float32 accumulation): mma.sync m16n8k16 fed
 // by ldmatrix from shared-memory tiles, filled by cp.async (16-byte chunks) when the
-// operands' rows are 16-byte aligned; by realigned 16-byte chunks (three 8-byte aligned
-// loads per chunk, shifted in registers) when the rows are contiguous but start anywhere
-// (odd K or N, offset data pointers); element by element through registers otherwise (a
+// operands' rows are 16-byte aligned; through a raw staging ring when the rows are
+// contiguous but start anywhere (odd K or N, offset data pointers): cp.async copies the
+// aligned 16-byte chunks that cover each tile row, and a realign pass cuts the tile's
+// chunks out of them in shared memory; element by element through registers otherwise (a
 // strided contiguous dim, m-contiguous A). The epilogue goes through a shared-memory C
 // tile so that each thread writes whole 16-byte chunks of a row.
 //
@@ -69,9 +70,8 @@ using MmaCTile = MmaTile<L, C::kBM, C::kBN>;
 
 // How one call runs: cp.async needs every tile row to start 16-byte aligned; `realign`
 // needs only a unit-stride contiguous dim in both operands (rows at any 2-byte offset, and
-// 8 or more elements apart unless a row never fills a tile: a whole tile's loads reach
-// 6 bytes before a chunk and 2 past it, which must stay inside the matrix); the
-// register path takes any strides. `along`: the register path's lanes walk the tile's contiguous
+// 8 or more elements apart unless a row never fills a tile); the register path takes any
+// strides. `along`: the register path's lanes walk the tile's contiguous
 // dim one element each (right when that dim is contiguous in memory too); otherwise each
 // thread gathers an 8-element chunk and the lanes walk tile rows. `shape`, for cp.async
 // calls: the largest block tile that still gives about every SM a block (a fixed count,
@@ -192,6 +192,38 @@ BANKOPS_HD MmaTileIndex mma_raster(int64_t bx, int64_t by, int64_t gx, int64_t g
   return MmaTileIndex{local / rows, first + local % rows};
 }
 
+// The realigning path's raw staging of one ROWS x COLS tile: tile row r's COLS halves start
+// at any 2-byte offset, so they are covered by COLS / 8 + 1 aligned 16-byte chunks (kPerRow),
+// which cp.async copies as they are; the realign pass reads the two raw chunks under each
+// tile chunk and shifts them by the row's offset. Positions are in 16-byte units. Rows of
+// 8 or more tile chunks are stored one after the other: the 8 lanes of an lds.128 phase
+// read 8 consecutive chunks of one row. Shorter rows (4 tile chunks: a phase reads rows r
+// and r + 1, chunks j and then j + 1 of each) keep even and odd rows in two halves 4 chunks
+// apart mod 8, so that both reads of a phase hit 8 different bank groups. The fill's lanes
+// walk consecutive positions (slot), one 128-byte shared-memory line per phase.
+template <int ROWS, int COLS>
+struct MmaRaw {
+  static constexpr int kTileChunks = COLS / kMmaChunk, kPerRow = kTileChunks + 1;
+  static constexpr bool kSplit = kTileChunks < 8;
+  static constexpr int kChunks = ROWS * kPerRow;            // filled per k-tile
+  static constexpr int kHalf = ROWS / 2 * kPerRow;          // split: the even rows' chunks
+  static constexpr int kOdd = (kHalf + 7) / 8 * 8 + 4;      // split: where the odd rows start
+  static constexpr int kBytes = ((kSplit ? kOdd + kHalf : kChunks) * 16 + 127) / 128 * 128;  // whole lines
+  static_assert(!kSplit || (kTileChunks == 4 && ROWS % 2 == 0 && kHalf % 8 == 0), "split rows: pairs per phase");
+  BANKOPS_HD static constexpr int pos(int row, int q) {
+    return kSplit ? row % 2 * kOdd + row / 2 * kPerRow + q : row * kPerRow + q;
+  }
+  // Fill slot s (thread t's i-th is t + i * threads): the chunk at the s-th position.
+  BANKOPS_HD static constexpr TileCoord slot(int s) {
+    return kSplit ? TileCoord{(s % kHalf) / kPerRow * 2 + s / kHalf, s % kHalf % kPerRow}
+                  : TileCoord{s / kPerRow, s % kPerRow};
+  }
+};
+template <class C>
+using MmaRawA = MmaRaw<C::kBM, C::kBK>;
+template <class C, bool KN>
+using MmaRawB = std::conditional_t<KN, MmaRaw<C::kBK, C::kBN>, MmaRaw<C::kBN, C::kBK>>;
+
 // Bytes of dynamic shared memory: the stage ring, reused by the C tile.
 template <Layout L, class C, bool KN>
 constexpr int mma_smem_bytes() {
@@ -199,5 +231,18 @@ constexpr int mma_smem_bytes() {
   const int out = MmaCTile<L, C>::kSize * 2;
   return ring > out ? ring : out;
 }
+
+// The realigning path: two tile buffers (realign k-tile x + 1 while the mma reads x), then
+// a ring of raw stages, as deep as two blocks per SM leave room for (3 or 4: a raw stage
+// is filled 2 or 3 k-tiles before its realign; 3 is the least the schedule works with).
+template <Layout L, class C, bool KN>
+constexpr int mma_realign_bytes(int raw_stages) {
+  const int tiles = 2 * (MmaATile<L, C>::kSize + MmaBTile<L, C, KN>::kSize) * 2;
+  const int raw = raw_stages * (MmaRawA<C>::kBytes + MmaRawB<C, KN>::kBytes);
+  const int out = MmaCTile<L, C>::kSize * 2;
+  return tiles + raw > out ? tiles + raw : out;
+}
+template <Layout L, class C, bool KN>
+constexpr int kMmaRawStages = C::kBlocksPerSM * (mma_realign_bytes<L, C, KN>(4) + 1024) <= 228 * 1024 ? 4 : 3;
 
 }  // namespace bankops

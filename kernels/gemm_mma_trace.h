@@ -25,7 +25,7 @@ inline void trace_gemm_mma_shape(Layout layout, const GemmArgs& g, const GemmMma
       const auto ct = [](TileCoord c) { return int64_t(CTile::offset(c.r, c.c)) * 2; };
       // pitch: bytes between the tile's rows in global memory (cp.async reads whole 128-byte
       // lines or not, which costs wavefronts too; tile corners are taken as line-aligned).
-      const auto fill = [&](const char* name, auto tile, auto byte, bool along, int64_t pitch) {
+      const auto fill = [&](const char* name, auto tile, auto byte, bool along, int64_t pitch, int64_t raw) {
         using Tile = decltype(tile);
         const int elems = Tile::kRows * Tile::kCols / C::kThreads;
         if (plan.async) {
@@ -38,7 +38,30 @@ inline void trace_gemm_mma_shape(Layout layout, const GemmArgs& g, const GemmMma
                   return c.r * pitch + c.c * 2;
                 });
         } else if (plan.realign) {
-          // The realigned chunks land where cp.async would put them (the same lanes), with sts.
+          // cp.async of the aligned chunks under the tile's rows into the raw stage (lanes on
+          // consecutive positions; tile rows at r * pitch bytes), then per tile chunk two lds of
+          // the raw chunks under it and one sts where cp.async would put the chunk (its lanes).
+          using Raw = MmaRaw<Tile::kRows, Tile::kCols>;
+          const auto slot_pos = [](int s) { return Raw::kSplit && s >= Raw::kHalf ? s - Raw::kHalf + Raw::kOdd : s; };
+          SmemInstr& cp = trace.instr(kernel, std::string("ldgsts ") + name + " (raw chunks)", SmemOp::Ldgsts, 16, steps);
+          for (int i = 0; i * C::kThreads < Raw::kChunks; ++i)
+            add_block(
+                cp, C::kThreads,
+                [&](int t) {
+                  const int s = t + i * C::kThreads;
+                  return s < Raw::kChunks ? raw + int64_t(slot_pos(s)) * 16 : int64_t(-1);
+                },
+                [&](int t) {
+                  const TileCoord rq = Raw::slot(t + i * C::kThreads);
+                  return rq.r * pitch / 16 * 16 + rq.c * 16;
+                });
+          SmemInstr& ld = trace.instr(kernel, std::string("lds ") + name + " (raw chunks j, j + 1)", SmemOp::Ld, 16, steps);
+          for (int e = 0; e < elems / kMmaChunk; ++e)
+            for (int half = 0; half < 2; ++half)
+              add_block(ld, C::kThreads, [&](int t) {
+                const TileCoord c = mma_chunk<C>(t, e, Tile::kCols);
+                return raw + int64_t(Raw::pos(c.r, c.c / kMmaChunk + half)) * 16;
+              });
           SmemInstr& row = trace.instr(kernel, std::string("sts ") + name + " (realigned)", SmemOp::St, 16, steps);
           for (int e = 0; e < elems / kMmaChunk; ++e)
             add_block(row, C::kThreads, [&](int t) { return byte(mma_chunk<C>(t, e, Tile::kCols)); });
@@ -52,8 +75,11 @@ inline void trace_gemm_mma_shape(Layout layout, const GemmArgs& g, const GemmMma
             add_block(row, C::kThreads, [&](int t) { return byte(mma_across_chunk<C>(t, e, Tile::kRows)); });
         }
       };
-      fill("As[m][k] <- A", ATile{}, at, plan.a_along, g.a_sm * 2);
-      fill(KN ? "Bs[k][n] <- B" : "Bs[n][k] <- B", BTile{}, bt, plan.b_along, (KN ? g.b_sk : g.b_sn) * 2);
+      // The realigning path's raw stage 0 follows its two tile buffers: A's raw chunks, then B's.
+      const int64_t raw = 2 * 2 * (ATile::kSize + BTile::kSize);
+      fill("As[m][k] <- A", ATile{}, at, plan.a_along, g.a_sm * 2, raw);
+      fill(KN ? "Bs[k][n] <- B" : "Bs[n][k] <- B", BTile{}, bt, plan.b_along, (KN ? g.b_sk : g.b_sn) * 2,
+           raw + MmaRawA<C>::kBytes);
       // The k16 steps' fragments of one k tile (steps); the cp.async loop also loads each block
       // tile's first step once more, one step ahead (the last time from a stale, unused stage).
       const auto fragments = [&](const std::string& what, int64_t iterations, int first, int last) {

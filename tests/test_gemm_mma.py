@@ -188,16 +188,20 @@ def test_explain_ldmatrix_and_cp_async(dtype):
 
 @pytest.mark.parametrize("a_t,b_t", [(False, True), (True, False), (True, True)], ids=["b^T", "a^T", "both^T"])
 def test_explain_views_and_odd_k(a_t, b_t):
-    """Transposed views and odd K (the register path): swizzle stays conflict-free on
-    every instruction, none does not."""
+    """Transposed views and odd K (the register path; with A row-major and B^T the
+    realigning path): swizzle stays conflict-free on every instruction (on the shared-memory
+    side of the realigning path's cp.async of misaligned rows), none does not."""
     for k in (1024, 1023):
         sw = bankops.explain("gemm", "swizzle", torch.bfloat16, m=512, n=512, k=k, a_transposed=a_t, b_transposed=b_t)
         none = bankops.explain("gemm", "none", torch.bfloat16, m=512, n=512, k=k, a_transposed=a_t, b_transposed=b_t)
-        assert sw.conflicts == 0, str(sw)
+        if _kernels(sw) == {"gemm_mma/realign"}:
+            _assert_smem_side_conflict_free(sw)
+        else:
+            assert sw.conflicts == 0, str(sw)
         assert none.conflicts > 0
         assert "ldsm" in _ops(sw)
-        odd = k % 2 == 1
-        assert ("ldgsts" in _ops(sw)) == (not odd and not a_t), str(sw)
+        # A row-major: cp.async, or (odd K) cp.async of raw chunks for the realigning path.
+        assert ("ldgsts" in _ops(sw)) == (not a_t), str(sw)
 
 
 def test_explain_float32_stays_on_ffma():
@@ -278,26 +282,46 @@ def test_explain_realign_route(batch, m, n, k, b_t):
     for layout in LAYOUTS:
         rep = bankops.explain("gemm", layout, torch.float16, m=m, n=n, k=k, batch=batch or 1, b_transposed=b_t)
         assert _kernels(rep) == {"gemm_mma/realign"}, str(rep)
-        assert "ldgsts" not in _ops(rep)
+        assert {"ldgsts", "ld", "st", "ldsm"} <= _ops(rep), str(rep)
         if layout == "swizzle":
-            assert rep.conflicts == 0, str(rep)
+            _assert_smem_side_conflict_free(rep)
     if m > 1:
         rep = bankops.explain("gemm", "swizzle", torch.float16, m=m, n=n, k=k, a_transposed=True, b_transposed=b_t)
         assert _kernels(rep) == {"gemm_mma/registers"}, str(rep)
 
 
-def test_explain_realign_stores():
-    """The realigned stores are cp.async's lanes: 4 chunks per thread and operand, one sts
-    per warp and chunk (16 per 128 x 128 x 32 k-tile), conflict-free in swizzle."""
-    rep = bankops.explain("gemm", "swizzle", torch.bfloat16, m=4095, n=4097, k=4093)
+def _assert_smem_side_conflict_free(rep):
+    """lds, sts and ldmatrix at their ideal; cp.async of misaligned rows may pay for global
+    sectors that land across shared-memory sectors (the data moves by 16 bytes mod 32)."""
+    for kind in ("ld", "st", "ldsm"):
+        t = rep.totals[kind]
+        assert t["wavefronts"] == t["ideal"], f"{kind}: {t}\n{rep}"
+
+
+@pytest.mark.parametrize("b_t", [False, True], ids=["b", "b^T"])
+def test_explain_realign_stages(b_t):
+    """The realigning path per 128 x 128 x 32 k-tile: cp.async of the aligned chunks under
+    each tile row (5 per 32-element row: 640 for A, 20 warp instructions; B's 32 rows of 17
+    chunks take 17, or 20 as Bs[n][k]), two lds.128 of raw chunks per tile chunk (32 per
+    operand), and the realigned sts on cp.async's lanes (16 per operand), all conflict-free
+    on the shared-memory side in swizzle."""
+    rep = bankops.explain("gemm", "swizzle", torch.bfloat16, m=4095, n=4097, k=4093, b_transposed=b_t)
+    bn = "Bs[n][k] <- B" if b_t else "Bs[k][n] <- B"
     assert _kernels(rep) == {"gemm_mma/realign"}
+    assert _count(rep, "ldgsts As[m][k] <- A (raw chunks)") == 20
+    assert _count(rep, f"ldgsts {bn} (raw chunks)") == (20 if b_t else 17)
+    assert _count(rep, "lds As[m][k] <- A (raw chunks j, j + 1)") == 32
+    assert _count(rep, f"lds {bn} (raw chunks j, j + 1)") == 32
     assert _count(rep, "sts As[m][k] <- A (realigned)") == 16
-    assert _count(rep, "sts Bs[k][n] <- B (realigned)") == 16
+    assert _count(rep, f"sts {bn} (realigned)") == 16
     assert _count(rep, "ldmatrix.x4 A fragments") == 32
-    assert rep.conflicts == 0, str(rep)
+    _assert_smem_side_conflict_free(rep)
     stores = [r for r in rep.rows if "realigned" in r["instruction"]]
     assert len(stores) == 2 and all(r["op"] == "st" and r["width"] == 16 for r in stores)
     assert all(r["wavefronts"] == r["ideal"] == 4 * r["count"] for r in stores), str(rep)
+    loads = [r for r in rep.rows if "raw chunks j" in r["instruction"]]
+    assert len(loads) == 2 and all(r["op"] == "ld" and r["width"] == 16 for r in loads)
+    assert all(r["wavefronts"] == r["ideal"] == 4 * r["count"] for r in loads), str(rep)
 
 
 @requires_cuda
@@ -349,3 +373,28 @@ def test_cuda_realign_sliced_unit_stride(dtype):
     check_against_float64(outs[0], a, b)
     for out in outs[1:]:
         assert torch.equal(out.view(torch.int16), outs[0].view(torch.int16))
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("shape", [(1, 3, 9), (3, 5, 7), (37, 41, 35), (130, 133, 67), (2, 129, 9, 131)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_cuda_realign_exact_allocations(shape, layout, dtype):
+    """Operands that fill their allocations exactly (run under compute-sanitizer memcheck):
+    the aligned chunks that cover the first row of a data pointer off 16 bytes, and the last
+    row's tail, must not be read past the matrix (the partial chunks there are loaded
+    element by element). A starts 2 bytes in, B at its allocation (and one element in as
+    B^T); the route is the realigning kernel (N > 1: a 1-column B^T counts as aligned)."""
+    batch, (m, n, k) = (None, shape) if len(shape) == 3 else (shape[0], shape[1:])
+    lead = () if batch is None else (batch,)
+    numel = (batch or 1) * m * k
+    a = torch.randn(numel + 1, device="cuda").to(dtype)[1:].view(*lead, m, k)
+    for b_t in (False, True):
+        rep = bankops.explain("gemm", layout, dtype, m=m, n=n, k=k, batch=batch or 1, b_transposed=b_t)
+        assert _kernels(rep) == {"gemm_mma/realign"}, str(rep)
+        if b_t:
+            b = torch.randn((batch or 1) * n * k + 1, device="cuda").to(dtype)[1:].view(*lead, n, k).transpose(-2, -1)
+        else:
+            b = torch.randn(*lead, k, n, device="cuda").to(dtype)
+        check_against_float64(bankops.gemm(a, b, layout), a, b)
