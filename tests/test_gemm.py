@@ -120,6 +120,11 @@ def test_cuda_beyond_int32_elements():
     assert_close_bound(got[rows], ref, gemm_bound(a_rows, b, ref), "gemm")
 
 
+def case_ids(cases):
+    """Test ids of (shape, views, ...) cases: 2x1000x1000x1028-batch-inner-transposed."""
+    return [f"{'x'.join(str(v) for v in c[0] if v is not None)}-{'-'.join(c[1])}" for c in cases]
+
+
 def relative_error(got, want):
     """Frobenius-norm error relative to the float64 result (NaN compares false)."""
     want = want.double()
@@ -153,8 +158,7 @@ LARGE = [
 
 @requires_cuda
 @pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("shape,views", LARGE, ids=[f"{'x'.join(str(v) for v in s if v is not None)}-{'-'.join(v)}"
-                                                     for s, v in LARGE])
+@pytest.mark.parametrize("shape,views", LARGE, ids=case_ids(LARGE))
 def test_cuda_float32_relative_error(shape, views, layout):
     batch, m, n, k = shape
     a = operand(m, k, batch, torch.float32, "cuda", views[0])
@@ -278,8 +282,7 @@ WIDE = [
 
 @requires_cuda
 @pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("shape,views", WIDE, ids=[f"{'x'.join(str(v) for v in s if v is not None)}-{'-'.join(v)}"
-                                                    for s, v in WIDE])
+@pytest.mark.parametrize("shape,views", WIDE, ids=case_ids(WIDE))
 def test_cuda_wide_tile(shape, views, layout):
     batch, m, n, k = shape
     if torch.cuda.get_device_properties(0).multi_processor_count != 132:
@@ -337,8 +340,7 @@ ASYNC4 = [
 
 @requires_cuda
 @pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("shape,views,modes", ASYNC4,
-                         ids=[f"{'x'.join(str(v) for v in s if v is not None)}-{'-'.join(v)}" for s, v, _ in ASYNC4])
+@pytest.mark.parametrize("shape,views,modes", ASYNC4, ids=case_ids(ASYNC4))
 def test_cuda_async4_staging(shape, views, modes, layout):
     batch, m, n, k = shape
     a = operand(m, k, batch, torch.float32, "cuda", views[0])
