@@ -151,6 +151,14 @@ __device__ __forceinline__ Vec16 shfl_down(const Vec16& v, int delta, int width)
   return r;
 }
 
+// Vector of lane `src` of this lane's group of `width` lanes (all lanes must call it).
+__device__ __forceinline__ Vec16 shfl_idx(const Vec16& v, int src, int width) {
+  Vec16 r;
+#pragma unroll
+  for (int w = 0; w < 4; ++w) r.w[w] = __shfl_sync(0xffffffffu, v.w[w], src, width);
+  return r;
+}
+
 // Vector of the lane `delta` lanes below, within groups of `width` lanes (all lanes must call it).
 __device__ __forceinline__ Vec16 shfl_up(const Vec16& v, int delta, int width) {
   Vec16 r;
@@ -266,7 +274,8 @@ __device__ __forceinline__ void transpose_regs(const Vec16 (&v)[16 / E], Vec16 (
 // The overlap costs 1 / kIGroups more input reads, mostly L2 hits (the neighbouring tile's
 // block runs at about the same time). The shared-memory accesses are the same in both.
 template <class Tile, int E, bool kRealign>
-__global__ void __launch_bounds__(TransposeVec<E>::kThreads, TransposeVec<E>::kMinBlocks) transpose_vec_kernel(const TransposeArgs a) {
+__global__ void __launch_bounds__(TransposeVec<E>::kThreads, kRealign ? TransposeVec<E>::kRealignMinBlocks : TransposeVec<E>::kMinBlocks)
+    transpose_vec_kernel(const TransposeArgs a) {
   using P = TransposeVec<E>;
   constexpr int V = P::kVec;
   __shared__ uint4 tile_storage[Tile::kSize * E / 16];
@@ -303,11 +312,12 @@ __global__ void __launch_bounds__(TransposeVec<E>::kThreads, TransposeVec<E>::kM
       } else {
         // Row segment: the tile's kCols elements of input row i from j0; lrow: the valid
         // bytes of the row from there. Lane u's vector is bytes [s, 16) of its aligned chunk
-        // and [0, s) of the next one (lane u + 1's; the last lane loads the chunk past the
-        // segment itself). Chunks that reach past the row's end are read element by element.
+        // and [0, s) of the next one (lane u + 1's; for the last lane, the chunk past the
+        // segment). Chunks that reach past the row's end are read element by element.
         // Loads go out in batches: 16 vectors of bytes and their chunks would not fit in registers.
         const int64_t lrow = (a.n_j - j0) * E;
         constexpr int kBatch = E == 1 ? V / 2 : V;
+        static_assert(kBatch <= P::kUnits, "one lane of the segment per batch entry loads its chunk past the segment");
         const auto load_chunk = [&](const char* seg, int pos) {
           Vec16 r;
           r.v = make_uint4(0, 0, 0, 0);
@@ -321,27 +331,41 @@ __global__ void __launch_bounds__(TransposeVec<E>::kThreads, TransposeVec<E>::kM
 #pragma unroll
         for (int k0 = 0; k0 < V; k0 += kBatch) {
           int shift[kBatch];
-          Vec16 chunk[kBatch], after[kBatch];
+          Vec16 chunk[kBatch];
+          const auto segment = [&](int b, bool& row_ok) {
+            const int64_t i = i0 + transpose_vec_load<E>(t, k0 + b).r;
+            row_ok = i >= 0 && i < a.n_i;
+            return in + (in_base + (row_ok ? i : 0) * a.in_si + j0) * E;
+          };
 #pragma unroll
           for (int b = 0; b < kBatch; ++b) {
-            const TileCoord c = transpose_vec_load<E>(t, k0 + b);
-            const int64_t i = i0 + c.r;
-            const int u = c.c / V;  // this lane's vector in the segment
-            const bool row_ok = i >= 0 && i < a.n_i;
-            const char* seg = in + (in_base + (row_ok ? i : 0) * a.in_si + j0) * E;
+            const int u = transpose_vec_load<E>(t, k0 + b).c / V;  // this lane's vector in the segment
+            bool row_ok;
+            const char* seg = segment(b, row_ok);
             shift[b] = static_cast<int>(reinterpret_cast<uintptr_t>(seg) & 15);
-            const int pos = 16 * u - shift[b];  // this lane's aligned chunk, from seg (>= -15)
-            chunk[b].v = after[b].v = make_uint4(0, 0, 0, 0);
-            if (row_ok) {
-              chunk[b] = load_chunk(seg, pos);
-              if (u == P::kUnits - 1 && shift[b] != 0) after[b] = load_chunk(seg, pos + 16);
+            chunk[b].v = make_uint4(0, 0, 0, 0);
+            if (row_ok) chunk[b] = load_chunk(seg, 16 * u - shift[b]);  // from seg (>= -15)
+          }
+          // The chunk past the segment of batch entry b, loaded by lane b of the segment and
+          // shuffled to the last lane below: one vector of registers a lane instead of kBatch
+          // (the segment's rows depend only on the lane's 16-lane group).
+          Vec16 past;
+          past.v = make_uint4(0, 0, 0, 0);
+          {
+            const int b = t % P::kUnits;
+            if (b < kBatch) {
+              bool row_ok;
+              const char* seg = segment(b, row_ok);
+              const int s = static_cast<int>(reinterpret_cast<uintptr_t>(seg) & 15);
+              if (row_ok && s != 0) past = load_chunk(seg, 16 * P::kUnits - s);
             }
           }
 #pragma unroll
           for (int b = 0; b < kBatch; ++b) {
             const TileCoord c = transpose_vec_load<E>(t, k0 + b);
             Vec16 next = shfl_down(chunk[b], 1, P::kUnits);
-            if (c.c / V == P::kUnits - 1) next = after[b];
+            const Vec16 after = shfl_idx(past, b, P::kUnits);
+            if (c.c / V == P::kUnits - 1) next = after;
             // Into the tile at once: a batch's vectors need not wait for the next batch's
             // loads, which keeps the byte kernel's registers within four blocks an SM.
             const Vec16 vec = shift_bytes<E>(chunk[b], next, shift[b]);

@@ -152,12 +152,15 @@ def ownership_shapes(elem_bytes):
     """(batch, n_i, n_j) around the realigning kernel's tile edges: output rows (n_i elements)
     shorter than a chunk, n_i around S (the tile step) and kRows (the tile), several tiles, one
     row; n_j odd (unaligned input rows, >= 16 output rows: every row-start residue when n_i is
-    odd), or aligned with n_i unaligned; batched planes."""
+    odd), or aligned with n_i unaligned; batched planes. Odd rows across two and three column
+    tiles: a segment's last vector reaches into the chunk past it (loaded by another lane of the
+    segment, per batch of rows), whole or partial at the row's end."""
     v, rows, _ = vec_params(elem_bytes)
     s = rows - v
     n_is = sorted({1, 2, v - 1, v, v + 1, 2 * v + 1, s - 1, s, s + 1, rows - 1, rows, rows + 1, 2 * s + 1, 3 * rows + 7} - {0})
     shapes = [(1, n_i, 37) for n_i in n_is]
     shapes += [(1, 1, 16 * v + 3), (1, 1, 1), (3, v - 1, 35), (3, s + 1, 19), (2, rows + 1, 16 * v)]
+    shapes += [(1, s + 1, 32 * v + 5), (2, v + 1, 48 * v - 1), (1, 2 * rows + 3, 16 * v + 1)]
     shapes += [(1, n_i, 16 * v) for n_i in (v - 1, s + 1, 2 * s + 1) if (n_i * elem_bytes) % 16]
     return shapes
 
