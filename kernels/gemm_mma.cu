@@ -5,6 +5,7 @@
 
 #include "gemm_mma.h"
 #include "launch.h"
+#include "shift.cuh"
 
 namespace bankops {
 namespace {
@@ -191,21 +192,6 @@ __device__ __forceinline__ uint4 lds128(uint32_t addr) {
   return v;
 }
 
-// Bytes [s, s + 16) of the 32 in lo, hi (s even, below 16): two selects by words, then a
-// funnel shift for the odd half-word.
-__device__ __forceinline__ uint4 shift_bytes(const uint4& lo, const uint4& hi, uint32_t s) {
-  const uint32_t x[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-  const bool by2 = s & 8, by1 = s & 4;
-  uint32_t z[6], y[5];
-#pragma unroll
-  for (int k = 0; k < 6; ++k) z[k] = by2 ? x[k + 2] : x[k];
-#pragma unroll
-  for (int k = 0; k < 5; ++k) y[k] = by1 ? z[k + 1] : z[k];
-  const uint32_t bits = (s & 2) * 8;
-  return uint4{__funnelshift_r(y[0], y[1], bits), __funnelshift_r(y[1], y[2], bits), __funnelshift_r(y[2], y[3], bits),
-               __funnelshift_r(y[3], y[4], bits)};
-}
-
 __device__ __forceinline__ uintptr_t addr_of(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 
 // One operand of the realigning path (MmaRaw): cp.async of the aligned chunks under k-tile
@@ -311,7 +297,7 @@ struct StagedFill {
     const uint32_t r = rd + stage + Raw::pos(e * kRowStep, 0, 0) * 16 +
                        (Raw::kParity && e % 2 ? static_cast<int>(shift >> 8) - kFlip : 0);
     const uint4 a = lds128(r), b = lds128(r + 16);
-    sts128(wr + buf + Tile::offset(e * kRowStep, 0) * 2, shift_bytes(a, b, shift));
+    sts128(wr + buf + Tile::offset(e * kRowStep, 0) * 2, shift_bytes<2>(a, b, static_cast<int>(shift)));
   }
 };
 // A thread's ldmatrix byte offsets inside one stage, computed once per kernel: the swizzle

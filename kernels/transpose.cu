@@ -1,4 +1,5 @@
 #include "bytes.cuh"
+#include "shift.cuh"
 #include "launch.h"
 
 namespace bankops {
@@ -120,27 +121,6 @@ __device__ __forceinline__ void store_elems(char* p, const Vec16& vec, int first
 #pragma unroll
   for (int c = 0; c < 16 / E; ++c)
     if (c >= first && c < last) reinterpret_cast<T*>(p)[c] = u.e[c];
-}
-
-// Bytes [s, s + 16) of the 32 bytes lo:hi (s < 16, a multiple of E): a 16-byte vector that
-// straddles two aligned chunks. The word offset goes in two select stages (by 2 words, then
-// by 1) instead of picking every word out of four candidates: this runs twice per vector of
-// the realigning kernel, so its select count is most of that kernel's ALU work.
-template <int E>
-__device__ __forceinline__ Vec16 shift_bytes(const Vec16& lo, const Vec16& hi, int s) {
-  s &= 16 - E;  // tells the compiler what it cannot know: s is a multiple of E
-  const uint32_t x[8] = {lo.w[0], lo.w[1], lo.w[2], lo.w[3], hi.w[0], hi.w[1], hi.w[2], hi.w[3]};
-  const bool by2 = s & 8, by1 = s & 4;
-  uint32_t z[6], y[5];
-#pragma unroll
-  for (int k = 0; k < 6; ++k) z[k] = by2 ? x[k + 2] : x[k];
-#pragma unroll
-  for (int k = 0; k < 5; ++k) y[k] = by1 ? z[k + 1] : z[k];
-  const uint32_t bits = (s & 3) * 8;
-  Vec16 r;
-#pragma unroll
-  for (int w = 0; w < 4; ++w) r.w[w] = E >= 4 ? y[w] : __funnelshift_r(y[w], y[w + 1], bits);
-  return r;
 }
 
 // Vector of the lane `delta` lanes above, within groups of `width` lanes (all lanes must call it).
@@ -368,7 +348,8 @@ __global__ void __launch_bounds__(TransposeVec<E>::kThreads, kRealign ? Transpos
             if (c.c / V == P::kUnits - 1) next = after;
             // Into the tile at once: a batch's vectors need not wait for the next batch's
             // loads, which keeps the byte kernel's registers within four blocks an SM.
-            const Vec16 vec = shift_bytes<E>(chunk[b], next, shift[b]);
+            Vec16 vec;
+            vec.v = shift_bytes<E>(chunk[b].v, next.v, shift[b]);
             *reinterpret_cast<uint4*>(tile + Tile::offset(transpose_vec_row<E>(c.r), c.c) * E) = vec.v;
           }
         }
@@ -419,7 +400,8 @@ __global__ void __launch_bounds__(TransposeVec<E>::kThreads, kRealign ? Transpos
           // of the two vectors as a whole would put them in local memory.
 #pragma unroll
           for (int k = 0; k < 4; ++k) lo.w[k] = mis ? lo.w[k] : w[c].w[k];
-          const Vec16 chunk = shift_bytes<E>(lo, w[c], 16 - mis);
+          Vec16 chunk;
+          chunk.v = shift_bytes<E>(lo.v, w[c].v, 16 - mis);
           char* const at = row + i * E - mis;  // the chunk, 16-byte aligned
           if (g > 0 && j < a.n_j) {
             if (i == 0 && mis != 0) {
