@@ -198,18 +198,15 @@ __device__ __forceinline__ uintptr_t addr_of(const void* p) { return reinterpret
 // x's rows into a raw stage, and the realign pass from a raw stage into a tile buffer.
 // `o` is the operand as the tile sees it with the block tile's corner folded in (unit
 // stride along its columns); k-tile x's corner is (x * BK, 0) (KN_ROWS: k runs down the
-// rows, B in Bs[BK][BN]) or (0, x * BK). Either way a row's offset in 32 bytes is the same
+// rows, B in Bs[BK][BN]) or (0, x * BK). Either way a row's offset in 16 bytes is the same
 // for every k-tile (x * BK columns are 64 bytes, x * BK rows 64 row strides), and a
-// thread's tile chunks sit kRowStep rows apart (a multiple of 8): one offset in 16 bytes
-// per thread. Their rows' first chunks can alternate in parity (kRowStep / 8 row strides
-// odd), which moves an unsplit raw row (MmaRaw::kParity) by one position.
-template <class C, class Tile, class RawLayout, bool KN_ROWS>
+// thread's tile chunks sit kRowStep rows apart (a multiple of 8): one offset per thread.
+template <class C, class Tile, bool KN_ROWS>
 struct StagedFill {
-  using Raw = RawLayout;
-  static_assert(Raw::kRows == Tile::kRows && Raw::kCols == Tile::kCols, "a raw stage of this tile");
+  using Raw = MmaRaw<Tile::kRows, Tile::kCols>;
   static constexpr int kPerRow = Tile::kCols / kMmaChunk, kRowStep = C::kThreads / kPerRow;
   static constexpr int kChunks = Tile::kRows * kPerRow / C::kThreads;  // tile chunks per thread
-  static constexpr int kFills = (Raw::kSlots + C::kThreads - 1) / C::kThreads;  // fill slots per thread
+  static constexpr int kFills = (Raw::kChunks + C::kThreads - 1) / C::kThreads;  // raw chunks per thread
   static_assert(C::kThreads % kPerRow == 0 && kRowStep % Tile::kRowPeriod == 0 && kRowStep % 8 == 0,
                 "a thread's tile chunks: steps of the layout's period, one offset in 16 bytes");
   static_assert(kRowStep % 2 == 0, "split raw rows: a thread's chunks keep their row parity");
@@ -218,9 +215,7 @@ struct StagedFill {
   uintptr_t lo, hi;       // the matrix's bytes [lo, hi): nothing outside is read
   uint32_t raw;           // the operand's raw area in raw stage 0
   uint32_t rd, wr;        // realign: the thread's first raw chunk (stage 0), its tile chunk (buffer 0)
-  uint32_t shift;         // the thread's rows' offset in 16 bytes; bits 8 and up: kFlip + the
-                          // bytes its tile chunks 1 and 3 move in the raw stage (kParity: -16, 0, 16)
-  static constexpr int kFlip = 16;
+  uint32_t shift;         // the thread's rows' offset in 16 bytes
   __device__ __forceinline__ StagedFill(const Operand& o, uintptr_t lo_, uintptr_t hi_, uint32_t tile,
                                         uint32_t raw_) {
     p = o.p;
@@ -231,13 +226,9 @@ struct StagedFill {
     hi = hi_;
     raw = raw_;
     const TileCoord t0 = mma_chunk<C>(threadIdx.x, 0, Tile::kCols);
-    const uintptr_t row0 = addr_of(p + t0.r * s_row);
-    const int odd = static_cast<int>(row0 >> 4 & 1);
-    rd = raw + Raw::pos(t0.r, t0.c / kMmaChunk, odd) * 16;
+    rd = raw + Raw::pos(t0.r, t0.c / kMmaChunk) * 16;
     wr = tile + Tile::offset(t0.r, t0.c) * 2;
-    // kRowStep rows further the first chunk is kRowStep / 8 * s_row chunks on.
-    const bool flips = Raw::kParity && (kRowStep / 8 * s_row) % 2 != 0;
-    shift = (static_cast<uint32_t>(row0) & 15) | static_cast<uint32_t>(kFlip + (flips ? 16 - 32 * odd : 0)) << 8;
+    shift = static_cast<uint32_t>(addr_of(p + t0.r * s_row)) & 15;
   }
   __device__ __forceinline__ static int64_t r_of(int x) { return KN_ROWS ? int64_t(x) * C::kBK : 0; }
   __device__ __forceinline__ static int64_t c_of(int x) { return KN_ROWS ? 0 : int64_t(x) * C::kBK; }
@@ -260,20 +251,17 @@ struct StagedFill {
 #pragma unroll
     for (int i = 0; i < kFills; ++i) {
       const int s = t + i * C::kThreads;
-      if (Raw::kSlots % C::kThreads != 0 && i == kFills - 1 && s >= Raw::kSlots) break;
-      const int where = Raw::fill_pos(s);
-      const TileCoord rp = Raw::at(where);
-      const uint16_t* seg = first + rp.r * s_row;
-      const int q = Raw::chunk(rp.c, static_cast<int>(addr_of(seg) >> 4 & 1));
-      if (Raw::kParity && (q < 0 || q >= Raw::kPerRow)) continue;  // the row's unused position
-      const uint32_t dst = raw + stage + where * 16;
-      const uintptr_t src = (addr_of(seg) & ~uintptr_t(15)) + q * 16;
+      if (Raw::kChunks % C::kThreads != 0 && i == kFills - 1 && s >= Raw::kChunks) break;
+      const TileCoord rq = Raw::slot(s);
+      const uint32_t dst = raw + stage + s_pos(s) * 16;
+      const uint16_t* seg = first + rq.r * s_row;
+      const uintptr_t src = (addr_of(seg) & ~uintptr_t(15)) + rq.c * 16;
       if (whole) {
         cp_async16(dst, reinterpret_cast<const void*>(src), 16);
         continue;
       }
       const uintptr_t end = addr_of(seg) + 2 * valid;  // this row's valid bytes end here
-      const int64_t left = r0 + rp.r < rows ? int64_t(end) - int64_t(src) : 0;
+      const int64_t left = r0 + rq.r < rows ? int64_t(end) - int64_t(src) : 0;
       const int bytes = left <= 0 ? 0 : left < 16 ? static_cast<int>(left) : 16;
       if (bytes == 0) {
         sts128(dst, uint4{0, 0, 0, 0});
@@ -291,11 +279,14 @@ struct StagedFill {
       }
     }
   }
+  // Raw position of fill slot s: the slots are the positions in order, past the split gap.
+  __device__ __forceinline__ static int s_pos(int s) {
+    return Raw::kSplit && s >= Raw::kHalf ? s - Raw::kHalf + Raw::kOdd : s;
+  }
 
   // Tile chunk e: the two raw chunks under it (raw stage at `stage`) -> tile buffer at `buf`.
   __device__ __forceinline__ void realign(uint32_t stage, uint32_t buf, int e) const {
-    const uint32_t r = rd + stage + Raw::pos(e * kRowStep, 0, 0) * 16 +
-                       (Raw::kParity && e % 2 ? static_cast<int>(shift >> 8) - kFlip : 0);
+    const uint32_t r = rd + stage + Raw::pos(e * kRowStep, 0) * 16;
     const uint4 a = lds128(r), b = lds128(r + 16);
     sts128(wr + buf + Tile::offset(e * kRowStep, 0) * 2, shift_bytes<2>(a, b, static_cast<int>(shift)));
   }
@@ -480,8 +471,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSM) gemm_mma_kernel(
         // by the realign of x - 1, before the barrier of x - 1), and k-tile x + 1 is realigned
         // into the other tile buffer during the mma of x, a quarter per k16 half-step: one
         // barrier per k-tile, and every copy has R - 2 k-tiles of mma work to land.
-        using FA = StagedFill<C, ATile, MmaRawA<C>, false>;
-        using FB = StagedFill<C, BTile, MmaRawB<L, C, KN>, KN>;
+        using FA = StagedFill<C, ATile, false>;
+        using FB = StagedFill<C, BTile, KN>;
         constexpr int kRaw = kMmaRawStages<L, C, KN>;
         constexpr uint32_t kBuf = kStage * 2, kRawStage = FA::Raw::kBytes + FB::Raw::kBytes;
         static_assert(kRaw >= 3 && FA::kChunks == 4 && FB::kChunks == 4 && C::kSteps == 2,
@@ -626,7 +617,7 @@ template <Layout L, class C, class T, bool KN, MmaFill FILL>
 cudaError_t run(const GemmArgs& g, const MmaFlags& f, cudaStream_t stream) {
   const auto kernel = gemm_mma_kernel<L, C, T, KN, FILL>;
   constexpr int kSmem =
-      FILL == MmaFill::Realign ? kMmaRealignBytes<L, C, KN> : mma_smem_bytes<L, C, KN>();
+      FILL == MmaFill::Realign ? mma_realign_bytes<L, C, KN>(kMmaRawStages<L, C, KN>) : mma_smem_bytes<L, C, KN>();
   static_assert(kSmem <= 227 * 1024 && C::kBlocksPerSM * (kSmem + 1024) <= 228 * 1024,
                 "the tile rings of the resident blocks exceed an SM's shared memory");
   // The attribute is per device and sticks: set it once per device, not on every call (a

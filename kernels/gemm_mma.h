@@ -195,78 +195,34 @@ BANKOPS_HD MmaTileIndex mma_raster(int64_t bx, int64_t by, int64_t gx, int64_t g
 // The realigning path's raw staging of one ROWS x COLS tile: tile row r's COLS halves start
 // at any 2-byte offset, so they are covered by COLS / 8 + 1 aligned 16-byte chunks (kPerRow),
 // which cp.async copies as they are; the realign pass reads the two raw chunks under each
-// tile chunk and shifts them by the row's offset. Positions are in 16-byte units.
-//
-// The cost of the copy is set by its 8-lane phases (bank_model.h, copy_split): a wavefront
-// per global 128-byte line a phase reads per shared 128-byte line it writes, and one more
-// when a 32-byte global sector lands across two shared sectors (a chunk at a position of
-// the other parity than its global chunk). The fill's lanes walk positions in order, whole
-// shared lines per phase.
-//
-// Rows of 8 or more tile chunks are stored one after the other: the 8 lanes of an lds.128
-// phase read 8 consecutive chunks of one row, conflict-free at any start. With PARITY each
-// row gets kPerRow + 1 positions, and its chunks start one position in when its first
-// chunk is odd in global memory (`odd`), so that every chunk sits at its global parity; the
-// lane of the unused position idles (a chunk more per row: mma_raw_parity). Shorter rows
-// (4 tile chunks: a phase reads rows r and r + 1, chunks j and then j + 1 of each) keep
-// even and odd rows in two halves 4 chunks apart mod 8, so that both reads of a phase hit
-// 8 different bank groups; that leaves no room to match parities (a pair of rows with
-// different parities would conflict), and the odd rows, which start 4 chunks into a line,
-// are walked from their first whole line on, their first 4 chunks last.
-// H100 bank model, 4095 x 4097 x 4093, wavefronts per raw tile: Bs[32][128] 206 -> 144
-// (the global lines alone), 128 x 4-chunk tiles 344 -> 320 (248 global lines).
-template <int ROWS, int COLS, bool PARITY>
+// tile chunk and shifts them by the row's offset. Positions are in 16-byte units. Rows of
+// 8 or more tile chunks are stored one after the other: the 8 lanes of an lds.128 phase
+// read 8 consecutive chunks of one row. Shorter rows (4 tile chunks: a phase reads rows r
+// and r + 1, chunks j and then j + 1 of each) keep even and odd rows in two halves 4 chunks
+// apart mod 8, so that both reads of a phase hit 8 different bank groups. The fill's lanes
+// walk consecutive positions (slot), one 128-byte shared-memory line per phase.
+template <int ROWS, int COLS>
 struct MmaRaw {
-  static constexpr int kRows = ROWS, kCols = COLS;
   static constexpr int kTileChunks = COLS / kMmaChunk, kPerRow = kTileChunks + 1;
-  static constexpr bool kSplit = kTileChunks < 8, kParity = PARITY;
-  static_assert(!(kSplit && kParity), "split rows keep their positions' parity");
-  static constexpr int kStride = kPerRow + kParity;         // positions per row, unsplit
+  static constexpr bool kSplit = kTileChunks < 8;
+  static constexpr int kChunks = ROWS * kPerRow;            // filled per k-tile
   static constexpr int kHalf = ROWS / 2 * kPerRow;          // split: the even rows' chunks
   static constexpr int kOdd = (kHalf + 7) / 8 * 8 + 4;      // split: where the odd rows start
-  static constexpr int kLead = (8 - kOdd % 8) % 8;          // split: odd rows' chunks before a whole line
-  static constexpr int kSlots = kSplit ? ROWS * kPerRow : ROWS * kStride;  // fill lanes per k-tile
-  static constexpr int kBytes = ((kSplit ? kOdd + kHalf : kSlots) * 16 + 127) / 128 * 128;  // whole lines
+  static constexpr int kBytes = ((kSplit ? kOdd + kHalf : kChunks) * 16 + 127) / 128 * 128;  // whole lines
   static_assert(!kSplit || (kTileChunks == 4 && ROWS % 2 == 0 && kHalf % 8 == 0), "split rows: pairs per phase");
-  // Chunk q of `row`; odd: the row's first chunk is odd in global memory (kParity only).
-  BANKOPS_HD static constexpr int pos(int row, int q, int odd) {
-    return kSplit ? row % 2 * kOdd + row / 2 * kPerRow + q : row * kStride + (kParity ? odd : 0) + q;
+  BANKOPS_HD static constexpr int pos(int row, int q) {
+    return kSplit ? row % 2 * kOdd + row / 2 * kPerRow + q : row * kPerRow + q;
   }
-  // Fill slot s (thread t's i-th is t + i * threads) -> the position it copies to.
-  BANKOPS_HD static constexpr int fill_pos(int s) {
-    if (!kSplit || s < kHalf) return s;
-    const int v = s - kHalf + kLead;
-    return kOdd + (v < kHalf ? v : v - kHalf);
+  // Fill slot s (thread t's i-th is t + i * threads): the chunk at the s-th position.
+  BANKOPS_HD static constexpr TileCoord slot(int s) {
+    return kSplit ? TileCoord{(s % kHalf) / kPerRow * 2 + s / kHalf, s % kHalf % kPerRow}
+                  : TileCoord{s / kPerRow, s % kPerRow};
   }
-  // Position p -> its row and place in the row; chunk(place, odd): the row's chunk there, or
-  // outside [0, kPerRow) for a kParity row's unused position.
-  BANKOPS_HD static constexpr TileCoord at(int p) {
-    return !kSplit ? TileCoord{p / kStride, p % kStride}
-           : p < kOdd ? TileCoord{p / kPerRow * 2, p % kPerRow}
-                      : TileCoord{(p - kOdd) / kPerRow * 2 + 1, (p - kOdd) % kPerRow};
-  }
-  BANKOPS_HD static constexpr int chunk(int place, int odd) { return kParity ? place - odd : place; }
-  // Every chunk of every row is filled by exactly one slot, at its own position.
-  static constexpr bool fill_covers(int odd) {
-    bool seen[ROWS * kPerRow] = {};
-    int filled = 0;
-    for (int s = 0; s < kSlots; ++s) {
-      const TileCoord rp = at(fill_pos(s));
-      const int q = chunk(rp.c, odd);
-      if (rp.r < 0 || rp.r >= ROWS || fill_pos(s) * 16 >= kBytes) return false;
-      if (q < 0 || q >= kPerRow) continue;
-      if (pos(rp.r, q, odd) != fill_pos(s) || seen[rp.r * kPerRow + q]) return false;
-      seen[rp.r * kPerRow + q] = true;
-      ++filled;
-    }
-    return filled == ROWS * kPerRow;
-  }
-  static_assert(fill_covers(0) && fill_covers(1), "fill slots: a bijection onto the raw positions");
 };
 template <class C>
-using MmaRawA = MmaRaw<C::kBM, C::kBK, false>;
-template <class C, bool KN, bool PARITY>
-using MmaRawBOf = std::conditional_t<KN, MmaRaw<C::kBK, C::kBN, PARITY>, MmaRaw<C::kBN, C::kBK, false>>;
+using MmaRawA = MmaRaw<C::kBM, C::kBK>;
+template <class C, bool KN>
+using MmaRawB = std::conditional_t<KN, MmaRaw<C::kBK, C::kBN>, MmaRaw<C::kBN, C::kBK>>;
 
 // Bytes of dynamic shared memory: the stage ring, reused by the C tile.
 template <Layout L, class C, bool KN>
@@ -279,28 +235,14 @@ constexpr int mma_smem_bytes() {
 // The realigning path: two tile buffers (realign k-tile x + 1 while the mma reads x), then
 // a ring of raw stages, as deep as two blocks per SM leave room for (3 or 4: a raw stage
 // is filled 2 or 3 k-tiles before its realign; 3 is the least the schedule works with).
-// Bs[k][n]'s raw rows keep their chunks' parity (MmaRaw) where the ring stays as deep
-// without it (pad, whose tiles are larger, would drop to 3 raw stages).
-template <Layout L, class C, bool KN, bool PARITY>
+template <Layout L, class C, bool KN>
 constexpr int mma_realign_bytes(int raw_stages) {
   const int tiles = 2 * (MmaATile<L, C>::kSize + MmaBTile<L, C, KN>::kSize) * 2;
-  const int raw = raw_stages * (MmaRawA<C>::kBytes + MmaRawBOf<C, KN, PARITY>::kBytes);
+  const int raw = raw_stages * (MmaRawA<C>::kBytes + MmaRawB<C, KN>::kBytes);
   const int out = MmaCTile<L, C>::kSize * 2;
   return tiles + raw > out ? tiles + raw : out;
 }
-template <Layout L, class C, bool KN, bool PARITY>
-constexpr int mma_raw_stages() {
-  return C::kBlocksPerSM * (mma_realign_bytes<L, C, KN, PARITY>(4) + 1024) <= 228 * 1024 ? 4 : 3;
-}
 template <Layout L, class C, bool KN>
-constexpr bool mma_raw_parity() {
-  return KN && mma_raw_stages<L, C, KN, true>() == mma_raw_stages<L, C, KN, false>();
-}
-template <Layout L, class C, bool KN>
-using MmaRawB = MmaRawBOf<C, KN, mma_raw_parity<L, C, KN>()>;
-template <Layout L, class C, bool KN>
-constexpr int kMmaRawStages = mma_raw_stages<L, C, KN, mma_raw_parity<L, C, KN>()>();
-template <Layout L, class C, bool KN>
-constexpr int kMmaRealignBytes = mma_realign_bytes<L, C, KN, mma_raw_parity<L, C, KN>()>(kMmaRawStages<L, C, KN>);
+constexpr int kMmaRawStages = C::kBlocksPerSM * (mma_realign_bytes<L, C, KN>(4) + 1024) <= 228 * 1024 ? 4 : 3;
 
 }  // namespace bankops

@@ -25,8 +25,7 @@ inline void trace_gemm_mma_shape(Layout layout, const GemmArgs& g, const GemmMma
       const auto ct = [](TileCoord c) { return int64_t(CTile::offset(c.r, c.c)) * 2; };
       // pitch: bytes between the tile's rows in global memory (cp.async reads whole 128-byte
       // lines or not, which costs wavefronts too; tile corners are taken as line-aligned).
-      const auto fill = [&](const char* name, auto tile, auto raw_layout, auto byte, bool along, int64_t pitch,
-                            int64_t raw) {
+      const auto fill = [&](const char* name, auto tile, auto byte, bool along, int64_t pitch, int64_t raw) {
         using Tile = decltype(tile);
         const int elems = Tile::kRows * Tile::kCols / C::kThreads;
         if (plan.async) {
@@ -40,36 +39,28 @@ inline void trace_gemm_mma_shape(Layout layout, const GemmArgs& g, const GemmMma
                 });
         } else if (plan.realign) {
           // cp.async of the aligned chunks under the tile's rows into the raw stage (lanes on
-          // MmaRaw::fill_pos's positions; tile rows at r * pitch bytes), then per tile chunk two
-          // lds of the raw chunks under it and one sts where cp.async would put the chunk (its lanes).
-          using Raw = decltype(raw_layout);
-          // Row r's first raw chunk (the tile's corner taken as 16-byte aligned), its parity.
-          const auto first = [&](int r) { return r * pitch / 16; };
-          const auto odd = [&](int r) { return static_cast<int>(first(r) % 2); };
-          const auto chunk_of = [&](int s) {
-            const TileCoord rp = Raw::at(Raw::fill_pos(s));
-            return TileCoord{rp.r, Raw::chunk(rp.c, odd(rp.r))};
-          };
+          // consecutive positions; tile rows at r * pitch bytes), then per tile chunk two lds of
+          // the raw chunks under it and one sts where cp.async would put the chunk (its lanes).
+          using Raw = MmaRaw<Tile::kRows, Tile::kCols>;
+          const auto slot_pos = [](int s) { return Raw::kSplit && s >= Raw::kHalf ? s - Raw::kHalf + Raw::kOdd : s; };
           SmemInstr& cp = trace.instr(kernel, std::string("ldgsts ") + name + " (raw chunks)", SmemOp::Ldgsts, 16, steps);
-          for (int i = 0; i * C::kThreads < Raw::kSlots; ++i)
+          for (int i = 0; i * C::kThreads < Raw::kChunks; ++i)
             add_block(
                 cp, C::kThreads,
                 [&](int t) {
                   const int s = t + i * C::kThreads;
-                  if (s >= Raw::kSlots) return int64_t(-1);
-                  const TileCoord rq = chunk_of(s);
-                  return rq.c >= 0 && rq.c < Raw::kPerRow ? raw + int64_t(Raw::fill_pos(s)) * 16 : int64_t(-1);
+                  return s < Raw::kChunks ? raw + int64_t(slot_pos(s)) * 16 : int64_t(-1);
                 },
                 [&](int t) {
-                  const TileCoord rq = chunk_of(t + i * C::kThreads);
-                  return (first(rq.r) + rq.c) * 16;
+                  const TileCoord rq = Raw::slot(t + i * C::kThreads);
+                  return rq.r * pitch / 16 * 16 + rq.c * 16;
                 });
           SmemInstr& ld = trace.instr(kernel, std::string("lds ") + name + " (raw chunks j, j + 1)", SmemOp::Ld, 16, steps);
           for (int e = 0; e < elems / kMmaChunk; ++e)
             for (int half = 0; half < 2; ++half)
               add_block(ld, C::kThreads, [&](int t) {
                 const TileCoord c = mma_chunk<C>(t, e, Tile::kCols);
-                return raw + int64_t(Raw::pos(c.r, c.c / kMmaChunk + half, odd(c.r))) * 16;
+                return raw + int64_t(Raw::pos(c.r, c.c / kMmaChunk + half)) * 16;
               });
           SmemInstr& row = trace.instr(kernel, std::string("sts ") + name + " (realigned)", SmemOp::St, 16, steps);
           for (int e = 0; e < elems / kMmaChunk; ++e)
@@ -86,9 +77,9 @@ inline void trace_gemm_mma_shape(Layout layout, const GemmArgs& g, const GemmMma
       };
       // The realigning path's raw stage 0 follows its two tile buffers: A's raw chunks, then B's.
       const int64_t raw = 2 * 2 * (ATile::kSize + BTile::kSize);
-      fill("As[m][k] <- A", ATile{}, MmaRawA<C>{}, at, plan.a_along, g.a_sm * 2, raw);
-      fill(KN ? "Bs[k][n] <- B" : "Bs[n][k] <- B", BTile{}, MmaRawB<L, C, KN>{}, bt, plan.b_along,
-           (KN ? g.b_sk : g.b_sn) * 2, raw + MmaRawA<C>::kBytes);
+      fill("As[m][k] <- A", ATile{}, at, plan.a_along, g.a_sm * 2, raw);
+      fill(KN ? "Bs[k][n] <- B" : "Bs[n][k] <- B", BTile{}, bt, plan.b_along, (KN ? g.b_sk : g.b_sn) * 2,
+           raw + MmaRawA<C>::kBytes);
       // The k16 steps' fragments of one k tile (steps); the cp.async loop also loads each block
       // tile's first step once more, one step ahead (the last time from a stale, unused stage).
       const auto fragments = [&](const std::string& what, int64_t iterations, int first, int last) {
