@@ -254,8 +254,7 @@ __device__ __forceinline__ void transpose_regs(const Vec16 (&v)[16 / E], Vec16 (
 // The overlap costs 1 / kIGroups more input reads, mostly L2 hits (the neighbouring tile's
 // block runs at about the same time). The shared-memory accesses are the same in both.
 template <class Tile, int E, bool kRealign>
-__global__ void __launch_bounds__(TransposeVec<E>::kThreads, kRealign ? TransposeVec<E>::kRealignMinBlocks : TransposeVec<E>::kMinBlocks)
-    transpose_vec_kernel(const TransposeArgs a) {
+__global__ void __launch_bounds__(TransposeVec<E>::kThreads, TransposeVec<E>::kMinBlocks) transpose_vec_kernel(const TransposeArgs a) {
   using P = TransposeVec<E>;
   constexpr int V = P::kVec;
   __shared__ uint4 tile_storage[Tile::kSize * E / 16];
@@ -297,7 +296,7 @@ __global__ void __launch_bounds__(TransposeVec<E>::kThreads, kRealign ? Transpos
         // Loads go out in batches: 16 vectors of bytes and their chunks would not fit in registers.
         const int64_t lrow = (a.n_j - j0) * E;
         constexpr int kBatch = E == 1 ? V / 2 : V;
-        static_assert(kBatch <= P::kUnits, "one lane of the segment per batch entry loads its chunk past the segment");
+        static_assert(kBatch <= P::kUnits, "bytes: one lane of the segment per batch entry loads its chunk past the segment");
         const auto load_chunk = [&](const char* seg, int pos) {
           Vec16 r;
           r.v = make_uint4(0, 0, 0, 0);
@@ -308,44 +307,57 @@ __global__ void __launch_bounds__(TransposeVec<E>::kThreads, kRealign ? Transpos
           }
           return r;
         };
+        // The chunk past the segment (the last lane's `next`): bytes share it, lane b of the
+        // segment loading batch entry b's and a shuffle taking it to the last lane (a batch
+        // entry's row depends only on the lane's 16-lane group), so a lane holds one vector
+        // for it instead of kBatch; that keeps the 16x16 byte micro-tile's kernel from
+        // spilling (H100, 4097 x 8191: 0.0449 -> 0.0394 ms). Wider elements do not spill
+        // and their shuffles measured slower (float32 +3%), so there the last lane loads its own.
+        constexpr bool kSharePast = E == 1;
 #pragma unroll
         for (int k0 = 0; k0 < V; k0 += kBatch) {
           int shift[kBatch];
-          Vec16 chunk[kBatch];
-          const auto segment = [&](int b, bool& row_ok) {
-            const int64_t i = i0 + transpose_vec_load<E>(t, k0 + b).r;
-            row_ok = i >= 0 && i < a.n_i;
-            return in + (in_base + (row_ok ? i : 0) * a.in_si + j0) * E;
-          };
+          Vec16 chunk[kBatch], after[kSharePast ? 1 : kBatch];
 #pragma unroll
           for (int b = 0; b < kBatch; ++b) {
-            const int u = transpose_vec_load<E>(t, k0 + b).c / V;  // this lane's vector in the segment
-            bool row_ok;
-            const char* seg = segment(b, row_ok);
+            const TileCoord c = transpose_vec_load<E>(t, k0 + b);
+            const int64_t i = i0 + c.r;
+            const int u = c.c / V;  // this lane's vector in the segment
+            const bool row_ok = i >= 0 && i < a.n_i;
+            const char* seg = in + (in_base + (row_ok ? i : 0) * a.in_si + j0) * E;
             shift[b] = static_cast<int>(reinterpret_cast<uintptr_t>(seg) & 15);
-            chunk[b].v = make_uint4(0, 0, 0, 0);
-            if (row_ok) chunk[b] = load_chunk(seg, 16 * u - shift[b]);  // from seg (>= -15)
+            const int pos = 16 * u - shift[b];  // this lane's aligned chunk, from seg (>= -15)
+            if constexpr (kSharePast) {
+              chunk[b].v = make_uint4(0, 0, 0, 0);
+              if (row_ok) chunk[b] = load_chunk(seg, pos);
+            } else {
+              chunk[b].v = after[b].v = make_uint4(0, 0, 0, 0);
+              if (row_ok) {
+                chunk[b] = load_chunk(seg, pos);
+                if (u == P::kUnits - 1 && shift[b] != 0) after[b] = load_chunk(seg, pos + 16);
+              }
+            }
           }
-          // The chunk past the segment of batch entry b, loaded by lane b of the segment and
-          // shuffled to the last lane below: one vector of registers a lane instead of kBatch
-          // (the segment's rows depend only on the lane's 16-lane group).
-          Vec16 past;
-          past.v = make_uint4(0, 0, 0, 0);
-          {
+          if constexpr (kSharePast) {
+            after[0].v = make_uint4(0, 0, 0, 0);
             const int b = t % P::kUnits;
             if (b < kBatch) {
-              bool row_ok;
-              const char* seg = segment(b, row_ok);
+              const int64_t i = i0 + transpose_vec_load<E>(t, k0 + b).r;  // batch entry b's row
+              const char* seg = in + (in_base + (i >= 0 && i < a.n_i ? i : 0) * a.in_si + j0) * E;
               const int s = static_cast<int>(reinterpret_cast<uintptr_t>(seg) & 15);
-              if (row_ok && s != 0) past = load_chunk(seg, 16 * P::kUnits - s);
+              if (i >= 0 && i < a.n_i && s != 0) after[0] = load_chunk(seg, 16 * P::kUnits - s);
             }
           }
 #pragma unroll
           for (int b = 0; b < kBatch; ++b) {
             const TileCoord c = transpose_vec_load<E>(t, k0 + b);
             Vec16 next = shfl_down(chunk[b], 1, P::kUnits);
-            const Vec16 after = shfl_idx(past, b, P::kUnits);
-            if (c.c / V == P::kUnits - 1) next = after;
+            if constexpr (kSharePast) {
+              const Vec16 past = shfl_idx(after[0], b, P::kUnits);
+              if (c.c / V == P::kUnits - 1) next = past;
+            } else {
+              if (c.c / V == P::kUnits - 1) next = after[b];
+            }
             // Into the tile at once: a batch's vectors need not wait for the next batch's
             // loads, which keeps the byte kernel's registers within four blocks an SM.
             Vec16 vec;

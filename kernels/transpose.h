@@ -76,12 +76,6 @@ struct TransposeVec {
   // Blocks per SM the register budget must allow: with the load phase of several blocks
   // in flight, an SM keeps 64 KB or more of reads outstanding.
   static constexpr int kMinBlocks = 4;
-  // The realigning kernel is latency-bound (a tile's loads, shuffles and shifts form one
-  // chain), so more warps an SM pay: for 2-byte elements 6 blocks of 128 threads fit in 79
-  // registers without a spill (4 blocks: 107), its 9 loads a batch still in flight together.
-  // 7 blocks spill nothing either, but leave a 4097 x 8191 plane 5.1 waves of blocks (6: 5.98).
-  // Bytes spill from the store phase at 5 blocks, 4-byte elements at 5.
-  static constexpr int kRealignMinBlocks = E == 2 ? 6 : kMinBlocks;
 };
 
 template <Layout L, int E>
