@@ -153,8 +153,8 @@ def ownership_shapes(elem_bytes):
     shorter than a chunk, n_i around S (the tile step) and kRows (the tile), several tiles, one
     row; n_j odd (unaligned input rows, >= 16 output rows: every row-start residue when n_i is
     odd), or aligned with n_i unaligned; batched planes. Odd rows across two and three column
-    tiles: a segment's last vector reaches into the chunk past it (loaded by another lane of the
-    segment, per batch of rows), whole or partial at the row's end."""
+    tiles: a segment's last vector reaches into the chunk past it (for bytes loaded by another
+    lane of the segment, per batch of rows), whole or partial at the row's end."""
     v, rows, _ = vec_params(elem_bytes)
     s = rows - v
     n_is = sorted({1, 2, v - 1, v, v + 1, 2 * v + 1, s - 1, s, s + 1, rows - 1, rows, rows + 1, 2 * s + 1, 3 * rows + 7} - {0})
