@@ -42,7 +42,7 @@ def time_ms(fn, cuda, max_reps, graph=True):
     est = (time.perf_counter() - t0) / WARMUP
     if cuda and graph:
         return graph_ms(fn, est, max_reps)
-    reps = max(MIN_REPS, min(max_reps, int(BUDGET_S / max(est, 1e-9))))
+    reps = reps_within_budget(est, max_reps)
     if cuda:
         return eager_ms(fn, reps), reps
     times = []
@@ -51,6 +51,11 @@ def time_ms(fn, cuda, max_reps, graph=True):
         fn()
         times.append((time.perf_counter() - t) * 1e3)
     return statistics.median(times), reps
+
+
+def reps_within_budget(seconds_each, max_reps):
+    """Repetitions of a timed unit that fit BUDGET_S, between MIN_REPS and max_reps."""
+    return max(MIN_REPS, min(max_reps, int(BUDGET_S / max(seconds_each, 1e-9))))
 
 
 def eager_ms(fn, reps):
@@ -81,7 +86,7 @@ def graph_ms(fn, est_s, max_reps):
         for _ in range(calls):
             fn()
     graph.replay()
-    reps = max(MIN_REPS, min(max_reps, int(BUDGET_S / max(est_s * calls, 1e-9))))
+    reps = reps_within_budget(est_s * calls, max_reps)
     events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
     for start, end in events:  # no sync in between: replays queue back to back
         start.record()

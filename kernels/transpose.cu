@@ -262,8 +262,8 @@ __global__ void __launch_bounds__(TransposeVec<E>::kThreads, TransposeVec<E>::kM
   const char* __restrict__ in = static_cast<const char*>(a.in);
   char* __restrict__ out = static_cast<char*>(a.out);
   const int t = threadIdx.x;
-  constexpr int kStep = kRealign ? P::kRows - V : P::kRows;  // rows between consecutive tiles
-  const int64_t tiles_i = transpose_vec_tiles_i<E, kRealign>(a.n_i);
+  constexpr int kStep = transpose_vec_step<E>(kRealign);
+  const int64_t tiles_i = transpose_vec_tiles_i<E>(a.n_i, kRealign);
   const int64_t j0 = int64_t(blockIdx.x) * P::kCols;
 
   for (int64_t b = blockIdx.z; b < a.batch; b += gridDim.z) {
@@ -468,7 +468,7 @@ cudaError_t launch_transpose(Layout layout, const TransposeArgs& a, cudaStream_t
         using P = TransposeVec<kE>;
         using Tile = TransposeVecTile<decltype(tag)::value, kE>;
         const dim3 grid(static_cast<unsigned>((a.n_j + P::kCols - 1) / P::kCols),
-                        clamp_grid(aligned ? transpose_vec_tiles_i<kE, false>(a.n_i) : transpose_vec_tiles_i<kE, true>(a.n_i)),
+                        clamp_grid(transpose_vec_tiles_i<kE>(a.n_i, !aligned)),
                         clamp_grid(a.batch));
         if (aligned) {
           transpose_vec_kernel<Tile, kE, false><<<grid, P::kThreads, 0, stream>>>(a);

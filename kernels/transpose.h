@@ -101,13 +101,17 @@ BANKOPS_HD TileCoord transpose_vec_read(int t, int k) {
   return {(t % P::kIGroups) * P::kVec + k, (t / P::kIGroups) * P::kVec};
 }
 
-// Tiles along i. The realigning kernel's tiles overlap by one group of V rows (see
-// transpose_vec_kernel): tile ti covers rows [ti S - V, ti S + S), S = kRows - V, and
-// owns the output chunks that start in (ti S - V, ti S + S - V].
-template <int E, bool kRealign>
-BANKOPS_HD int64_t transpose_vec_tiles_i(int64_t n_i) {
-  using P = TransposeVec<E>;
-  return kRealign ? ceil_div(n_i + P::kVec - 1, P::kRows - P::kVec) : ceil_div(n_i, P::kRows);
+// Rows between consecutive tiles along i, and the tiles. The realigning kernel's tiles
+// overlap by one group of V rows (see transpose_vec_kernel): tile ti covers rows
+// [ti S - V, ti S + S), S = kRows - V, and owns the output chunks that start in
+// (ti S - V, ti S + S - V].
+template <int E>
+BANKOPS_HD constexpr int transpose_vec_step(bool realign) {
+  return realign ? TransposeVec<E>::kRows - TransposeVec<E>::kVec : TransposeVec<E>::kRows;
+}
+template <int E>
+BANKOPS_HD int64_t transpose_vec_tiles_i(int64_t n_i, bool realign) {
+  return ceil_div(n_i + (realign ? TransposeVec<E>::kVec - 1 : 0), transpose_vec_step<E>(realign));
 }
 
 struct TransposeArgs {

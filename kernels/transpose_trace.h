@@ -62,7 +62,7 @@ inline void trace_transpose(Layout layout, int elem_bytes, int64_t batch, int64_
       if (vec) {
         using P = TransposeVec<E>;
         // The realigning kernel's tiles overlap by a group of rows: more of them.
-        const int64_t tiles_i = aligned ? transpose_vec_tiles_i<E, false>(n_i) : transpose_vec_tiles_i<E, true>(n_i);
+        const int64_t tiles_i = transpose_vec_tiles_i<E>(n_i, !aligned);
         trace_transpose_vec<L, E>(batch * tiles_i * ceil_div(n_j, P::kCols), trace);
       } else {
         trace_transpose_scalar<L, E>(batch * ceil_div(n_i, transpose_tile_rows(E)) * ceil_div(n_j, kTransposeTile), trace);
