@@ -274,18 +274,17 @@ __device__ __forceinline__ void realign_load_words(const TransposeArgs& a, const
         if constexpr (kWords == 5)
           if (bits[k] != 0) word[k][4] = __ldg(w4 + 4);
       }
-    } else if (row_ok && pos < lrow) {
-      const Vec16 part = load_partial<E>(at, (lrow - pos) / E);
-#pragma unroll
-      for (int q = 0; q < 4; ++q) word[k][q] = part.w[q];
-      bits[k] = 0;
     }
   }
+  // Partial vectors after all whole ones are in flight (a branch between the loads would hold them back).
 #pragma unroll
   for (int k = 0; k < V; ++k) {
     Vec16 vec;
 #pragma unroll
     for (int q = 0; q < 4; ++q) vec.w[q] = kWords == 5 ? __funnelshift_r(word[k][q], word[k][q + 1], bits[k]) : word[k][q];
+    const int64_t i = i0 + c0.r + k * P::kIGroups;
+    if (!col_whole && i >= 0 && i < a.n_i && pos < lrow)
+      vec = load_partial<E>(seg0 + i * a.in_si * E + pos, (lrow - pos) / E);
     const TileCoord c = transpose_vec_load<E>(t, k);
     *reinterpret_cast<uint4*>(tile + Tile::offset(transpose_vec_row<E>(c.r), c.c) * E) = vec.v;
   }
@@ -361,9 +360,10 @@ __device__ __forceinline__ void realign_load_chunks(const TransposeArgs& a, cons
 // the segment, from the aligned words that hold them: 4-byte words and a funnel shift for
 // 2- and 4-byte elements (8-byte words for 8-byte ones), or for bytes its aligned 16-byte
 // chunk and the next lane's (a shuffle) and a byte shift. Measured on H100, 4097 x 8191,
-// against each other: words took a third of the chunks' instructions and ran float32 at
-// 0.94 of copy instead of 0.81 and float16 at 0.82 instead of 0.74; for bytes, whose
-// vectors need five words each, the chunks were faster (0.65 against 0.61).
+// against each other (ratio to a 16-byte copy kernel): the chunks' shuffles and select chains
+// made the float32 kernel issue-bound (three times the instructions); words ran it at 0.97
+// instead of 0.81 and float16 at 0.81 instead of 0.74; for bytes, whose vectors need five
+// words each, the chunks stayed faster (0.64 against 0.61).
 // On the way out, every 32-byte sector of an output row is written whole by one store
 // instruction (two lanes' aligned 16-byte chunks): a sector that two stores each write part
 // of costs the L2 a partial write, and at a tile edge those came from two blocks (H100,
