@@ -85,10 +85,10 @@ template <> struct ElemOf<4> { using type = uint32_t; };
 template <> struct ElemOf<8> { using type = uint64_t; };
 template <> struct ElemOf<16> { using type = uint4; };
 
-// Elements [first, last) of the 16-byte chunk at p (the rest zero): a chunk that reaches
-// past the valid bytes of a row segment. p is 16-byte aligned; only valid elements are read.
+// The first n (< V) elements at p (E-aligned), the rest of the vector zero: a row's partial
+// last vector. The caller never writes the zeros out; only valid elements are read.
 template <int E>
-__device__ __forceinline__ Vec16 load_elems(const char* p, int first, int last) {
+__device__ __forceinline__ Vec16 load_partial(const char* p, int64_t n) {
   using T = typename ElemOf<E>::type;
   union {
     Vec16 vec;
@@ -97,15 +97,8 @@ __device__ __forceinline__ Vec16 load_elems(const char* p, int first, int last) 
   u.vec.v = make_uint4(0, 0, 0, 0);
 #pragma unroll
   for (int c = 0; c < 16 / E; ++c)
-    if (c >= first && c < last) u.e[c] = reinterpret_cast<const T*>(p)[c];
+    if (c < n) u.e[c] = reinterpret_cast<const T*>(p)[c];
   return u.vec;
-}
-
-// The first n (< V) elements of a vector: a row's partial last vector. The rest of the
-// vector is zero; the caller never writes it out.
-template <int E>
-__device__ __forceinline__ Vec16 load_partial(const char* p, int64_t n) {
-  return load_elems<E>(p, 0, static_cast<int>(n));
 }
 
 // Writes elements [first, last) of vec to p: a chunk that holds both ends of a short output
@@ -139,8 +132,9 @@ __device__ __forceinline__ Vec16 shfl_idx(const Vec16& v, int src, int width) {
   return r;
 }
 
-// Vector of the lane `delta` lanes below, within groups of `width` lanes (all lanes must call it).
-__device__ __forceinline__ Vec16 shfl_up(const Vec16& v, int delta, int width) {
+// Vector of the lane `delta` lanes below, within groups of `width` lanes (all lanes must call
+// it; delta may differ between lanes, 0 gives a lane its own).
+__device__ __forceinline__ Vec16 shfl_up(const Vec16& v, unsigned delta, int width) {
   Vec16 r;
 #pragma unroll
   for (int w = 0; w < 4; ++w) r.w[w] = __shfl_up_sync(0xffffffffu, v.w[w], delta, width);
@@ -237,21 +231,151 @@ __device__ __forceinline__ void transpose_regs(const Vec16 (&v)[16 / E], Vec16 (
   }
 }
 
+// The realigning kernel's load phase (see transpose_vec_kernel): lane t's V vectors, at input
+// plane rows i0 + transpose_vec_load(t, k).r, into the tile. seg0: row 0 of the plane at
+// column j0 (rows a.in_si elements apart); lrow: the valid bytes of a row from there. Rows
+// outside the plane give zeros; a vector that reaches past its row's end is read element by
+// element. Lane u of a 16-lane row segment reads the 16 bytes at 16 u in it.
+//
+// 2-, 4- and 8-byte elements: from the aligned words that hold the vector (five 4-byte words
+// and a funnel shift, four for 4-byte elements, two 8-byte words for 8-byte ones): independent
+// loads, no shuffles, no select chains. All V vectors' loads are in flight together.
+template <class Tile, int E>
+__device__ __forceinline__ void realign_load_words(const TransposeArgs& a, const char* seg0, int64_t lrow, int64_t i0,
+                                                   int t, char* tile) {
+  using P = TransposeVec<E>;
+  constexpr int V = P::kVec, kWords = E >= 4 ? 4 : 5;
+  // Every vector of this lane sits at the same column, kIGroups rows further each time.
+  const TileCoord c0 = transpose_vec_load<E>(t, 0);
+  const int pos = c0.c * E;  // the lane's vector, from the segment's start
+  const bool col_whole = pos + 16 <= lrow;
+  const int64_t row_step = int64_t(P::kIGroups) * a.in_si * E;
+  const char* at = seg0 + (i0 + c0.r) * a.in_si * E + pos;  // dereferenced only in rows 0 .. n_i - 1
+  uint32_t word[V][kWords];
+  int bits[V];
+#pragma unroll
+  for (int k = 0; k < V; ++k, at += row_step) {
+    const int64_t i = i0 + c0.r + k * P::kIGroups;
+    const bool row_ok = i >= 0 && i < a.n_i;
+    const uintptr_t addr = reinterpret_cast<uintptr_t>(at);
+    bits[k] = static_cast<int>(addr & 3) * 8;
+#pragma unroll
+    for (int q = 0; q < kWords; ++q) word[k][q] = 0;
+    if (row_ok && col_whole) {
+      if constexpr (E >= 8) {
+        const uint2* w2 = reinterpret_cast<const uint2*>(at);
+        const uint2 x = __ldg(w2), y = __ldg(w2 + 1);
+        word[k][0] = x.x, word[k][1] = x.y, word[k][2] = y.x, word[k][3] = y.y;
+      } else {
+        const uint32_t* w4 = reinterpret_cast<const uint32_t*>(addr & ~uintptr_t(3));
+#pragma unroll
+        for (int q = 0; q < 4; ++q) word[k][q] = __ldg(w4 + q);
+        // The fifth word holds the vector's last bits / 8 bytes (inside the row).
+        if constexpr (kWords == 5)
+          if (bits[k] != 0) word[k][4] = __ldg(w4 + 4);
+      }
+    }
+  }
+  // Partial vectors after all whole ones are in flight (a branch between the loads would hold them back).
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    Vec16 vec;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) vec.w[q] = kWords == 5 ? __funnelshift_r(word[k][q], word[k][q + 1], bits[k]) : word[k][q];
+    const int64_t i = i0 + c0.r + k * P::kIGroups;
+    if (!col_whole && i >= 0 && i < a.n_i && pos < lrow)
+      vec = load_partial<E>(seg0 + i * a.in_si * E + pos, (lrow - pos) / E);
+    const TileCoord c = transpose_vec_load<E>(t, k);
+    *reinterpret_cast<uint4*>(tile + Tile::offset(transpose_vec_row<E>(c.r), c.c) * E) = vec.v;
+  }
+}
+
+// Bytes, whose vectors would need five words each: lane u's vector is bytes [s, 16) of its
+// aligned 16-byte chunk and [0, s) of the next one (lane u + 1's; for the last lane, the chunk
+// past the segment), cut out with a byte shift. Loads go out in two batches: 16 vectors of
+// bytes and their chunks would not fit in registers. The chunk past the segment is shared:
+// lane b of the segment loads batch entry b's and a shuffle takes it to the last lane (a
+// batch entry's row depends only on the lane's 16-lane group), so a lane holds one vector for
+// it instead of kBatch; that keeps the 16x16 byte micro-tile's kernel from spilling (H100,
+// 4097 x 8191: 0.0449 -> 0.0394 ms).
+template <class Tile>
+__device__ __forceinline__ void realign_load_chunks(const TransposeArgs& a, const char* seg0, int64_t lrow, int64_t i0,
+                                                    int t, char* tile) {
+  using P = TransposeVec<1>;
+  constexpr int V = P::kVec, kBatch = V / 2;
+  static_assert(kBatch <= P::kUnits, "one lane of the segment per batch entry loads its chunk past the segment");
+  const auto load_chunk = [&](const char* seg, int pos) {
+    Vec16 r;
+    r.v = make_uint4(0, 0, 0, 0);
+    if (pos + 16 <= lrow) {
+      r.v = __ldg(reinterpret_cast<const uint4*>(seg + pos));
+    } else if (pos < lrow) {
+      r = load_partial<1>(seg + pos, lrow - pos);
+    }
+    return r;
+  };
+  // Row i's segment, or row 0's for rows outside the plane (never read).
+  const auto segment = [&](int64_t i) { return seg0 + (i >= 0 && i < a.n_i ? i : 0) * a.in_si; };
+#pragma unroll
+  for (int k0 = 0; k0 < V; k0 += kBatch) {
+    int shift[kBatch];
+    Vec16 chunk[kBatch], past;
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const TileCoord c = transpose_vec_load<1>(t, k0 + b);
+      const int64_t i = i0 + c.r;
+      const char* seg = segment(i);
+      shift[b] = static_cast<int>(reinterpret_cast<uintptr_t>(seg) & 15);
+      chunk[b].v = make_uint4(0, 0, 0, 0);
+      if (i >= 0 && i < a.n_i) chunk[b] = load_chunk(seg, c.c - shift[b]);  // this lane's aligned chunk (>= -15)
+    }
+    past.v = make_uint4(0, 0, 0, 0);
+    const int b = t % P::kUnits;
+    if (b < kBatch) {
+      const int64_t i = i0 + transpose_vec_load<1>(t, k0 + b).r;  // batch entry b's row
+      const char* seg = segment(i);
+      const int s = static_cast<int>(reinterpret_cast<uintptr_t>(seg) & 15);
+      if (i >= 0 && i < a.n_i && s != 0) past = load_chunk(seg, 16 * P::kUnits - s);
+    }
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const TileCoord c = transpose_vec_load<1>(t, k0 + b);
+      Vec16 next = shfl_down(chunk[b], 1, P::kUnits);
+      const Vec16 p = shfl_idx(past, b, P::kUnits);
+      if (c.c / V == P::kUnits - 1) next = p;
+      // Into the tile at once: a batch's vectors need not wait for the next batch's loads,
+      // which keeps the kernel's registers within four blocks an SM.
+      Vec16 vec;
+      vec.v = shift_bytes<1>(chunk[b].v, next.v, shift[b]);
+      *reinterpret_cast<uint4*>(tile + Tile::offset(transpose_vec_row<1>(c.r), c.c)) = vec.v;
+    }
+  }
+}
+
 // See TransposeVec in transpose.h. kRealign = false needs transpose_vec_ok(a): every
 // vector starts 16-byte aligned and n_i is a multiple of V, so only an input row's last
 // vector can be partial (a sliced view; then element-wise) and every output vector is
 // whole. kRealign = true needs only in_sj == out_si == 1: rows start anywhere (an odd row
-// length). Each 16-lane row segment then loads the aligned 16-byte chunks that cover it
-// and shifts each lane's vector out of its chunk and the next lane's (a shuffle).
-// On the way out, every aligned output chunk is written whole by exactly one lane of one
-// block: a chunk inside a row segment of kRows elements straddles two micro-tile groups,
-// and a chunk at a tile's edge would otherwise go out in two pieces from two blocks (2.5 L2
-// sector operations per 32 bytes instead of 1.5, plus the piece instructions). So tiles
-// overlap by one group: tile ti covers plane rows [ti S - V, ti S + S) (S = kRows - V), and
-// store-phase lane g > 0 writes the aligned chunk that starts in (its group's start - V, its
-// group's start], made of group g - 1's tail (a shuffle up) and its own head. Only the chunks
-// at output row ends are partial (written piecewise: their other bytes are another row's).
-// The overlap costs 1 / kIGroups more input reads, mostly L2 hits (the neighbouring tile's
+// length). Lane u of a 16-lane row segment then reads its vector, the 16 bytes at 16 u in
+// the segment, from the aligned words that hold them: 4-byte words and a funnel shift for
+// 2- and 4-byte elements (8-byte words for 8-byte ones), or for bytes its aligned 16-byte
+// chunk and the next lane's (a shuffle) and a byte shift. Measured on H100, 4097 x 8191,
+// against each other (ratio to a 16-byte copy kernel): the chunks' shuffles and select chains
+// made the float32 kernel issue-bound (three times the instructions); words ran it at 0.97
+// instead of 0.81 and float16 at 0.81 instead of 0.74; for bytes, whose vectors need five
+// words each, the chunks stayed faster (0.64 against 0.61).
+// On the way out, every 32-byte sector of an output row is written whole by one store
+// instruction (two lanes' aligned 16-byte chunks): a sector that two stores each write part
+// of costs the L2 a partial write, and at a tile edge those came from two blocks (H100,
+// float32: a transpose whose output rows start 16 but not 32 bytes aligned ran at 0.88 of
+// copy, 32-byte aligned rows at 0.98, and a flat copy shifted by 4 bytes at 0.76). So tiles
+// overlap by two groups: tile ti covers plane rows [ti S - 2V, ti S + S) (S = kRows - 2V),
+// and store-phase lane g writes the aligned chunk that starts in (its group's start - V, its
+// group's start], made of group g - 1's tail (a shuffle up) and its own head, if that chunk
+// is one of the tile's S / V chunks from the first sector boundary past group 1's start:
+// lanes 2 .. kIGroups - 2, and lane 1 or lane kIGroups - 1 by the sector parity. Only the
+// chunks at output row ends are partial (written piecewise: their other bytes are another row's).
+// The overlap costs 2 / kIGroups more input reads, mostly L2 hits (the neighbouring tile's
 // block runs at about the same time). The shared-memory accesses are the same in both.
 template <class Tile, int E, bool kRealign>
 __global__ void __launch_bounds__(TransposeVec<E>::kThreads, TransposeVec<E>::kMinBlocks) transpose_vec_kernel(const TransposeArgs a) {
@@ -270,7 +394,7 @@ __global__ void __launch_bounds__(TransposeVec<E>::kThreads, TransposeVec<E>::kM
     int64_t in_base, out_base;
     plane_bases(a, b, in_base, out_base);
     for (int64_t ti = blockIdx.y; ti < tiles_i; ti += gridDim.y) {
-      const int64_t i0 = ti * kStep - (kRealign ? V : 0);  // the tile's first plane row (< 0: zeros)
+      const int64_t i0 = ti * kStep - transpose_vec_overlap<E>(kRealign);  // the tile's first plane row (< 0: zeros)
       // Load phase: all V loads first, so they are in flight together.
       Vec16 v[V];
       if constexpr (!kRealign) {
@@ -288,83 +412,10 @@ __global__ void __launch_bounds__(TransposeVec<E>::kThreads, TransposeVec<E>::kM
             }
           }
         }
+      } else if constexpr (E == 1) {
+        realign_load_chunks<Tile>(a, in + (in_base + j0) * E, (a.n_j - j0) * E, i0, t, tile);
       } else {
-        // Row segment: the tile's kCols elements of input row i from j0; lrow: the valid
-        // bytes of the row from there. Lane u's vector is bytes [s, 16) of its aligned chunk
-        // and [0, s) of the next one (lane u + 1's; for the last lane, the chunk past the
-        // segment). Chunks that reach past the row's end are read element by element.
-        // Loads go out in batches: 16 vectors of bytes and their chunks would not fit in registers.
-        const int64_t lrow = (a.n_j - j0) * E;
-        constexpr int kBatch = E == 1 ? V / 2 : V;
-        static_assert(kBatch <= P::kUnits, "bytes: one lane of the segment per batch entry loads its chunk past the segment");
-        const auto load_chunk = [&](const char* seg, int pos) {
-          Vec16 r;
-          r.v = make_uint4(0, 0, 0, 0);
-          if (pos + 16 <= lrow) {
-            r.v = __ldg(reinterpret_cast<const uint4*>(seg + pos));
-          } else if (pos < lrow) {
-            r = load_elems<E>(seg + pos, 0, static_cast<int>((lrow - pos) / E));
-          }
-          return r;
-        };
-        // The chunk past the segment (the last lane's `next`): bytes share it, lane b of the
-        // segment loading batch entry b's and a shuffle taking it to the last lane (a batch
-        // entry's row depends only on the lane's 16-lane group), so a lane holds one vector
-        // for it instead of kBatch; that keeps the 16x16 byte micro-tile's kernel from
-        // spilling (H100, 4097 x 8191: 0.0449 -> 0.0394 ms). Wider elements do not spill
-        // and their shuffles measured slower (float32 +3%), so there the last lane loads its own.
-        constexpr bool kSharePast = E == 1;
-#pragma unroll
-        for (int k0 = 0; k0 < V; k0 += kBatch) {
-          int shift[kBatch];
-          Vec16 chunk[kBatch], after[kSharePast ? 1 : kBatch];
-#pragma unroll
-          for (int b = 0; b < kBatch; ++b) {
-            const TileCoord c = transpose_vec_load<E>(t, k0 + b);
-            const int64_t i = i0 + c.r;
-            const int u = c.c / V;  // this lane's vector in the segment
-            const bool row_ok = i >= 0 && i < a.n_i;
-            const char* seg = in + (in_base + (row_ok ? i : 0) * a.in_si + j0) * E;
-            shift[b] = static_cast<int>(reinterpret_cast<uintptr_t>(seg) & 15);
-            const int pos = 16 * u - shift[b];  // this lane's aligned chunk, from seg (>= -15)
-            if constexpr (kSharePast) {
-              chunk[b].v = make_uint4(0, 0, 0, 0);
-              if (row_ok) chunk[b] = load_chunk(seg, pos);
-            } else {
-              chunk[b].v = after[b].v = make_uint4(0, 0, 0, 0);
-              if (row_ok) {
-                chunk[b] = load_chunk(seg, pos);
-                if (u == P::kUnits - 1 && shift[b] != 0) after[b] = load_chunk(seg, pos + 16);
-              }
-            }
-          }
-          if constexpr (kSharePast) {
-            after[0].v = make_uint4(0, 0, 0, 0);
-            const int b = t % P::kUnits;
-            if (b < kBatch) {
-              const int64_t i = i0 + transpose_vec_load<E>(t, k0 + b).r;  // batch entry b's row
-              const char* seg = in + (in_base + (i >= 0 && i < a.n_i ? i : 0) * a.in_si + j0) * E;
-              const int s = static_cast<int>(reinterpret_cast<uintptr_t>(seg) & 15);
-              if (i >= 0 && i < a.n_i && s != 0) after[0] = load_chunk(seg, 16 * P::kUnits - s);
-            }
-          }
-#pragma unroll
-          for (int b = 0; b < kBatch; ++b) {
-            const TileCoord c = transpose_vec_load<E>(t, k0 + b);
-            Vec16 next = shfl_down(chunk[b], 1, P::kUnits);
-            if constexpr (kSharePast) {
-              const Vec16 past = shfl_idx(after[0], b, P::kUnits);
-              if (c.c / V == P::kUnits - 1) next = past;
-            } else {
-              if (c.c / V == P::kUnits - 1) next = after[b];
-            }
-            // Into the tile at once: a batch's vectors need not wait for the next batch's
-            // loads, which keeps the byte kernel's registers within four blocks an SM.
-            Vec16 vec;
-            vec.v = shift_bytes<E>(chunk[b].v, next.v, shift[b]);
-            *reinterpret_cast<uint4*>(tile + Tile::offset(transpose_vec_row<E>(c.r), c.c) * E) = vec.v;
-          }
-        }
+        realign_load_words<Tile, E>(a, in + (in_base + j0) * E, (a.n_j - j0) * E, i0, t, tile);
       }
       if constexpr (!kRealign) {
         // Every lane stores (zeros past the edges): the instruction count is one per vector.
@@ -398,24 +449,30 @@ __global__ void __launch_bounds__(TransposeVec<E>::kThreads, TransposeVec<E>::kM
         // Lane g's chunk: its group's start rounded down to 16 bytes, i.e. group g - 1's last
         // mis bytes and its own first 16 - mis (mis: how far output row j's start is off 16
         // bytes; the same for every group). Lane 0 (group 0) only lends its vector to lane 1.
-        // room: bytes of row j from the group's start, capped (32-bit compares).
+        // Lanes 1 and kIGroups - 1 hold the same sector half (their chunks are an even number
+        // of chunks apart): the one whose chunk starts a sector writes, the other leaves it to
+        // the neighbouring tile. Group 1 starts at or before the row (row -V in tile 0): lanes
+        // with i < 0 write nothing. room: bytes of row j from the group's start, capped
+        // (32-bit compares).
         const int g = c0.r / V;
         const int64_t left = (a.n_i - i) * E;
         const int room = static_cast<int>(left < 32 ? left : 32);
+        const bool inner = g >= 2 && g <= P::kIGroups - 2;
+        const int64_t cols = a.n_j - jb;  // output rows of this thread that exist (>= V: all)
+        const int64_t row_step = a.out_sj * E;
+        char* row = out + (out_base + jb * a.out_sj) * E;  // output row jb + c; dereferenced only if it exists
 #pragma unroll
-        for (int c = 0; c < V; ++c) {
-          const int64_t j = jb + c;
-          char* const row = out + (out_base + (j < a.n_j ? j : 0) * a.out_sj) * E;
+        for (int c = 0; c < V; ++c, row += row_step) {
           const int mis = static_cast<int>(reinterpret_cast<uintptr_t>(row) & 15);
-          Vec16 lo = shfl_up(w[c], 1, P::kIGroups);  // group g - 1's vector
-          // A row start on 16 bytes: the chunk is this lane's vector. Word by word: a select
-          // of the two vectors as a whole would put them in local memory.
-#pragma unroll
-          for (int k = 0; k < 4; ++k) lo.w[k] = mis ? lo.w[k] : w[c].w[k];
+          // Group g - 1's vector, or this lane's own when the row starts on 16 bytes (then the
+          // chunk is this lane's vector: shift_bytes by 16 - 0 keeps lo).
+          Vec16 lo = shfl_up(w[c], mis != 0, P::kIGroups);
           Vec16 chunk;
           chunk.v = shift_bytes<E>(lo.v, w[c].v, 16 - mis);
           char* const at = row + i * E - mis;  // the chunk, 16-byte aligned
-          if (g > 0 && j < a.n_j) {
+          const bool starts_sector = (reinterpret_cast<uintptr_t>(at) & 16) == 0;
+          const bool owns = inner || (g == 1 ? starts_sector : g == P::kIGroups - 1 && !starts_sector);
+          if (owns && i >= 0 && c < cols) {
             if (i == 0 && mis != 0) {
               // The row's head: the chunk begins in the previous row's tail.
               if (room >= 16 - mis) {

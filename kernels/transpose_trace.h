@@ -61,7 +61,7 @@ inline void trace_transpose(Layout layout, int elem_bytes, int64_t batch, int64_
       constexpr int E = decltype(e)::value;
       if (vec) {
         using P = TransposeVec<E>;
-        // The realigning kernel's tiles overlap by a group of rows: more of them.
+        // The realigning kernel's tiles overlap by two groups of rows: more of them.
         const int64_t tiles_i = transpose_vec_tiles_i<E>(n_i, !aligned);
         trace_transpose_vec<L, E>(batch * tiles_i * ceil_div(n_j, P::kCols), trace);
       } else {

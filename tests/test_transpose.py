@@ -136,11 +136,12 @@ def vec_params(elem_bytes):
 
 
 def realign_tiles(elem_bytes, batch, n_i, n_j):
-    """Tiles of the realigning kernel: along i they overlap by one group of V rows (start at
-    row -V, step S = kRows - V), so that each output chunk has one owner."""
+    """Tiles of the realigning kernel: along i they overlap by two groups of V rows, a 32-byte
+    sector of an output row (start at row -2V, step S = kRows - 2V), so that each output
+    sector has one owner."""
     v, rows, _ = vec_params(elem_bytes)
-    s = rows - v
-    return batch * -(-(n_i + v - 1) // s) * -(-n_j // (16 * v))
+    s = rows - 2 * v
+    return batch * -(-(n_i + 2 * v - 1) // s) * -(-n_j // (16 * v))
 
 
 # One or two dtypes per element size the realigning kernel handles: 1, 2, 4 and 8 bytes.
@@ -156,8 +157,9 @@ def ownership_shapes(elem_bytes):
     tiles: a segment's last vector reaches into the chunk past it (for bytes loaded by another
     lane of the segment, per batch of rows), whole or partial at the row's end."""
     v, rows, _ = vec_params(elem_bytes)
-    s = rows - v
-    n_is = sorted({1, 2, v - 1, v, v + 1, 2 * v + 1, s - 1, s, s + 1, rows - 1, rows, rows + 1, 2 * s + 1, 3 * rows + 7} - {0})
+    s = rows - 2 * v
+    n_is = sorted({1, 2, v - 1, v, v + 1, 2 * v - 1, 2 * v, 2 * v + 1, 3 * v + 1, s - 1, s, s + 1, rows - 1, rows,
+                   rows + 1, 2 * s + 1, 3 * rows + 7} - {0})
     shapes = [(1, n_i, 37) for n_i in n_is]
     shapes += [(1, 1, 16 * v + 3), (1, 1, 1), (3, v - 1, 35), (3, s + 1, 19), (2, rows + 1, 16 * v)]
     shapes += [(1, s + 1, 32 * v + 5), (2, v + 1, 48 * v - 1), (1, 2 * rows + 3, 16 * v + 1)]
@@ -183,8 +185,9 @@ def test_unaligned_planes_take_overlapping_tiles(layout, dtype):
 @pytest.mark.parametrize("dtype", REALIGN_DTYPES, ids=str)
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_cuda_realigned_output_chunks_have_one_owner(layout, dtype):
-    """Unaligned planes: each aligned 16-byte output chunk is written by one lane of one block
-    (tiles overlap by a group of rows), and only the chunks at output row ends go out piecewise.
+    """Unaligned planes: each aligned 32-byte output sector is written by one store of one block
+    (tiles overlap by two groups of rows; a lane writes one 16-byte chunk of it), and only the
+    chunks at output row ends go out piecewise.
     The output starts as 0xFF bytes (conftest): a chunk skipped, written with a neighbouring
     tile's zeros, or piecewise with a gap fails the byte-exact comparison. The route of these
     shapes: test_unaligned_planes_take_overlapping_tiles."""
