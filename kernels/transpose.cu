@@ -244,11 +244,15 @@ template <class Tile, int E>
 __device__ __forceinline__ void realign_load_words(const TransposeArgs& a, const char* seg0, int64_t lrow, int64_t i0,
                                                    int t, char* tile) {
   using P = TransposeVec<E>;
+  static_assert(E >= 2, "bytes take realign_load_chunks");
   constexpr int V = P::kVec, kWords = E >= 4 ? 4 : 5;
   // Every vector of this lane sits at the same column, kIGroups rows further each time.
   const TileCoord c0 = transpose_vec_load<E>(t, 0);
   const int pos = c0.c * E;  // the lane's vector, from the segment's start
   const bool col_whole = pos + 16 <= lrow;
+  // The fifth word of a 2-byte-element vector reaches 2 bytes past it: at a row's end (maybe
+  // the tensor's) only its first half is read.
+  const bool col_fifth = pos + 16 + 2 <= lrow;
   const int64_t row_step = int64_t(P::kIGroups) * a.in_si * E;
   const char* at = seg0 + (i0 + c0.r) * a.in_si * E + pos;  // dereferenced only in rows 0 .. n_i - 1
   uint32_t word[V][kWords];
@@ -272,7 +276,8 @@ __device__ __forceinline__ void realign_load_words(const TransposeArgs& a, const
         for (int q = 0; q < 4; ++q) word[k][q] = __ldg(w4 + q);
         // The fifth word holds the vector's last bits / 8 bytes (inside the row).
         if constexpr (kWords == 5)
-          if (bits[k] != 0) word[k][4] = __ldg(w4 + 4);
+          if (bits[k] != 0)
+            word[k][4] = col_fifth ? __ldg(w4 + 4) : __ldg(reinterpret_cast<const uint16_t*>(w4 + 4));
       }
     }
   }
