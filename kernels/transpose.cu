@@ -367,13 +367,13 @@ __device__ __forceinline__ void realign_load_chunks(const TransposeArgs& a, cons
 // chunk and the next lane's (a shuffle) and a byte shift. Measured on H100, 4097 x 8191,
 // against each other (ratio to a 16-byte copy kernel): the chunks' shuffles and select chains
 // made the float32 kernel issue-bound (three times the instructions); words ran it at 0.97
-// instead of 0.81 and float16 at 0.81 instead of 0.74; for bytes, whose vectors need five
+// instead of 0.81 and float16 at 0.81 instead of 0.72; for bytes, whose vectors need five
 // words each, the chunks stayed faster (0.64 against 0.61).
 // On the way out, every 32-byte sector of an output row is written whole by one store
 // instruction (two lanes' aligned 16-byte chunks): a sector that two stores each write part
 // of costs the L2 a partial write, and at a tile edge those came from two blocks (H100,
 // float32: a transpose whose output rows start 16 but not 32 bytes aligned ran at 0.88 of
-// copy, 32-byte aligned rows at 0.98, and a flat copy shifted by 4 bytes at 0.76). So tiles
+// copy, 32-byte aligned rows at 0.98; a flat 4-byte copy shifted by 4 bytes ran at 0.76). So tiles
 // overlap by two groups: tile ti covers plane rows [ti S - 2V, ti S + S) (S = kRows - 2V),
 // and store-phase lane g writes the aligned chunk that starts in (its group's start - V, its
 // group's start], made of group g - 1's tail (a shuffle up) and its own head, if that chunk
@@ -454,8 +454,8 @@ __global__ void __launch_bounds__(TransposeVec<E>::kThreads, TransposeVec<E>::kM
         // Lane g's chunk: its group's start rounded down to 16 bytes, i.e. group g - 1's last
         // mis bytes and its own first 16 - mis (mis: how far output row j's start is off 16
         // bytes; the same for every group). Lane 0 (group 0) only lends its vector to lane 1.
-        // Lanes 1 and kIGroups - 1 hold the same sector half (their chunks are an even number
-        // of chunks apart): the one whose chunk starts a sector writes, the other leaves it to
+        // Lanes 1 and kIGroups - 1 have chunks of the same sector parity (an even number of
+        // chunks apart): the one whose chunk starts a sector writes, the other leaves it to
         // the neighbouring tile. Group 1 starts at or before the row (row -V in tile 0): lanes
         // with i < 0 write nothing. room: bytes of row j from the group's start, capped
         // (32-bit compares).

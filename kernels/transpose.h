@@ -6,12 +6,13 @@
 // - a gather (a strided copy) when the input and the output share their contiguous dim,
 //   so no element changes place inside a row and a tile would only add a detour.
 //
-// The tiled transpose has two kernels. The vector kernel (TransposeVec below) moves 16
-// bytes per global load and store on both sides; it runs whenever j is contiguous in the
-// input and i in the output: as is when every vector it touches starts 16-byte aligned
-// (transpose_vec_ok), else realigning rows through shuffles and funnel shifts
-// (transpose_vec_realign_ok). Otherwise (strided inner dims, 16-byte elements on an 8-byte
-// boundary) the scalar kernel (one element per access) does the work.
+// The tiled transpose has two kernels. The vector kernel (TransposeVec below) stores 16
+// bytes per global store; it runs whenever j is contiguous in the input and i in the output:
+// as is (16-byte loads too) when every vector it touches starts 16-byte aligned
+// (transpose_vec_ok), else reading rows from the aligned words under each vector and
+// realigning them in registers (transpose_vec_realign_ok). Otherwise (strided inner dims,
+// 16-byte elements on an 8-byte boundary) the scalar kernel (one element per access) does
+// the work.
 #pragma once
 #include <cstdint>
 
@@ -75,7 +76,7 @@ struct TransposeVec {
   static constexpr int kCols = kUnits * kVec;         // tile columns: elements along j
   // Blocks per SM the register budget must allow: with the load phase of several blocks
   // in flight, an SM keeps 64 KB or more of reads outstanding. 2-byte elements fit five
-  // (96 registers): H100, float16 4097 x 8191, 0.81 -> 0.85 of copy, aligned rows unchanged;
+  // (95 registers): H100, float16 4097 x 8191, 0.81 -> 0.85 of copy, aligned rows unchanged;
   // six needed their loads in two batches and ran slower (0.81).
   static constexpr int kMinBlocks = E == 2 ? 5 : 4;
 };
