@@ -285,14 +285,25 @@ WIDE = [
 @pytest.mark.parametrize("shape,views", WIDE, ids=case_ids(WIDE))
 def test_cuda_wide_tile(shape, views, layout):
     batch, m, n, k = shape
-    if torch.cuda.get_device_properties(0).multi_processor_count != 132:
-        pytest.skip("shapes chosen for the 128x256 tile on 132 SMs")
+    skip_unless_132_sms("shapes chosen for the 128x256 tile on 132 SMs")
     assert route(batch, m, n, k, views, layout) == "gemm/128x256"
-    a = operand(m, k, batch, torch.float32, "cuda", views[0])
-    b = operand(k, n, batch, torch.float32, "cuda", views[1])
-    kernels = launched(lambda: bankops.gemm(a, b, layout))
+    a, b, kernels = float32_launch(shape, views, layout)
     assert kernels is None or {kernel[0] for kernel in kernels} == {WIDE_SHAPE}, kernels
     check_against_float64(bankops.gemm(a, b, layout), a, b)
+
+
+def skip_unless_132_sms(reason):
+    if torch.cuda.get_device_properties(0).multi_processor_count != 132:
+        pytest.skip(reason)
+
+
+def float32_launch(shape, views, layout):
+    """float32 operands (batch, m, n, k) of the given views on the GPU, and the kernels one
+    gemm launches (None when the profiler recorded none)."""
+    batch, m, n, k = shape
+    a = operand(m, k, batch, torch.float32, "cuda", views[0])
+    b = operand(k, n, batch, torch.float32, "cuda", views[1])
+    return a, b, launched(lambda: bankops.gemm(a, b, layout))
 
 
 def check_against_float64(got, a, b):
@@ -312,12 +323,9 @@ def test_cuda_big_tile_beside_wide(layout):
     """A ragged grid keeps the 128x128 tile at sizes where the 128x256 one takes over."""
     m, n, k = 4096, 4352, 260
     views = ("contiguous", "contiguous")
-    if torch.cuda.get_device_properties(0).multi_processor_count != 132:
-        pytest.skip("a shape chosen for 132 SMs")
+    skip_unless_132_sms("a shape chosen for 132 SMs")
     assert route(None, m, n, k, views, layout) == "gemm/128x128"
-    a = operand(m, k, None, torch.float32, "cuda", views[0])
-    b = operand(k, n, None, torch.float32, "cuda", views[1])
-    kernels = launched(lambda: bankops.gemm(a, b, layout))
+    a, b, kernels = float32_launch((None, m, n, k), views, layout)
     assert kernels is None or kernels == [(BIG_SHAPE, 0, 2)], kernels
     check_against_float64(bankops.gemm(a, b, layout), a, b)
 
@@ -342,10 +350,7 @@ ASYNC4 = [
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("shape,views,modes", ASYNC4, ids=case_ids(ASYNC4))
 def test_cuda_async4_staging(shape, views, modes, layout):
-    batch, m, n, k = shape
-    a = operand(m, k, batch, torch.float32, "cuda", views[0])
-    b = operand(k, n, batch, torch.float32, "cuda", views[1])
-    kernels = launched(lambda: bankops.gemm(a, b, layout))
+    a, b, kernels = float32_launch(shape, views, layout)
     assert kernels is None or kernels == [(BIG_SHAPE, *modes)], kernels
     check_against_float64(bankops.gemm(a, b, layout), a, b)
 
