@@ -335,7 +335,7 @@ __device__ __forceinline__ void realign_store_chunk(char* row, const Vec16& w, i
   Vec16 chunk;
   chunk.v = shift_bytes<E>(lo.v, w.v, 16 - mis);
   char* const at = row + i * E - mis;  // the chunk, 16-byte aligned
-  const bool starts_sector = (reinterpret_cast<uintptr_t>(at) & 16) == 0;
+  const bool starts_sector = (static_cast<uint32_t>(reinterpret_cast<uintptr_t>(at)) & 16) == 0;
   const bool inner = g >= 2 && g <= P::kIGroups - 2;
   const bool owns = inner || (g == 1 ? starts_sector : g == P::kIGroups - 1 && !starts_sector);
   if (kInterior) {
@@ -382,26 +382,29 @@ __device__ __forceinline__ void realign_tile(const TransposeArgs& a, const char*
     // 4-byte word of every micro-tile row (16 lds.32, transpose_vec_byte_word) -> 4 output
     // rows: a quarter of the unrolled code and of the registers, so five blocks an SM
     // (0.0393 -> 0.0380 ms; instruction-fetch stalls 26% -> 4%).
+    // Micro-tile row k is tile row g + kIGroups k (transpose_vec_row): two offsets a thread
+    // (k even, odd: a join of the layout) and compile-time steps of 2 kIGroups rows, computed
+    // once; the passes add their word.
+    static_assert(P::kIGroups == 8 && (2 * P::kIGroups) % Tile::kRowPeriod == 0, "byte micro-tile rows: steps of the period");
+    const int row_g = transpose_vec_row<1>(c0.r);
+    const int base[2] = {Tile::offset(row_g, c0.c), Tile::join(Tile::offset(row_g, c0.c), Tile::offset(P::kIGroups, 0))};
     __syncthreads();
 #pragma unroll 1
     for (int q = 0; q < 4; ++q) {
       const int h = transpose_vec_byte_word(t, q);
+      const char* at[2] = {tile + base[0] + 4 * h, tile + base[1] + 4 * h};
       uint32_t x[V];
 #pragma unroll
-      for (int k = 0; k < V; ++k) {
-        const TileCoord c = transpose_vec_read<1>(t, k);
-        x[k] = *reinterpret_cast<const uint32_t*>(tile + Tile::offset(transpose_vec_row<1>(c.r), c.c) + 4 * h);
-      }
+      for (int k = 0; k < V; ++k)
+        x[k] = *reinterpret_cast<const uint32_t*>(at[k % 2] + Tile::offset(2 * P::kIGroups * (k / 2), 0));
       Vec16 w[4];
 #pragma unroll
       for (int m = 0; m < 4; ++m)
         transpose_4x4_bytes(x[4 * m], x[4 * m + 1], x[4 * m + 2], x[4 * m + 3], w[0].w[m], w[1].w[m], w[2].w[m],
                             w[3].w[m]);
+      char* row = row0 + 4 * h * row_step;
 #pragma unroll
-      for (int n = 0; n < 4; ++n) {
-        const int c = 4 * h + n;
-        realign_store_chunk<1, kInterior>(row0 + c * row_step, w[n], i, g, room, c < cols);
-      }
+      for (int n = 0; n < 4; ++n, row += row_step) realign_store_chunk<1, kInterior>(row, w[n], i, g, room, 4 * h + n < cols);
     }
     __syncthreads();  // every lane is done reading the tile before the next tile's loads
   } else {
