@@ -315,12 +315,12 @@ __device__ __forceinline__ void read_micro_tile(const char* tile, int t, Vec16 (
   transpose_regs<E>(v, w);
 }
 
-// The realigning kernel's output chunk of thread t (micro-tile group g, row i) for output row
-// `row` from vector w (output row row's elements at i .. i + V - 1): lane g writes the aligned
-// chunk that starts in its group's first 16 bytes rounded down, i.e. group g - 1's last mis
-// bytes and its own first 16 - mis (mis: how far the output row's start is off 16 bytes; the
-// same for every group of a row, and every lane of a group calls this for the same rows).
-// Lane 0 (group 0) only lends its vector to lane 1. Lanes 1 and kIGroups - 1 have chunks of
+// One output chunk of the realigning kernel: w holds output row `row`'s elements i .. i + V - 1
+// (the thread's micro-tile group g). Lane g writes the aligned chunk that starts in its
+// group's first 16 bytes rounded down, i.e. group g - 1's last mis bytes and its own first
+// 16 - mis (mis: how far the output row's start is off 16 bytes; the groups of a unit column,
+// neighbouring lanes, call this for the same row at the same time). Lane 0 (group 0) only
+// lends its vector to lane 1. Lanes 1 and kIGroups - 1 have chunks of
 // the same sector parity (an even number of chunks apart): the one whose chunk starts a
 // sector writes, the other leaves it to the neighbouring tile. Group 1 starts at or before the
 // row (row -V in tile 0): lanes with i < 0 write nothing. room: bytes of the row from the
@@ -381,11 +381,13 @@ __device__ __forceinline__ void realign_tile(const TransposeArgs& a, const char*
     // Bytes: the 16 x 16 micro-tile in four passes of a loop that is not unrolled, each one
     // 4-byte word of every micro-tile row (16 lds.32, transpose_vec_byte_word) -> 4 output
     // rows: a quarter of the unrolled code and of the registers, so five blocks an SM
-    // (0.0393 -> 0.0380 ms; instruction-fetch stalls 26% -> 4%).
-    // Micro-tile row k is tile row g + kIGroups k (transpose_vec_row): two offsets a thread
-    // (k even, odd: a join of the layout) and compile-time steps of 2 kIGroups rows, computed
-    // once; the passes add their word.
-    static_assert(P::kIGroups == 8 && (2 * P::kIGroups) % Tile::kRowPeriod == 0, "byte micro-tile rows: steps of the period");
+    // (0.0393 -> 0.0380 ms; instruction-fetch stalls 26% -> 4%). Micro-tile row k is tile row
+    // g + kIGroups k (transpose_vec_row): two offsets a thread (k even, odd: a join of the
+    // layout) and compile-time steps of 2 kIGroups rows, computed once, and each pass adds its
+    // word (the compiler had redone the row division for all 16 rows in every pass: 0.0381 ->
+    // 0.0363 ms).
+    static_assert((P::kIGroups & (P::kIGroups - 1)) == 0 && (2 * P::kIGroups) % Tile::kRowPeriod == 0,
+                  "byte micro-tile rows: a join, then steps of the layout's period");
     const int row_g = transpose_vec_row<1>(c0.r);
     const int base[2] = {Tile::offset(row_g, c0.c), Tile::join(Tile::offset(row_g, c0.c), Tile::offset(P::kIGroups, 0))};
     __syncthreads();

@@ -80,7 +80,7 @@ struct TransposeVec {
 // registers): H100, float16 4097 x 8191, 0.81 -> 0.85 of copy, aligned rows unchanged; six
 // needed their loads in two batches and ran slower (0.81). The realigning kernel's bytes fit
 // five too (96 registers; its store phase holds a quarter of the micro-tile at a time):
-// int8 4097 x 8191, 0.0390 ms at four blocks, 0.0380 at five, 0.0404 at six (80 registers).
+// int8 4097 x 8191, 0.0380 ms at five, 0.0404 at six (80 registers).
 template <int E>
 BANKOPS_HD constexpr int transpose_vec_min_blocks(bool realign) {
   return E == 2 || (E == 1 && realign) ? 5 : 4;
