@@ -49,11 +49,14 @@ TOLERANCE = 0.10  # predicted vs measured wavefronts per instruction
 
 def cases(quick=False, ops=None):
     """(op, dtype, shape kwargs for explain) for every kind of launch the operators make; sizes
-    are whole tiles so that every instruction runs with full warps. ``ops``: only these."""
+    are whole tiles so that every instruction runs with full warps (the realigning transpose
+    issues every shared-memory instruction from every lane at any size). ``ops``: only these."""
     f32, f16, bf16 = torch.float32, torch.float16, torch.bfloat16
     out = []
     for dt in (f32,) if quick else (torch.int8, f16, bf16, f32, torch.float64, torch.complex128):
         out.append(("transpose", dt, dict(shape=(4096, 4096))))
+    if not quick:  # odd rows: the realigning kernel, whose byte store phase reads words
+        out.append(("transpose", torch.int8, dict(shape=(4097, 8191))))
     for dt in (f32,) if quick else (f16, bf16, f32, torch.float64, torch.int32):
         out.append(("reduce_sum", dt, dict(shape=(1 << 24,))))
     for dt in (f32,) if quick else (f16, f32):

@@ -108,7 +108,7 @@ def how_measured(how):
             "plus output bytes; TFLOP/s is 2·B·M·N·K. *ratio vs peer* is peer ms / bankops ms (above 1: bankops "
             "is faster); *ratio to copy* is bankops GB/s over `y.copy_(x)` GB/s for the same input byte count, "
             "measured in the same run (eagerly, one event pair per call: in a graph the copy becomes a memcpy "
-            "node, which runs slower than the copy kernel). TF32 is off (`torch.backends.cuda.matmul.allow_tf32 = False`, "
+            "node, which runs slower than the copy kernel; the median over three fresh buffer pairs). TF32 is off (`torch.backends.cuda.matmul.allow_tf32 = False`, "
             "`torch.backends.cudnn.allow_tf32 = False`), so float32 gemm is FFMA against true-float32 cuBLAS."
         )
     return (

@@ -116,22 +116,6 @@ __device__ __forceinline__ void store_elems(char* p, const Vec16& vec, int first
     if (c >= first && c < last) reinterpret_cast<T*>(p)[c] = u.e[c];
 }
 
-// Vector of the lane `delta` lanes above, within groups of `width` lanes (all lanes must call it).
-__device__ __forceinline__ Vec16 shfl_down(const Vec16& v, int delta, int width) {
-  Vec16 r;
-#pragma unroll
-  for (int w = 0; w < 4; ++w) r.w[w] = __shfl_down_sync(0xffffffffu, v.w[w], delta, width);
-  return r;
-}
-
-// Vector of lane `src` of this lane's group of `width` lanes (all lanes must call it).
-__device__ __forceinline__ Vec16 shfl_idx(const Vec16& v, int src, int width) {
-  Vec16 r;
-#pragma unroll
-  for (int w = 0; w < 4; ++w) r.w[w] = __shfl_sync(0xffffffffu, v.w[w], src, width);
-  return r;
-}
-
 // Vector of the lane `delta` lanes below, within groups of `width` lanes (all lanes must call
 // it; delta may differ between lanes, 0 gives a lane its own).
 __device__ __forceinline__ Vec16 shfl_up(const Vec16& v, unsigned delta, int width) {
@@ -194,6 +178,18 @@ __device__ __forceinline__ void store_suffix(char* p, const Vec16& vec, int n) {
   }
 }
 
+// Word n out of byte n of a, b, c, d (four rows): a 4x4 byte block transposed, in two rounds
+// of prmt (interleave pairs of rows, then pairs of pairs).
+__device__ __forceinline__ void transpose_4x4_bytes(uint32_t a, uint32_t b, uint32_t c, uint32_t d, uint32_t& w0,
+                                                    uint32_t& w1, uint32_t& w2, uint32_t& w3) {
+  const uint32_t ab01 = __byte_perm(a, b, 0x5140), ab23 = __byte_perm(a, b, 0x7362);
+  const uint32_t cd01 = __byte_perm(c, d, 0x5140), cd23 = __byte_perm(c, d, 0x7362);
+  w0 = __byte_perm(ab01, cd01, 0x5410);
+  w1 = __byte_perm(ab01, cd01, 0x7632);
+  w2 = __byte_perm(ab23, cd23, 0x5410);
+  w3 = __byte_perm(ab23, cd23, 0x7632);
+}
+
 // w[c] holds element c of every v[k] (k < V): the V x V micro-tile transposed.
 template <int E>
 __device__ __forceinline__ void transpose_regs(const Vec16 (&v)[16 / E], Vec16 (&w)[16 / E]) {
@@ -214,146 +210,214 @@ __device__ __forceinline__ void transpose_regs(const Vec16 (&v)[16 / E], Vec16 (
       for (int m = 0; m < 4; ++m)
         w[c].w[m] = __byte_perm(v[2 * m].w[c / 2], v[2 * m + 1].w[c / 2], (c & 1) ? 0x7632 : 0x5410);
   } else {
-    // 4x4 byte blocks: byte n of word q of rows 4m..4m+3 becomes word m of w[4q + n],
-    // in two rounds of prmt (interleave pairs of rows, then pairs of pairs).
+    // 4x4 byte blocks: byte n of word q of rows 4m..4m+3 becomes word m of w[4q + n].
 #pragma unroll
     for (int m = 0; m < 4; ++m)
 #pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const uint32_t a = v[4 * m].w[q], b = v[4 * m + 1].w[q], c = v[4 * m + 2].w[q], d = v[4 * m + 3].w[q];
-        const uint32_t ab01 = __byte_perm(a, b, 0x5140), ab23 = __byte_perm(a, b, 0x7362);
-        const uint32_t cd01 = __byte_perm(c, d, 0x5140), cd23 = __byte_perm(c, d, 0x7362);
-        w[4 * q + 0].w[m] = __byte_perm(ab01, cd01, 0x5410);
-        w[4 * q + 1].w[m] = __byte_perm(ab01, cd01, 0x7632);
-        w[4 * q + 2].w[m] = __byte_perm(ab23, cd23, 0x5410);
-        w[4 * q + 3].w[m] = __byte_perm(ab23, cd23, 0x7632);
-      }
+      for (int q = 0; q < 4; ++q)
+        transpose_4x4_bytes(v[4 * m].w[q], v[4 * m + 1].w[q], v[4 * m + 2].w[q], v[4 * m + 3].w[q], w[4 * q].w[m],
+                            w[4 * q + 1].w[m], w[4 * q + 2].w[m], w[4 * q + 3].w[m]);
   }
+}
+
+// The first n bytes (0 < n < 4, a multiple of E) of the aligned word at p, the rest zero.
+template <int E>
+__device__ __forceinline__ uint32_t load_word_head(const uint32_t* p, int n) {
+  if constexpr (E == 2) return __ldg(reinterpret_cast<const uint16_t*>(p));
+  const uint8_t* q = reinterpret_cast<const uint8_t*>(p);
+  uint32_t r = __ldg(q);
+  if (n > 1) r |= uint32_t(__ldg(q + 1)) << 8;
+  if (n > 2) r |= uint32_t(__ldg(q + 2)) << 16;
+  return r;
 }
 
 // The realigning kernel's load phase (see transpose_vec_kernel): lane t's V vectors, at input
 // plane rows i0 + transpose_vec_load(t, k).r, into the tile. seg0: row 0 of the plane at
 // column j0 (rows a.in_si elements apart); lrow: the valid bytes of a row from there. Rows
 // outside the plane give zeros; a vector that reaches past its row's end is read element by
-// element. Lane u of a 16-lane row segment reads the 16 bytes at 16 u in it.
-//
-// 2-, 4- and 8-byte elements: from the aligned words that hold the vector (five 4-byte words
-// and a funnel shift, four for 4-byte elements, two 8-byte words for 8-byte ones): independent
-// loads, no shuffles, no select chains. All V vectors' loads are in flight together.
-template <class Tile, int E>
+// element. Lane u of a 16-lane row segment reads the 16 bytes at 16 u in it, from the aligned
+// words that hold them (five 4-byte words and a funnel shift for 1- and 2-byte elements, four
+// for 4-byte elements, two 8-byte words for 8-byte ones): independent loads, no shuffles, no
+// select chains. All V vectors' loads are in flight together (bytes: a batch of 8 at a time).
+template <class Tile, int E, bool kInterior>
 __device__ __forceinline__ void realign_load_words(const TransposeArgs& a, const char* seg0, int64_t lrow, int64_t i0,
                                                    int t, char* tile) {
   using P = TransposeVec<E>;
-  static_assert(E >= 2, "bytes take realign_load_chunks");
   constexpr int V = P::kVec, kWords = E >= 4 ? 4 : 5;
+  // Bytes: 16 vectors of five words would not fit in registers beside the addresses: two
+  // batches, in a loop that is not unrolled.
+  constexpr int kBatch = E == 1 ? V / 2 : V;
   // Every vector of this lane sits at the same column, kIGroups rows further each time.
   const TileCoord c0 = transpose_vec_load<E>(t, 0);
   const int pos = c0.c * E;  // the lane's vector, from the segment's start
-  const bool col_whole = pos + 16 <= lrow;
-  // The fifth word of a 2-byte-element vector reaches 2 bytes past it: at a row's end (maybe
-  // the tensor's) only its first half is read.
-  const bool col_fifth = pos + 16 + 2 <= lrow;
+  const bool col_whole = kInterior || pos + 16 <= lrow;
+  // The fifth word reaches up to 4 - E bytes past the vector: at a row's end (maybe the
+  // tensor's) only the bytes that hold the vector are read.
+  const bool col_fifth = kInterior || pos + 16 + (4 - E) <= lrow;
   const int64_t row_step = int64_t(P::kIGroups) * a.in_si * E;
-  const char* at = seg0 + (i0 + c0.r) * a.in_si * E + pos;  // dereferenced only in rows 0 .. n_i - 1
-  uint32_t word[V][kWords];
-  int bits[V];
+#pragma unroll 1
+  for (int k0 = 0; k0 < V; k0 += kBatch) {
+    const char* at = seg0 + (i0 + c0.r + k0 * P::kIGroups) * a.in_si * E + pos;  // dereferenced only in rows 0 .. n_i - 1
+    uint32_t word[kBatch][kWords];
+    int bits[kBatch];
 #pragma unroll
-  for (int k = 0; k < V; ++k, at += row_step) {
-    const int64_t i = i0 + c0.r + k * P::kIGroups;
-    const bool row_ok = i >= 0 && i < a.n_i;
-    const uintptr_t addr = reinterpret_cast<uintptr_t>(at);
-    bits[k] = static_cast<int>(addr & 3) * 8;
+    for (int b = 0; b < kBatch; ++b, at += row_step) {
+      const int64_t i = i0 + c0.r + (k0 + b) * P::kIGroups;
+      const bool row_ok = kInterior || (i >= 0 && i < a.n_i);
+      const uintptr_t addr = reinterpret_cast<uintptr_t>(at);
+      bits[b] = static_cast<int>(addr & 3) * 8;
 #pragma unroll
-    for (int q = 0; q < kWords; ++q) word[k][q] = 0;
-    if (row_ok && col_whole) {
-      if constexpr (E >= 8) {
-        const uint2* w2 = reinterpret_cast<const uint2*>(at);
-        const uint2 x = __ldg(w2), y = __ldg(w2 + 1);
-        word[k][0] = x.x, word[k][1] = x.y, word[k][2] = y.x, word[k][3] = y.y;
-      } else {
-        const uint32_t* w4 = reinterpret_cast<const uint32_t*>(addr & ~uintptr_t(3));
+      for (int q = 0; q < kWords; ++q) word[b][q] = 0;
+      if (row_ok && col_whole) {
+        if constexpr (E >= 8) {
+          const uint2* w2 = reinterpret_cast<const uint2*>(at);
+          const uint2 x = __ldg(w2), y = __ldg(w2 + 1);
+          word[b][0] = x.x, word[b][1] = x.y, word[b][2] = y.x, word[b][3] = y.y;
+        } else {
+          const uint32_t* w4 = reinterpret_cast<const uint32_t*>(addr & ~uintptr_t(3));
 #pragma unroll
-        for (int q = 0; q < 4; ++q) word[k][q] = __ldg(w4 + q);
-        // The fifth word holds the vector's last bits / 8 bytes (inside the row).
-        if constexpr (kWords == 5)
-          if (bits[k] != 0)
-            word[k][4] = col_fifth ? __ldg(w4 + 4) : __ldg(reinterpret_cast<const uint16_t*>(w4 + 4));
+          for (int q = 0; q < 4; ++q) word[b][q] = __ldg(w4 + q);
+          // The fifth word holds the vector's last bits / 8 bytes (inside the row).
+          if constexpr (kWords == 5)
+            if (bits[b] != 0) word[b][4] = col_fifth ? __ldg(w4 + 4) : load_word_head<E>(w4 + 4, bits[b] / 8);
+        }
       }
     }
-  }
-  // Partial vectors after all whole ones are in flight (a branch between the loads would hold them back).
+    // Partial vectors after all whole ones are in flight (a branch between the loads would hold them back).
 #pragma unroll
-  for (int k = 0; k < V; ++k) {
-    Vec16 vec;
+    for (int b = 0; b < kBatch; ++b) {
+      Vec16 vec;
 #pragma unroll
-    for (int q = 0; q < 4; ++q) vec.w[q] = kWords == 5 ? __funnelshift_r(word[k][q], word[k][q + 1], bits[k]) : word[k][q];
-    const int64_t i = i0 + c0.r + k * P::kIGroups;
-    if (!col_whole && i >= 0 && i < a.n_i && pos < lrow)
-      vec = load_partial<E>(seg0 + i * a.in_si * E + pos, (lrow - pos) / E);
-    const TileCoord c = transpose_vec_load<E>(t, k);
-    *reinterpret_cast<uint4*>(tile + Tile::offset(transpose_vec_row<E>(c.r), c.c) * E) = vec.v;
+      for (int q = 0; q < 4; ++q)
+        vec.w[q] = kWords == 5 ? __funnelshift_r(word[b][q], word[b][q + 1], bits[b]) : word[b][q];
+      const int64_t i = i0 + c0.r + (k0 + b) * P::kIGroups;
+      if (!kInterior && !col_whole && i >= 0 && i < a.n_i && pos < lrow)
+        vec = load_partial<E>(seg0 + i * a.in_si * E + pos, (lrow - pos) / E);
+      const TileCoord c = transpose_vec_load<E>(t, k0 + b);
+      *reinterpret_cast<uint4*>(tile + Tile::offset(transpose_vec_row<E>(c.r), c.c) * E) = vec.v;
+    }
   }
 }
 
-// Bytes, whose vectors would need five words each: lane u's vector is bytes [s, 16) of its
-// aligned 16-byte chunk and [0, s) of the next one (lane u + 1's; for the last lane, the chunk
-// past the segment), cut out with a byte shift. Loads go out in two batches: 16 vectors of
-// bytes and their chunks would not fit in registers. The chunk past the segment is shared:
-// lane b of the segment loads batch entry b's and a shuffle takes it to the last lane (a
-// batch entry's row depends only on the lane's 16-lane group), so a lane holds one vector for
-// it instead of kBatch; that keeps the 16x16 byte micro-tile's kernel from spilling (H100,
-// 4097 x 8191: 0.0449 -> 0.0394 ms).
-template <class Tile>
-__device__ __forceinline__ void realign_load_chunks(const TransposeArgs& a, const char* seg0, int64_t lrow, int64_t i0,
-                                                    int t, char* tile) {
-  using P = TransposeVec<1>;
-  constexpr int V = P::kVec, kBatch = V / 2;
-  static_assert(kBatch <= P::kUnits, "one lane of the segment per batch entry loads its chunk past the segment");
-  const auto load_chunk = [&](const char* seg, int pos) {
-    Vec16 r;
-    r.v = make_uint4(0, 0, 0, 0);
-    if (pos + 16 <= lrow) {
-      r.v = __ldg(reinterpret_cast<const uint4*>(seg + pos));
-    } else if (pos < lrow) {
-      r = load_partial<1>(seg + pos, lrow - pos);
-    }
-    return r;
-  };
-  // Row i's segment, or row 0's for rows outside the plane (never read).
-  const auto segment = [&](int64_t i) { return seg0 + (i >= 0 && i < a.n_i ? i : 0) * a.in_si; };
+// Store phase, first half: the thread's micro-tile rows out of the tile (once every lane has
+// stored its load-phase vectors), transposed in registers: w[c] is output row c's vector.
+template <class Tile, int E>
+__device__ __forceinline__ void read_micro_tile(const char* tile, int t, Vec16 (&w)[16 / E]) {
+  constexpr int V = 16 / E;
+  Vec16 v[V];
+  __syncthreads();
 #pragma unroll
-  for (int k0 = 0; k0 < V; k0 += kBatch) {
-    int shift[kBatch];
-    Vec16 chunk[kBatch], past;
+  for (int k = 0; k < V; ++k) {
+    const TileCoord c = transpose_vec_read<E>(t, k);
+    v[k].v = *reinterpret_cast<const uint4*>(tile + Tile::offset(transpose_vec_row<E>(c.r), c.c) * E);
+  }
+  __syncthreads();  // the tile is free for the next iteration once everything is in registers
+  transpose_regs<E>(v, w);
+}
+
+// One output chunk of the realigning kernel: w holds output row `row`'s elements i .. i + V - 1
+// (the thread's micro-tile group g). Lane g writes the aligned chunk that starts in its
+// group's first 16 bytes rounded down, i.e. group g - 1's last mis bytes and its own first
+// 16 - mis (mis: how far the output row's start is off 16 bytes; the groups of a unit column,
+// neighbouring lanes, call this for the same row at the same time). Lane 0 (group 0) only
+// lends its vector to lane 1. Lanes 1 and kIGroups - 1 have chunks of
+// the same sector parity (an even number of chunks apart): the one whose chunk starts a
+// sector writes, the other leaves it to the neighbouring tile. Group 1 starts at or before the
+// row (row -V in tile 0): lanes with i < 0 write nothing. room: bytes of the row from the
+// group's start, capped at 32; exists: the output row exists. kInterior: see realign_tile.
+template <int E, bool kInterior>
+__device__ __forceinline__ void realign_store_chunk(char* row, const Vec16& w, int64_t i, int g, int room, bool exists) {
+  using P = TransposeVec<E>;
+  const int mis = static_cast<int>(reinterpret_cast<uintptr_t>(row) & 15);
+  // Group g - 1's vector, or this lane's own when the row starts on 16 bytes (then the
+  // chunk is this lane's vector: shift_bytes by 16 - 0 keeps lo).
+  const Vec16 lo = shfl_up(w, mis != 0, P::kIGroups);
+  Vec16 chunk;
+  chunk.v = shift_bytes<E>(lo.v, w.v, 16 - mis);
+  char* const at = row + i * E - mis;  // the chunk, 16-byte aligned
+  const bool starts_sector = (static_cast<uint32_t>(reinterpret_cast<uintptr_t>(at)) & 16) == 0;
+  const bool inner = g >= 2 && g <= P::kIGroups - 2;
+  const bool owns = inner || (g == 1 ? starts_sector : g == P::kIGroups - 1 && !starts_sector);
+  if (kInterior) {
+    if (owns) *reinterpret_cast<uint4*>(at) = chunk.v;
+  } else if (owns && i >= 0 && exists) {
+    if (i == 0 && mis != 0) {
+      // The row's head: the chunk begins in the previous row's tail.
+      if (room >= 16 - mis) {
+        store_suffix<E>(row, w, 16 - mis);
+      } else {
+        store_elems<E>(row, w, 0, room / E);  // the row ends in the same chunk
+      }
+    } else if (room + mis >= 16) {
+      *reinterpret_cast<uint4*>(at) = chunk.v;
+    } else if (room + mis > 0) {
+      store_prefix<E>(at, chunk, room + mis);  // the row's tail
+    }
+  }
+}
+
+// One tile of the realigning kernel (see transpose_vec_kernel). in, out: the plane's first
+// element. kInterior: every plane row of the tile exists, with at least a sector of its output
+// row past the tile's last group, and every input row has 16 bytes or more past the tile's
+// columns: no bound needs a check. The kernel is unrolled straight-line code, and the edge
+// branches were most of it: without them the common tile's code is short enough for the
+// instruction cache (H100, 4097 x 8191: float16 0.0592 -> 0.0570 ms, int8 0.0406 -> 0.0393,
+// where ncu had 26% of int8's warp stalls on instruction fetch; float32 0.0993 -> 0.0984).
+template <class Tile, int E, bool kInterior>
+__device__ __forceinline__ void realign_tile(const TransposeArgs& a, const char* in, char* out, int64_t i0,
+                                             int64_t j0, int t, char* tile) {
+  using P = TransposeVec<E>;
+  constexpr int V = P::kVec;
+  realign_load_words<Tile, E, kInterior>(a, in + j0 * E, (a.n_j - j0) * E, i0, t, tile);
+  const TileCoord c0 = transpose_vec_read<E>(t, 0);
+  const int64_t i = i0 + c0.r, jb = j0 + c0.c;
+  const int g = c0.r / V;
+  const int64_t left = (a.n_i - i) * E;
+  const int room = static_cast<int>(left < 32 ? left : 32);
+  const int64_t cols = a.n_j - jb;  // output rows of this thread that exist (>= V: all)
+  const int64_t row_step = a.out_sj * E;
+  char* const row0 = out + jb * a.out_sj * E;  // output row jb; row jb + c is dereferenced only if it exists
+  if constexpr (E == 1) {
+    // Bytes: the 16 x 16 micro-tile in four passes of a loop that is not unrolled, each one
+    // 4-byte word of every micro-tile row (16 lds.32, transpose_vec_byte_word) -> 4 output
+    // rows: a quarter of the unrolled code and of the registers, so five blocks an SM
+    // (0.0393 -> 0.0380 ms; instruction-fetch stalls 26% -> 4%). Micro-tile row k is tile row
+    // g + kIGroups k (transpose_vec_row): two offsets a thread (k even, odd: a join of the
+    // layout) and compile-time steps of 2 kIGroups rows, computed once, and each pass adds its
+    // word (the compiler had redone the row division for all 16 rows in every pass: 0.0381 ->
+    // 0.0363 ms).
+    static_assert((P::kIGroups & (P::kIGroups - 1)) == 0 && (2 * P::kIGroups) % Tile::kRowPeriod == 0,
+                  "byte micro-tile rows: a join, then steps of the layout's period");
+    const int row_g = transpose_vec_row<1>(c0.r);
+    const int base[2] = {Tile::offset(row_g, c0.c), Tile::join(Tile::offset(row_g, c0.c), Tile::offset(P::kIGroups, 0))};
+    __syncthreads();
+#pragma unroll 1
+    for (int q = 0; q < 4; ++q) {
+      const int h = transpose_vec_byte_word(t, q);
+      const char* at[2] = {tile + base[0] + 4 * h, tile + base[1] + 4 * h};
+      uint32_t x[V];
 #pragma unroll
-    for (int b = 0; b < kBatch; ++b) {
-      const TileCoord c = transpose_vec_load<1>(t, k0 + b);
-      const int64_t i = i0 + c.r;
-      const char* seg = segment(i);
-      shift[b] = static_cast<int>(reinterpret_cast<uintptr_t>(seg) & 15);
-      chunk[b].v = make_uint4(0, 0, 0, 0);
-      if (i >= 0 && i < a.n_i) chunk[b] = load_chunk(seg, c.c - shift[b]);  // this lane's aligned chunk (>= -15)
-    }
-    past.v = make_uint4(0, 0, 0, 0);
-    const int b = t % P::kUnits;
-    if (b < kBatch) {
-      const int64_t i = i0 + transpose_vec_load<1>(t, k0 + b).r;  // batch entry b's row
-      const char* seg = segment(i);
-      const int s = static_cast<int>(reinterpret_cast<uintptr_t>(seg) & 15);
-      if (i >= 0 && i < a.n_i && s != 0) past = load_chunk(seg, 16 * P::kUnits - s);
-    }
+      for (int k = 0; k < V; ++k)
+        x[k] = *reinterpret_cast<const uint32_t*>(at[k % 2] + Tile::offset(2 * P::kIGroups * (k / 2), 0));
+      Vec16 w[4];
 #pragma unroll
-    for (int b = 0; b < kBatch; ++b) {
-      const TileCoord c = transpose_vec_load<1>(t, k0 + b);
-      Vec16 next = shfl_down(chunk[b], 1, P::kUnits);
-      const Vec16 p = shfl_idx(past, b, P::kUnits);
-      if (c.c / V == P::kUnits - 1) next = p;
-      // Into the tile at once: a batch's vectors need not wait for the next batch's loads,
-      // which keeps the kernel's registers within four blocks an SM.
-      Vec16 vec;
-      vec.v = shift_bytes<1>(chunk[b].v, next.v, shift[b]);
-      *reinterpret_cast<uint4*>(tile + Tile::offset(transpose_vec_row<1>(c.r), c.c)) = vec.v;
+      for (int m = 0; m < 4; ++m)
+        transpose_4x4_bytes(x[4 * m], x[4 * m + 1], x[4 * m + 2], x[4 * m + 3], w[0].w[m], w[1].w[m], w[2].w[m],
+                            w[3].w[m]);
+      char* row = row0 + 4 * h * row_step;
+#pragma unroll
+      for (int n = 0; n < 4; ++n, row += row_step) realign_store_chunk<1, kInterior>(row, w[n], i, g, room, 4 * h + n < cols);
     }
+    __syncthreads();  // every lane is done reading the tile before the next tile's loads
+  } else {
+    Vec16 w[V];
+    read_micro_tile<Tile, E>(tile, t, w);
+    // The row pointer's form is the one that leaves each kernel unspilled (ptxas, float32 at
+    // 64 registers and 16-bit at 96: 24 and 32 bytes of spills the other way round).
+    char* row = row0;
+#pragma unroll
+    for (int c = 0; c < V; ++c, row += row_step)
+      realign_store_chunk<E, kInterior>(E == 4 ? row0 + c * row_step : row, w[c], i, g, room, c < cols);
   }
 }
 
@@ -362,13 +426,12 @@ __device__ __forceinline__ void realign_load_chunks(const TransposeArgs& a, cons
 // vector can be partial (a sliced view; then element-wise) and every output vector is
 // whole. kRealign = true needs only in_sj == out_si == 1: rows start anywhere (an odd row
 // length). Lane u of a 16-lane row segment then reads its vector, the 16 bytes at 16 u in
-// the segment, from the aligned words that hold them: 4-byte words and a funnel shift for
-// 2- and 4-byte elements (8-byte words for 8-byte ones), or for bytes its aligned 16-byte
-// chunk and the next lane's (a shuffle) and a byte shift. Measured on H100, 4097 x 8191,
-// against each other (ratio to a 16-byte copy kernel): the chunks' shuffles and select chains
-// made the float32 kernel issue-bound (three times the instructions); words ran it at 0.97
-// instead of 0.81 and float16 at 0.81 instead of 0.72; for bytes, whose vectors need five
-// words each, the chunks stayed faster (0.64 against 0.61).
+// the segment, from the aligned words that hold them (realign_load_words). Measured on H100,
+// 4097 x 8191, against each other (ratio to a 16-byte copy kernel): each lane's aligned
+// 16-byte chunk and its neighbour's (a shuffle), cut with a byte shift, made the float32
+// kernel issue-bound (three times the instructions); words ran it at 0.97 instead of 0.81
+// and float16 at 0.81 instead of 0.72; bytes ran at the same speed either way (0.69, since
+// their store phase went to four passes), and take words: one loader for every size.
 // On the way out, every 32-byte sector of an output row is written whole by one store
 // instruction (two lanes' aligned 16-byte chunks): a sector that two stores each write part
 // of costs the L2 a partial write, and at a tile edge those came from two blocks (H100,
@@ -378,12 +441,14 @@ __device__ __forceinline__ void realign_load_chunks(const TransposeArgs& a, cons
 // and store-phase lane g writes the aligned chunk that starts in (its group's start - V, its
 // group's start], made of group g - 1's tail (a shuffle up) and its own head, if that chunk
 // is one of the tile's S / V chunks from the first sector boundary past group 1's start:
-// lanes 2 .. kIGroups - 2, and lane 1 or lane kIGroups - 1 by the sector parity. Only the
-// chunks at output row ends are partial (written piecewise: their other bytes are another row's).
-// The overlap costs 2 / kIGroups more input reads, mostly L2 hits (the neighbouring tile's
-// block runs at about the same time). The shared-memory accesses are the same in both.
+// lanes 2 .. kIGroups - 2, and lane 1 or lane kIGroups - 1 by the sector parity
+// (realign_store_chunk). Only the chunks at output row ends are partial (written piecewise:
+// their other bytes are another row's). The overlap costs 2 / kIGroups more input reads,
+// mostly L2 hits (the neighbouring tile's block runs at about the same time). The load
+// phase's shared-memory stores are the same in both; the store phase of realigned bytes reads
+// words (transpose_vec_byte_word).
 template <class Tile, int E, bool kRealign>
-__global__ void __launch_bounds__(TransposeVec<E>::kThreads, TransposeVec<E>::kMinBlocks) transpose_vec_kernel(const TransposeArgs a) {
+__global__ void __launch_bounds__(TransposeVec<E>::kThreads, transpose_vec_min_blocks<E>(kRealign)) transpose_vec_kernel(const TransposeArgs a) {
   using P = TransposeVec<E>;
   constexpr int V = P::kVec;
   __shared__ uint4 tile_storage[Tile::kSize * E / 16];
@@ -400,97 +465,46 @@ __global__ void __launch_bounds__(TransposeVec<E>::kThreads, TransposeVec<E>::kM
     plane_bases(a, b, in_base, out_base);
     for (int64_t ti = blockIdx.y; ti < tiles_i; ti += gridDim.y) {
       const int64_t i0 = ti * kStep - transpose_vec_overlap<E>(kRealign);  // the tile's first plane row (< 0: zeros)
-      // Load phase: all V loads first, so they are in flight together.
+      if constexpr (kRealign) {
+        const bool interior = i0 > 0 && i0 + P::kRows + V <= a.n_i && (a.n_j - j0) * E >= P::kCols * E + 16;
+        if (interior) {
+          realign_tile<Tile, E, true>(a, in + in_base * E, out + out_base * E, i0, j0, t, tile);
+        } else {
+          realign_tile<Tile, E, false>(a, in + in_base * E, out + out_base * E, i0, j0, t, tile);
+        }
+        continue;
+      }
+      // Load phase: all V loads first, so they are in flight together; every lane stores
+      // (zeros past the edges): the instruction count is one per vector.
       Vec16 v[V];
-      if constexpr (!kRealign) {
-#pragma unroll
-        for (int k = 0; k < V; ++k) {
-          const TileCoord c = transpose_vec_load<E>(t, k);
-          const int64_t i = i0 + c.r, j = j0 + c.c;
-          v[k].v = make_uint4(0, 0, 0, 0);
-          if (i < a.n_i && j < a.n_j) {
-            const char* p = in + (in_base + i * a.in_si + j * a.in_sj) * E;
-            if (j + V <= a.n_j) {
-              v[k].v = __ldg(reinterpret_cast<const uint4*>(p));
-            } else {
-              v[k] = load_partial<E>(p, a.n_j - j);
-            }
-          }
-        }
-      } else if constexpr (E == 1) {
-        realign_load_chunks<Tile>(a, in + (in_base + j0) * E, (a.n_j - j0) * E, i0, t, tile);
-      } else {
-        realign_load_words<Tile, E>(a, in + (in_base + j0) * E, (a.n_j - j0) * E, i0, t, tile);
-      }
-      if constexpr (!kRealign) {
-        // Every lane stores (zeros past the edges): the instruction count is one per vector.
-#pragma unroll
-        for (int k = 0; k < V; ++k) {
-          const TileCoord c = transpose_vec_load<E>(t, k);
-          *reinterpret_cast<uint4*>(tile + Tile::offset(transpose_vec_row<E>(c.r), c.c) * E) = v[k].v;
-        }
-      }
-      __syncthreads();
-      // Store phase: the micro-tile's V rows, transposed in registers, out as V vectors.
 #pragma unroll
       for (int k = 0; k < V; ++k) {
-        const TileCoord c = transpose_vec_read<E>(t, k);
-        v[k].v = *reinterpret_cast<const uint4*>(tile + Tile::offset(transpose_vec_row<E>(c.r), c.c) * E);
-      }
-      __syncthreads();  // the tile is free for the next iteration once everything is in registers
-      Vec16 w[V];
-      transpose_regs<E>(v, w);
-      const TileCoord c0 = transpose_vec_read<E>(t, 0);
-      const int64_t i = i0 + c0.r, jb = j0 + c0.c;
-      if constexpr (!kRealign) {
-        if (i < a.n_i) {
-#pragma unroll
-          for (int c = 0; c < V; ++c) {
-            const int64_t j = jb + c;
-            if (j < a.n_j) *reinterpret_cast<uint4*>(out + (out_base + j * a.out_sj + i * a.out_si) * E) = w[c].v;
+        const TileCoord c = transpose_vec_load<E>(t, k);
+        const int64_t i = i0 + c.r, j = j0 + c.c;
+        v[k].v = make_uint4(0, 0, 0, 0);
+        if (i < a.n_i && j < a.n_j) {
+          const char* p = in + (in_base + i * a.in_si + j * a.in_sj) * E;
+          if (j + V <= a.n_j) {
+            v[k].v = __ldg(reinterpret_cast<const uint4*>(p));
+          } else {
+            v[k] = load_partial<E>(p, a.n_j - j);
           }
         }
-      } else {
-        // Lane g's chunk: its group's start rounded down to 16 bytes, i.e. group g - 1's last
-        // mis bytes and its own first 16 - mis (mis: how far output row j's start is off 16
-        // bytes; the same for every group). Lane 0 (group 0) only lends its vector to lane 1.
-        // Lanes 1 and kIGroups - 1 have chunks of the same sector parity (an even number of
-        // chunks apart): the one whose chunk starts a sector writes, the other leaves it to
-        // the neighbouring tile. Group 1 starts at or before the row (row -V in tile 0): lanes
-        // with i < 0 write nothing. room: bytes of row j from the group's start, capped
-        // (32-bit compares).
-        const int g = c0.r / V;
-        const int64_t left = (a.n_i - i) * E;
-        const int room = static_cast<int>(left < 32 ? left : 32);
-        const bool inner = g >= 2 && g <= P::kIGroups - 2;
-        const int64_t cols = a.n_j - jb;  // output rows of this thread that exist (>= V: all)
-        const int64_t row_step = a.out_sj * E;
-        char* row = out + (out_base + jb * a.out_sj) * E;  // output row jb + c; dereferenced only if it exists
+      }
 #pragma unroll
-        for (int c = 0; c < V; ++c, row += row_step) {
-          const int mis = static_cast<int>(reinterpret_cast<uintptr_t>(row) & 15);
-          // Group g - 1's vector, or this lane's own when the row starts on 16 bytes (then the
-          // chunk is this lane's vector: shift_bytes by 16 - 0 keeps lo).
-          Vec16 lo = shfl_up(w[c], mis != 0, P::kIGroups);
-          Vec16 chunk;
-          chunk.v = shift_bytes<E>(lo.v, w[c].v, 16 - mis);
-          char* const at = row + i * E - mis;  // the chunk, 16-byte aligned
-          const bool starts_sector = (reinterpret_cast<uintptr_t>(at) & 16) == 0;
-          const bool owns = inner || (g == 1 ? starts_sector : g == P::kIGroups - 1 && !starts_sector);
-          if (owns && i >= 0 && c < cols) {
-            if (i == 0 && mis != 0) {
-              // The row's head: the chunk begins in the previous row's tail.
-              if (room >= 16 - mis) {
-                store_suffix<E>(row, w[c], 16 - mis);
-              } else {
-                store_elems<E>(row, w[c], 0, room / E);  // the row ends in the same chunk
-              }
-            } else if (room + mis >= 16) {
-              *reinterpret_cast<uint4*>(at) = chunk.v;
-            } else if (room + mis > 0) {
-              store_prefix<E>(at, chunk, room + mis);  // the row's tail
-            }
-          }
+      for (int k = 0; k < V; ++k) {
+        const TileCoord c = transpose_vec_load<E>(t, k);
+        *reinterpret_cast<uint4*>(tile + Tile::offset(transpose_vec_row<E>(c.r), c.c) * E) = v[k].v;
+      }
+      Vec16 w[V];
+      read_micro_tile<Tile, E>(tile, t, w);
+      const TileCoord c0 = transpose_vec_read<E>(t, 0);
+      const int64_t i = i0 + c0.r, jb = j0 + c0.c;
+      if (i < a.n_i) {
+#pragma unroll
+        for (int c = 0; c < V; ++c) {
+          const int64_t j = jb + c;
+          if (j < a.n_j) *reinterpret_cast<uint4*>(out + (out_base + j * a.out_sj + i * a.out_si) * E) = w[c].v;
         }
       }
     }

@@ -74,12 +74,17 @@ struct TransposeVec {
   static constexpr int kThreads = kIGroups * kUnits;  // one micro-tile per thread
   static constexpr int kRows = kIGroups * kVec;       // tile rows: plane rows i
   static constexpr int kCols = kUnits * kVec;         // tile columns: elements along j
-  // Blocks per SM the register budget must allow: with the load phase of several blocks
-  // in flight, an SM keeps 64 KB or more of reads outstanding. 2-byte elements fit five
-  // (95 registers): H100, float16 4097 x 8191, 0.81 -> 0.85 of copy, aligned rows unchanged;
-  // six needed their loads in two batches and ran slower (0.81).
-  static constexpr int kMinBlocks = E == 2 ? 5 : 4;
 };
+// Blocks per SM the register budget must allow: with the load phase of several blocks in
+// flight, an SM keeps 64 KB or more of reads outstanding. 2-byte elements fit five (95
+// registers): H100, float16 4097 x 8191, 0.81 -> 0.85 of copy, aligned rows unchanged; six
+// needed their loads in two batches and ran slower (0.81). The realigning kernel's bytes fit
+// five too (96 registers; its store phase holds a quarter of the micro-tile at a time):
+// int8 4097 x 8191, 0.0380 ms at five, 0.0404 at six (80 registers).
+template <int E>
+BANKOPS_HD constexpr int transpose_vec_min_blocks(bool realign) {
+  return E == 2 || (E == 1 && realign) ? 5 : 4;
+}
 
 template <Layout L, int E>
 using TransposeVecTile = TileLayout<L, TransposeVec<E>::kRows, TransposeVec<E>::kCols, E, 16>;
@@ -102,6 +107,17 @@ template <int E>
 BANKOPS_HD TileCoord transpose_vec_read(int t, int k) {
   using P = TransposeVec<E>;
   return {(t % P::kIGroups) * P::kVec + k, (t / P::kIGroups) * P::kVec};
+}
+
+// The realigning kernel's store phase for bytes reads its 16 x 16 micro-tile in four passes,
+// one 4-byte word of each row per pass: thread t's word (of 4 in the row's 16 bytes) in pass
+// q. The lanes of a warp cover four unit columns u and take word (q + u) mod 4, so that each
+// lds.32 of a warp spreads over all four banks of a 16-byte unit (the same word for every
+// lane would leave three in four banks idle, four lanes to a bank); the groups of one unit
+// column (the lanes whose output chunks meet) read the same word, i.e. serve the same four
+// output rows, in a pass.
+BANKOPS_HD int transpose_vec_byte_word(int t, int q) {
+  return (q + transpose_vec_read<1>(t, 0).c / TransposeVec<1>::kVec) & 3;
 }
 
 // Rows between consecutive tiles along i, and the tiles. The realigning kernel's tiles

@@ -18,14 +18,24 @@ inline TransposeArgs contiguous_transpose_args(int elem_bytes, int64_t batch, in
 }
 
 // The vector kernel, per tile: kVec 16-byte stores of input rows into the tile, then kVec
-// 16-byte loads of micro-tile rows. Every lane issues both, also past the plane's edges.
+// 16-byte loads of micro-tile rows, or for realigned bytes 4 passes of 16 4-byte loads (one
+// word of each micro-tile row). Every lane issues them all, also past the plane's edges.
 template <Layout L, int E>
-void trace_transpose_vec(int64_t tiles, SmemTrace& trace) {
+void trace_transpose_vec(int64_t tiles, bool realign, SmemTrace& trace) {
   using P = TransposeVec<E>;
   using Tile = TransposeVecTile<L, E>;
   const auto byte_of = [](TileCoord c) { return int64_t(Tile::offset(transpose_vec_row<E>(c.r), c.c)) * E; };
   SmemInstr& st = trace.instr("transpose", "sts tile[i][16 B at j] <- input row vectors", SmemOp::St, 16, tiles);
   for (int k = 0; k < P::kVec; ++k) add_block(st, P::kThreads, [&](int t) { return byte_of(transpose_vec_load<E>(t, k)); });
+  if (E == 1 && realign) {
+    SmemInstr& ld = trace.instr("transpose", "lds tile[i + k][word of 16 B at j] -> micro-tile row k, pass q",
+                                SmemOp::Ld, 4, tiles);
+    for (int q = 0; q < 4; ++q)
+      for (int k = 0; k < P::kVec; ++k)
+        add_block(ld, P::kThreads,
+                  [&](int t) { return byte_of(transpose_vec_read<E>(t, k)) + 4 * transpose_vec_byte_word(t, q); });
+    return;
+  }
   SmemInstr& ld = trace.instr("transpose", "lds tile[i + k][16 B at j] -> micro-tile row k", SmemOp::Ld, 16, tiles);
   for (int k = 0; k < P::kVec; ++k) add_block(ld, P::kThreads, [&](int t) { return byte_of(transpose_vec_read<E>(t, k)); });
 }
@@ -52,7 +62,7 @@ void trace_transpose_scalar(int64_t tiles, SmemTrace& trace) {
 // contiguous: the kernel launch_transpose picks for it (ops/ drops size-1 dims first).
 inline void trace_transpose(Layout layout, int elem_bytes, int64_t batch, int64_t n_i, int64_t n_j, SmemTrace& trace) {
   // launch_transpose's choice (a contiguous input always takes the vector kernel, aligned or
-  // realigning: both issue the same shared-memory instructions per tile).
+  // realigning: both issue the same shared-memory instructions per tile but for bytes).
   const TransposeArgs args = contiguous_transpose_args(elem_bytes, batch, n_i, n_j);
   const bool aligned = transpose_vec_strides_ok(args), vec = aligned || transpose_vec_realign_ok(args);
   with_layout(layout, [&](auto tag) {
@@ -63,7 +73,7 @@ inline void trace_transpose(Layout layout, int elem_bytes, int64_t batch, int64_
         using P = TransposeVec<E>;
         // The realigning kernel's tiles overlap by two groups of rows: more of them.
         const int64_t tiles_i = transpose_vec_tiles_i<E>(n_i, !aligned);
-        trace_transpose_vec<L, E>(batch * tiles_i * ceil_div(n_j, P::kCols), trace);
+        trace_transpose_vec<L, E>(batch * tiles_i * ceil_div(n_j, P::kCols), !aligned, trace);
       } else {
         trace_transpose_scalar<L, E>(batch * ceil_div(n_i, transpose_tile_rows(E)) * ceil_div(n_j, kTransposeTile), trace);
       }

@@ -121,10 +121,11 @@ def test_vector_kernel_bank_model(layout, dtype):
 @pytest.mark.parametrize("shape", [(4097, 8191), (1022, 64)], ids=["odd", "unaligned-output-rows"])
 def test_unaligned_planes_take_the_realigning_vector_kernel(shape, dtype):
     """Rows that start off 16-byte boundaries are realigned in registers: the tile sees the
-    same 16-byte accesses as for aligned rows (partial tiles included)."""
+    same 16-byte stores as for aligned rows (partial tiles included), and the same 16-byte
+    loads but for bytes, whose store phase reads 4-byte words in four passes."""
     rep = bankops.explain("transpose", "swizzle", dtype, shape=shape, num_sms=132)
     assert not any("scalar" in r["instruction"] for r in rep.rows)
-    assert {r["width"] for r in rep.rows} == {16}
+    assert {(r["op"], r["width"]) for r in rep.rows} == {("st", 16), ("ld", 4 if dtype.itemsize == 1 else 16)}
     assert rep.conflicts == 0
 
 
@@ -154,8 +155,8 @@ def ownership_shapes(elem_bytes):
     shorter than a chunk, n_i around S (the tile step) and kRows (the tile), several tiles, one
     row; n_j odd (unaligned input rows, >= 16 output rows: every row-start residue when n_i is
     odd), or aligned with n_i unaligned; batched planes. Odd rows across two and three column
-    tiles: a segment's last vector reaches into the chunk past it (for bytes loaded by another
-    lane of the segment, per batch of rows), whole or partial at the row's end."""
+    tiles: a segment's last vector's words reach past the segment, whole or partial at the
+    row's end."""
     v, rows, _ = vec_params(elem_bytes)
     s = rows - 2 * v
     n_is = sorted({1, 2, v - 1, v, v + 1, 2 * v - 1, 2 * v, 2 * v + 1, 3 * v + 1, s - 1, s, s + 1, rows - 1, rows,
@@ -164,6 +165,12 @@ def ownership_shapes(elem_bytes):
     shapes += [(1, 1, 16 * v + 3), (1, 1, 1), (3, v - 1, 35), (3, s + 1, 19), (2, rows + 1, 16 * v)]
     shapes += [(1, s + 1, 32 * v + 5), (2, v + 1, 48 * v - 1), (1, 2 * rows + 3, 16 * v + 1)]
     shapes += [(1, n_i, 16 * v) for n_i in (v - 1, s + 1, 2 * s + 1) if (n_i * elem_bytes) % 16]
+    # Interior tiles (no bound checked: every row of the tile, a sector past its last group, 16
+    # bytes past its columns) beside edge tiles, and both sides of that condition: tile 1 (rows
+    # from s - 2v) is interior from n_i = s + rows - v, the first column tile from n_j = 17 v
+    # (odd sizes around it: unaligned input rows).
+    shapes += [(1, 3 * rows + 7, 33 * v + 3), (2, s + rows - v, 17 * v + 1), (1, s + rows - v - 1, 17 * v + 1),
+               (1, s + rows - v, 17 * v - 1)]
     return shapes
 
 
@@ -176,9 +183,10 @@ def test_unaligned_planes_take_overlapping_tiles(layout, dtype):
         shape = (batch, n_i, n_j) if batch > 1 else (n_i, n_j)
         rep = bankops.explain("transpose", layout, dtype, shape=shape, num_sms=132)
         assert not any("scalar" in r["instruction"] for r in rep.rows), shape
-        assert {r["width"] for r in rep.rows} == {16}, shape
         assert rep.totals["st"]["instructions"] == realign_tiles(dtype.itemsize, batch, n_i, n_j) * v * threads // 32, shape
-        assert rep.totals["ld"]["instructions"] == rep.totals["st"]["instructions"], shape
+        # Bytes read their 16-byte micro-tile rows as four 4-byte words.
+        words = 4 if dtype.itemsize == 1 else 1
+        assert rep.totals["ld"]["instructions"] == words * rep.totals["st"]["instructions"], shape
 
 
 @requires_cuda
