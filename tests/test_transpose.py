@@ -129,6 +129,17 @@ def test_unaligned_planes_take_the_realigning_vector_kernel(shape, dtype):
     assert rep.conflicts == 0
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_realigned_byte_passes_bank_model(layout):
+    """Realigned bytes read their micro-tile as 4-byte words, the word rotated across a warp's
+    unit columns: pad and swizzle spread a warp's lds.32 over all 32 banks, `none` stacks the
+    8 tile rows of a unit column on the same banks (H100, ncu, 4097x8191: 1.00, 1.00 and 8.00
+    wavefronts per instruction)."""
+    rep = bankops.explain("transpose", layout, torch.int8, shape=(4097, 8191), num_sms=132)
+    assert rep.per_instruction("ld") == (8 if layout == "none" else 1)
+    assert rep.per_instruction("st") == 4
+
+
 def vec_params(elem_bytes):
     """TransposeVec<E>: (V, kRows, kThreads) of the vector kernel (transpose.h)."""
     v = 16 // elem_bytes
