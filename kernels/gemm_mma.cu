@@ -253,7 +253,7 @@ struct StagedFill {
       const int s = t + i * C::kThreads;
       if (Raw::kChunks % C::kThreads != 0 && i == kFills - 1 && s >= Raw::kChunks) break;
       const TileCoord rq = Raw::slot(s);
-      const uint32_t dst = raw + stage + s_pos(s) * 16;
+      const uint32_t dst = raw + stage + Raw::slot_pos(s) * 16;
       const uint16_t* seg = first + rq.r * s_row;
       const uintptr_t src = (addr_of(seg) & ~uintptr_t(15)) + rq.c * 16;
       if (whole) {
@@ -279,11 +279,6 @@ struct StagedFill {
       }
     }
   }
-  // Raw position of fill slot s: the slots are the positions in order, past the split gap.
-  __device__ __forceinline__ static int s_pos(int s) {
-    return Raw::kSplit && s >= Raw::kHalf ? s - Raw::kHalf + Raw::kOdd : s;
-  }
-
   // Tile chunk e: the two raw chunks under it (raw stage at `stage`) -> tile buffer at `buf`.
   __device__ __forceinline__ void realign(uint32_t stage, uint32_t buf, int e) const {
     const uint32_t r = rd + stage + Raw::pos(e * kRowStep, 0) * 16;

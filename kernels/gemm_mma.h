@@ -218,6 +218,8 @@ struct MmaRaw {
     return kSplit ? TileCoord{(s % kHalf) / kPerRow * 2 + s / kHalf, s % kHalf % kPerRow}
                   : TileCoord{s / kPerRow, s % kPerRow};
   }
+  // Raw position of fill slot s: the slots are the positions in order, past the split gap.
+  BANKOPS_HD static constexpr int slot_pos(int s) { return kSplit && s >= kHalf ? s - kHalf + kOdd : s; }
 };
 template <class C>
 using MmaRawA = MmaRaw<C::kBM, C::kBK>;

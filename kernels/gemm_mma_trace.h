@@ -42,14 +42,13 @@ inline void trace_gemm_mma_shape(Layout layout, const GemmArgs& g, const GemmMma
           // consecutive positions; tile rows at r * pitch bytes), then per tile chunk two lds of
           // the raw chunks under it and one sts where cp.async would put the chunk (its lanes).
           using Raw = MmaRaw<Tile::kRows, Tile::kCols>;
-          const auto slot_pos = [](int s) { return Raw::kSplit && s >= Raw::kHalf ? s - Raw::kHalf + Raw::kOdd : s; };
           SmemInstr& cp = trace.instr(kernel, std::string("ldgsts ") + name + " (raw chunks)", SmemOp::Ldgsts, 16, steps);
           for (int i = 0; i * C::kThreads < Raw::kChunks; ++i)
             add_block(
                 cp, C::kThreads,
                 [&](int t) {
                   const int s = t + i * C::kThreads;
-                  return s < Raw::kChunks ? raw + int64_t(slot_pos(s)) * 16 : int64_t(-1);
+                  return s < Raw::kChunks ? raw + int64_t(Raw::slot_pos(s)) * 16 : int64_t(-1);
                 },
                 [&](int t) {
                   const TileCoord rq = Raw::slot(t + i * C::kThreads);
