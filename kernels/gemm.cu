@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include <climits>
+#include <type_traits>
 
 #include "launch.h"
 #include "numeric.cuh"
@@ -322,14 +323,18 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
 #pragma unroll
         for (int j = 0; j < S::kTN; ++j) acc[i][j] = Acc(0);
 
-      // Prologue: tiles 0 .. kStages-2 in flight, one cp.async group each.
+      // Prologue: tiles 0 .. kStages-2 in flight, one cp.async group each. Register-staged
+      // tiles are stored one tile after their loads (see k_tile), so the last one stays in
+      // registers.
 #pragma unroll
       for (int s = 0; s < kStages - 1; ++s) {
         if (s < tiles_k) {
+          if (s > 0) {
+            sa.store(sa0 + (s - 1) * kStageA);
+            sb.store(sb0 + (s - 1) * kStageB);
+          }
           sa.issue(sa0 + s * kStageA, g.a, k_rows(s), whole_a && s < full_k);
           sb.issue(sb0 + s * kStageB, g.b, k_rows(s), whole_b && s < full_k);
-          sa.store(sa0 + s * kStageA);
-          sb.store(sb0 + s * kStageB);
         }
         cp_async_commit();
       }
@@ -337,52 +342,78 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
       // Fragments of row kk of the current tile, double-buffered: row kk + 1 is read while
       // row kk's FMAs run.
       Frag<Acc> fa[2][S::kQM], fb[2][S::kQN];
-      const auto load_frags = [&](int buf, const Acc* as, const Acc* bs, int kk) {
+      constexpr int kFrags = S::kQM + S::kQN;
+      // Fragment f (A's quadrants, then B's) of row kk into buffer buf.
+      const auto load_frag = [&](int f, int buf, const Acc* as, const Acc* bs, int kk) {
+        if (f < S::kQM)
+          fa[buf][f] = lds16(as + frag_at(TileA{}, a0, am, kk, f));
+        else
+          fb[buf][f - S::kQM] = lds16(bs + frag_at(TileB{}, b0, bn, kk, f - S::kQM));
+      };
+      // FMAs of micro-tile rows [i0, i1) from buffer buf. Row kk+1's fragment reads go between
+      // them (spread over the first two thirds of the rows), not in one burst: back-to-back
+      // LDS.128s wait on one another, FMAs between them keep the scheduler issuing.
+      // load(f): read fragment f (a no-op when there is nothing to read).
+      const auto fma_rows = [&](int buf, int i0, int i1, auto&& load) {
 #pragma unroll
-        for (int q = 0; q < S::kQM; ++q) fa[buf][q] = lds16(as + frag_at(TileA{}, a0, am, kk, q));
+        for (int i = i0; i < i1; ++i) {
 #pragma unroll
-        for (int q = 0; q < S::kQN; ++q) fb[buf][q] = lds16(bs + frag_at(TileB{}, b0, bn, kk, q));
+          for (int j = 0; j < S::kTN; ++j)
+            acc[i][j] = fma(fa[buf][i / V].v[i % V], fb[buf][j / V].v[j % V], acc[i][j]);
+#pragma unroll
+          for (int f = 0; f < kFrags; ++f)
+            if (f * 2 * (i1 - i0) / (3 * kFrags) == i - i0) load(f);
+        }
       };
 
       int read = 0;  // the stage of tile kt; tile kt + kStages - 1 goes to the one before it
       cp_async_wait<kStages - 2>();
       __syncthreads();
-      if (tiles_k > 0) load_frags(0, sa0, sb0, 0);
-      for (int kt = 0; kt < tiles_k; ++kt) {
+      if (tiles_k > 0) {
+#pragma unroll
+        for (int f = 0; f < kFrags; ++f) load_frag(f, 0, sa0, sb0, 0);
+      }
+      // One k tile. STEADY: tile kt + kStages - 1 exists and both operands' tiles are whole
+      // (no bounds to check), so has tile kt + 1.
+      const auto k_tile = [&](int kt, auto steady) {
+        constexpr bool kSteady = decltype(steady)::value;
+        // Tile kt + kStages - 1 goes to the stage before `read`; tile kt + kStages - 2, loaded
+        // into registers one tile ago (a whole tile of FMAs to hide the global latency), to
+        // the stage before that, which tile kt - 2 used: every warp has left it.
         const int write = read == 0 ? kStages - 1 : read - 1;
+        const int prev = write == 0 ? kStages - 1 : write - 1;
         const int next = kt + kStages - 1;
-        const bool more = next < tiles_k;
-        if (more) {
-          sa.issue(sa0 + write * kStageA, g.a, k_rows(next), whole_a && next < full_k);
-          sb.issue(sb0 + write * kStageB, g.b, k_rows(next), whole_b && next < full_k);
+        if (kSteady || next - 1 < tiles_k) {
+          sa.store(sa0 + prev * kStageA);
+          sb.store(sb0 + prev * kStageB);
+        }
+        if (kSteady || next < tiles_k) {
+          sa.issue(sa0 + write * kStageA, g.a, kSteady ? S::kBK : k_rows(next), kSteady || (whole_a && next < full_k));
+          sb.issue(sb0 + write * kStageB, g.b, kSteady ? S::kBK : k_rows(next), kSteady || (whole_b && next < full_k));
         }
         cp_async_commit();
 
         const Acc* as = sa0 + read * kStageA;
         const Acc* bs = sb0 + read * kStageB;
 #pragma unroll
-        for (int kk = 0; kk < S::kBK; ++kk) {
-          if (kk == S::kBK - 1) {
-            // The tile is read out: store the register-staged tile, wait for tile kt + 1 and
-            // read its first row while the last row's FMAs run.
-            if (more) {
-              sa.store(sa0 + write * kStageA);
-              sb.store(sb0 + write * kStageB);
-            }
-            cp_async_wait<kStages - 2>();
-            __syncthreads();
-            read = read == kStages - 1 ? 0 : read + 1;
-            if (kt + 1 < tiles_k) load_frags((kk + 1) % 2, sa0 + read * kStageA, sb0 + read * kStageB, 0);
-          } else {
-            load_frags((kk + 1) % 2, as, bs, kk + 1);
-          }
-#pragma unroll
-          for (int i = 0; i < S::kTM; ++i)
-#pragma unroll
-            for (int j = 0; j < S::kTN; ++j)
-              acc[i][j] = fma(fa[kk % 2][i / V].v[i % V], fb[kk % 2][j / V].v[j % V], acc[i][j]);
-        }
-      }
+        for (int kk = 0; kk < S::kBK - 1; ++kk)
+          fma_rows(kk % 2, 0, S::kTM, [&](int f) { load_frag(f, (kk + 1) % 2, as, bs, kk + 1); });
+        // The last row: a quarter of its FMAs, then the tile is read out: wait for tile
+        // kt + 1 and read its first row between the rest.
+        constexpr int kLast = (S::kBK - 1) % 2, kSplit = S::kTM / 4;
+        fma_rows(kLast, 0, kSplit, [](int) {});
+        cp_async_wait<kStages - 2>();
+        __syncthreads();
+        read = read == kStages - 1 ? 0 : read + 1;
+        const bool again = kSteady || kt + 1 < tiles_k;
+        fma_rows(kLast, kSplit, S::kTM, [&](int f) {
+          if (again) load_frag(f, kLast ^ 1, sa0 + read * kStageA, sb0 + read * kStageB, 0);
+        });
+      };
+      const int steady = whole_a && whole_b ? full_k - (kStages - 1) : 0;
+      int kt = 0;
+      for (; kt < steady; ++kt) k_tile(kt, std::true_type{});
+      for (; kt < tiles_k; ++kt) k_tile(kt, std::false_type{});
       cp_async_wait<0>();
       __syncthreads();  // the next tile's prologue overwrites the stages
 
@@ -390,6 +421,26 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
       const bool vec_out = sizeof(T) == sizeof(Acc) && g.n % V == 0;
       const int64_t n_first = n0 + bn;
       T* row = static_cast<T*>(g.c) + (bz * g.m + m0 + am) * g.n + n_first;
+      // Vector q of micro-tile row i.
+      const auto out_vec = [&](int i, int q, T* dst) {
+        Acc v[V];
+#pragma unroll
+        for (int e = 0; e < V; ++e) v[e] = acc[i][q * V + e];
+        st16(dst, v);
+      };
+      if constexpr (sizeof(T) == sizeof(Acc)) {
+        // A whole block tile: no bounds, and no branches, so every row's address is its own
+        // register (stores read theirs late: a reused one waits for the store before).
+        if (whole_a && whole_b && vec_out) {
+#pragma unroll
+          for (int i = 0; i < S::kTM; ++i) {
+            T* dst = row + ((i / V) * S::kQuad + i % V) * g.n;
+#pragma unroll
+            for (int q = 0; q < S::kQN; ++q) out_vec(i, q, dst + q * S::kQuad);
+          }
+          continue;
+        }
+      }
 #pragma unroll
       for (int i = 0; i < S::kTM; ++i) {
         const int dm = (i / V) * S::kQuad + i % V;
@@ -400,10 +451,7 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
             const int64_t left = g.n - n_first - q * S::kQuad;
             if constexpr (sizeof(T) == sizeof(Acc)) {
               if (vec_out && left >= V) {
-                Acc v[V];
-#pragma unroll
-                for (int e = 0; e < V; ++e) v[e] = acc[i][q * V + e];
-                st16(dst, v);
+                out_vec(i, q, dst);
                 continue;
               }
             }
@@ -422,7 +470,10 @@ constexpr int kKVec = int(GemmStage::KVec), kXAsync = int(GemmStage::XAsync);
 // SPECIALIZE: also build kernels with the aligned row-major / transposed operands' staging
 // fixed at compile time (fewer registers and branches); other layouts read it at run time.
 // ASYNC4: and the GemmStaging::Async4 pairs (unit_a / unit_b: gemm_unit_scalar).
-template <class S, Layout L, class T, class Acc, bool SPECIALIZE, bool ASYNC4 = false>
+// COPY_K: the specialized kernels copy aligned k-major operands element by element with
+// cp.async (kKUnit, as Async4 does misaligned ones) instead of loading 16-byte vectors into
+// registers for the transposed store (gemm.h: the Wide configuration).
+template <class S, Layout L, class T, class Acc, bool SPECIALIZE, bool ASYNC4 = false, bool COPY_K = false>
 cudaError_t run(const GemmArgs& g, GemmStage ma, GemmStage mb, cudaStream_t stream, bool unit_a = false,
                 bool unit_b = false) {
   const auto clamp = [](int64_t v) { return static_cast<unsigned>(v < 65535 ? v : 65535); };
@@ -431,10 +482,11 @@ cudaError_t run(const GemmArgs& g, GemmStage ma, GemmStage mb, cudaStream_t stre
   using TB = GemmTileOf<L, typename S::OpB>;
   auto* kernel = gemm_kernel<S, TA, TB, T, Acc, kAnyMode, kAnyMode>;
   if constexpr (SPECIALIZE && sizeof(T) == sizeof(Acc)) {
-    if (ma == GemmStage::KVec && mb == GemmStage::XAsync) kernel = gemm_kernel<S, TA, TB, T, Acc, kKVec, kXAsync>;
+    constexpr int kK = COPY_K ? kKUnit : kKVec;
+    if (ma == GemmStage::KVec && mb == GemmStage::XAsync) kernel = gemm_kernel<S, TA, TB, T, Acc, kK, kXAsync>;
     if (ma == GemmStage::XAsync && mb == GemmStage::XAsync) kernel = gemm_kernel<S, TA, TB, T, Acc, kXAsync, kXAsync>;
-    if (ma == GemmStage::KVec && mb == GemmStage::KVec) kernel = gemm_kernel<S, TA, TB, T, Acc, kKVec, kKVec>;
-    if (ma == GemmStage::XAsync && mb == GemmStage::KVec) kernel = gemm_kernel<S, TA, TB, T, Acc, kXAsync, kKVec>;
+    if (ma == GemmStage::KVec && mb == GemmStage::KVec) kernel = gemm_kernel<S, TA, TB, T, Acc, kK, kK>;
+    if (ma == GemmStage::XAsync && mb == GemmStage::KVec) kernel = gemm_kernel<S, TA, TB, T, Acc, kXAsync, kK>;
     if constexpr (ASYNC4) {
       if (gemm_staging(ma, unit_a, mb, unit_b) == GemmStaging::Async4) {
         const bool ka = ma == GemmStage::KScalar, xb = mb == GemmStage::XScalar;  // the unit-scalar ones
@@ -473,7 +525,7 @@ cudaError_t dispatch(const GemmArgs& g, cudaStream_t stream) {
     const bool ua = eb == ab && gemm_unit_scalar(ma, g.a, eb, g.a_sk, g.a_sm);
     const bool ub = eb == ab && gemm_unit_scalar(mb, g.b, eb, g.b_sk, g.b_sn);
     switch (gemm_config(ab, g.batch, g.m, g.n, num_sms(), gemm_staging(ma, ua, mb, ub))) {
-      case GemmConfig::Wide: return run<GemmWide, L, T, Acc, true>(g, ma, mb, stream);
+      case GemmConfig::Wide: return run<GemmWide, L, T, Acc, true, false, true>(g, ma, mb, stream);
       case GemmConfig::Big: return run<GemmBig<4>, L, T, Acc, true, true>(g, ma, mb, stream, ua, ub);
       case GemmConfig::BigScalar: return run<GemmBigScalar, L, T, Acc, false>(g, ma, mb, stream);
       case GemmConfig::Small:

@@ -49,7 +49,8 @@ struct GemmShape {
   static constexpr int kQuad = 4 * kVec;  // tile columns between a thread's quadrants (A and B)
   static constexpr int kWM = kLanesM * kTM, kWN = kLanesN * kTN;  // warp tile
   static constexpr int kBM = WARPS_M * kWM, kBN = WARPS_N * kWN, kBK = BK, kStages = STAGES;
-  static_assert(BK % kGemmBK == 0 && STAGES >= 2, "k tiles of whole staging groups, double buffering at least");
+  // Register-staged tiles are stored into shared memory a tile after their loads (gemm.cu).
+  static_assert(BK % kGemmBK == 0 && STAGES >= 3, "k tiles of whole staging groups, three stages at least");
   static_assert(is_pow2(WARPS_M) && is_pow2(WARPS_N), "gemm_frag_m / gemm_frag_n mask the warp index");
   static constexpr int kThreads = 32 * WARPS_M * WARPS_N;
   static constexpr int kMinBlocks = MIN_BLOCKS;  // blocks per SM the registers must allow
@@ -57,20 +58,19 @@ struct GemmShape {
   using OpB = GemmOperand<ACC_BYTES, kBN, kThreads, BK>;
 };
 
-// The configurations, chosen by gemm_config() (H100, 2026-11-23, bench/run.py and ncu):
+// The configurations, chosen by gemm_config() (H100, 2026-11-23/24, bench/run.py and ncu):
 //  - Wide (float32, both operands staged with 16-byte vectors, grids that fill the GPU):
 //    128x256, 256 threads (2x4 warps of 64x64), 16x8 per thread, 3 stages, one block per SM
 //    with up to 255 registers: cuBLAS's FFMA kernel (sm80_xmma ...
-//    tilesize256x128x8_stage3_warpsize4x2x1_ffma computes C^T, so its 256 is our n). Per FMA
-//    it stages a quarter less than Big (128 + 256 columns per k row for 128*256 FMAs) and
-//    its A tile, which row-major A fills with the transposed store, is the narrow one: one
-//    k-vector per thread per tile where Big loads two.
+//    tilesize256x128x8_stage3_warpsize4x2x1_ffma computes C^T, so its 256 is our n). Its
+//    k-major operands (row-major A: the transposed store) are copied element by element with
+//    4-byte cp.async, as cuBLAS copies all of its operands: nothing waits in registers, and
+//    the 3-stage pipeline covers both operands. 1.00-1.04x cuBLAS from 2048^3 to 8192^3,
+//    where register staging gave 0.93-0.99x on the same loop and 4 stages 0.96-1.00x.
 //  - Big (float32, both operands staged with 16-byte vectors): 128x128, 128 threads (2x2 warps
 //    of 64x64), 16x8 per thread: 128 FMAs per 6 LDS.128, two blocks per SM with up to 255
-//    registers. 0.83x cuBLAS at 2048^3 to 8192^3, where the 256-thread 8x8 one gave 0.78x;
-//    0.86-0.87x with the whole-tile staging path. BK 16 (3 or 4 stages) measured 1-3% slower
-//    than BK 8. cuBLAS's kernel executes as many instructions as this one but stalls less
-//    (ncu: 10% vs 22-25% of cycles with no eligible warp, both at 2 warps per scheduler).
+//    registers, k-major operands through registers (4-byte cp.async copies measured 0.85-0.92x
+//    cuBLAS here against 0.94-0.98x). BK 16 measured slower than BK 8.
 //    Big also takes row-major operands whose rows are not 16-byte aligned (odd row lengths,
 //    offsets into storage: 4095x4097x4093) with 4-byte cp.async copies for those (the
 //    Async4 staging), which need no staging registers.

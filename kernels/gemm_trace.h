@@ -7,11 +7,13 @@ namespace bankops {
 
 namespace gemm_detail {
 
-// pitch_a / pitch_b: bytes between an operand's k rows in global memory (what cp.async reads
-// in x-major staging; tile corners are taken as 128-byte aligned).
+// pitch_a / pitch_b: bytes between an operand's rows in global memory, k rows in x-major
+// staging and x rows in k-major (what cp.async reads; tile corners are taken as 128-byte
+// aligned). copy_k: k-major operands are copied element by element with cp.async (run's
+// COPY_K) instead of the register-staged transposed store.
 template <class S, class TileA, class TileB>
 void trace_shape(const char* kernel, GemmStage mode_a, GemmStage mode_b, int64_t pitch_a, int64_t pitch_b,
-                 int64_t iterations, SmemTrace& trace) {
+                 bool copy_k, int64_t iterations, SmemTrace& trace) {
   constexpr int V = S::kVec, E = S::kAccBytes;
   const auto byte_in = [](auto tile, int r, int c) { return int64_t(decltype(tile)::offset(r, c)) * E; };
   // One k tile's staging of an operand (Op, its tile): what Stager::store / issue put in shared memory.
@@ -21,13 +23,24 @@ void trace_shape(const char* kernel, GemmStage mode_a, GemmStage mode_b, int64_t
     const std::string name(what);
     if (gemm_k_major(mode)) {
       for (int e = 0; e < V; ++e) {
-        SmemInstr& row = trace.instr(kernel, "sts " + name + "[k+" + std::to_string(e) + "][x] (transposed store)",
-                                     SmemOp::St, E, iterations);
-        for (int l = 0; l < Op::kLoads; ++l)
-          add_block(row, S::kThreads, [&](int t) {
+        const std::string at = name + "[k+" + std::to_string(e) + "][x]";
+        SmemInstr& row = copy_k ? trace.instr(kernel, "cp.async " + at + " (transposed, one element)", SmemOp::Ldgsts,
+                                              E, iterations)
+                                : trace.instr(kernel, "sts " + at + " (transposed store)", SmemOp::St, E, iterations);
+        row.zero_fill = false;  // whole tiles copy in the plain form
+        for (int l = 0; l < Op::kLoads; ++l) {
+          const auto smem = [&](int t) {
             const TileCoord c = gemm_stage_k<Op>(t, l);
             return byte(c.r + e, c.c);
-          });
+          };
+          if (copy_k)
+            add_block(row, S::kThreads, smem, [&](int t) {
+              const TileCoord c = gemm_stage_k<Op>(t, l);
+              return c.c * pitch + int64_t(c.r + e) * E;
+            });
+          else
+            add_block(row, S::kThreads, smem);
+        }
       }
       return;
     }
@@ -63,11 +76,11 @@ void trace_shape(const char* kernel, GemmStage mode_a, GemmStage mode_b, int64_t
 
 template <class S>
 void trace_layout(Layout layout, const char* kernel, GemmStage mode_a, GemmStage mode_b, int64_t pitch_a,
-                  int64_t pitch_b, int64_t iterations, SmemTrace& trace) {
+                  int64_t pitch_b, bool copy_k, int64_t iterations, SmemTrace& trace) {
   with_layout(layout, [&](auto tag) {
     constexpr Layout L = decltype(tag)::value;
     trace_shape<S, GemmTileOf<L, typename S::OpA>, GemmTileOf<L, typename S::OpB>>(kernel, mode_a, mode_b, pitch_a,
-                                                                                  pitch_b, iterations, trace);
+                                                                                  pitch_b, copy_k, iterations, trace);
   });
 }
 
@@ -80,41 +93,40 @@ void trace_layout(Layout layout, const char* kernel, GemmStage mode_a, GemmStage
 inline void trace_gemm(Layout layout, int elem_bytes, int64_t batch, int64_t m, int64_t n, int64_t k, bool a_k_fast,
                        bool b_k_fast, int num_sms, SmemTrace& trace) {
   const auto mode = [](bool k_fast) { return k_fast ? GemmStage::KVec : GemmStage::XAsync; };
-  // Contiguous operands: A's k rows (x-major: A is a transposed view) are m elements apart,
-  // B's (row-major) n.
-  const int64_t pitch_a = m * elem_bytes, pitch_b = n * elem_bytes;
+  // Contiguous operands: rows of k elements when k is the fast dim, else of m (A) or n (B).
+  const int64_t pitch_a = (a_k_fast ? k : m) * elem_bytes, pitch_b = (b_k_fast ? k : n) * elem_bytes;
   const auto iterations = [&](int bm, int bn, int bk) {
     return batch * ceil_div(m, bm) * ceil_div(n, bn) * ceil_div(k, bk);
   };
   if (elem_bytes == 8) {
     using S = GemmBig<8>;
-    gemm_detail::trace_layout<S>(layout, "gemm/64x64", mode(a_k_fast), mode(b_k_fast), pitch_a, pitch_b,
+    gemm_detail::trace_layout<S>(layout, "gemm/64x64", mode(a_k_fast), mode(b_k_fast), pitch_a, pitch_b, false,
                                  iterations(S::kBM, S::kBN, S::kBK), trace);
     return;
   }
   switch (gemm_config(elem_bytes, batch, m, n, num_sms, GemmStaging::Vector)) {
     case GemmConfig::Wide: {
       using S = GemmWide;
-      gemm_detail::trace_layout<S>(layout, "gemm/128x256", mode(a_k_fast), mode(b_k_fast), pitch_a, pitch_b,
+      gemm_detail::trace_layout<S>(layout, "gemm/128x256", mode(a_k_fast), mode(b_k_fast), pitch_a, pitch_b, true,
                                    iterations(S::kBM, S::kBN, S::kBK), trace);
       break;
     }
     case GemmConfig::Big: {
       using S = GemmBig<4>;
-      gemm_detail::trace_layout<S>(layout, "gemm/128x128", mode(a_k_fast), mode(b_k_fast), pitch_a, pitch_b,
+      gemm_detail::trace_layout<S>(layout, "gemm/128x128", mode(a_k_fast), mode(b_k_fast), pitch_a, pitch_b, false,
                                    iterations(S::kBM, S::kBN, S::kBK), trace);
       break;
     }
     case GemmConfig::BigScalar: {
       using S = GemmBigScalar;
-      gemm_detail::trace_layout<S>(layout, "gemm/128x128/256", mode(a_k_fast), mode(b_k_fast), pitch_a, pitch_b,
+      gemm_detail::trace_layout<S>(layout, "gemm/128x128/256", mode(a_k_fast), mode(b_k_fast), pitch_a, pitch_b, false,
                                    iterations(S::kBM, S::kBN, S::kBK), trace);
       break;
     }
     case GemmConfig::Small:
     default: {
       using S = GemmSmall;
-      gemm_detail::trace_layout<S>(layout, "gemm/64x64", mode(a_k_fast), mode(b_k_fast), pitch_a, pitch_b,
+      gemm_detail::trace_layout<S>(layout, "gemm/64x64", mode(a_k_fast), mode(b_k_fast), pitch_a, pitch_b, false,
                                    iterations(S::kBM, S::kBN, S::kBK), trace);
       break;
     }

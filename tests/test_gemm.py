@@ -204,8 +204,9 @@ def test_route_on_132_sms(shape, kernel):
 @pytest.mark.parametrize("a_transposed", [False, True], ids=["A", "At"])
 def test_model_wide_tile(a_transposed, b_transposed):
     """The 128x256 tile's trace: A's staging (128 columns) and B's (256) each follow their
-    own tile, 8 warps read 4 A and 2 B vectors per k row, and swizzle keeps every instruction
-    conflict-free."""
+    own tile, 8 warps read 4 A and 2 B vectors per k row, k-major operands are copied one
+    element per cp.async (the 128x128 tile stores them from registers), and swizzle keeps
+    every other instruction conflict-free."""
     kw = dict(m=4096, n=4096, k=4096, a_transposed=a_transposed, b_transposed=b_transposed, num_sms=132)
     wide = bankops.explain("gemm", "swizzle", torch.float32, **kw)
     big = bankops.explain("gemm", "swizzle", torch.float32, **dict(kw, n=4352))
@@ -216,13 +217,17 @@ def test_model_wide_tile(a_transposed, b_transposed):
     assert count(wide, "lds.128 As") == 8 * 4 * 8 and count(wide, "lds.128 Bs") == 8 * 2 * 8
     assert count(big, "lds.128 As") == 4 * 4 * 8 and count(big, "lds.128 Bs") == 4 * 2 * 8
     # Staging: 8 x 128 floats of A and 8 x 256 of B per k tile, 32 lanes x 4 floats per warp
-    # instruction (a k-major vector takes 4 transposed-store instructions).
-    for rep, cols_a, cols_b in ((wide, 128, 256), (big, 128, 128)):
-        a_rows = count(rep, "cp.async As") + count(rep, "sts As[k+") // 4
-        b_rows = count(rep, "cp.async Bs") + count(rep, "sts Bs[k+") // 4
+    # instruction (a k-major vector takes 4 instructions, one per element).
+    for rep, cols_a, cols_b, k_major in ((wide, 128, 256, "cp.async"), (big, 128, 128, "sts")):
+        assert count(rep, "sts" if k_major == "cp.async" else "(transposed, one element)") == 0
+        a_rows = count(rep, "cp.async As[k][") + count(rep, k_major + " As[k+") // 4
+        b_rows = count(rep, "cp.async Bs[k][") + count(rep, k_major + " Bs[k+") // 4
         assert a_rows == 8 * cols_a // 128 and b_rows == 8 * cols_b // 128, str(rep)
     for r in wide.rows:
-        assert r["wavefronts"] == r["ideal"], r
+        # An element copy's 4 bytes come from their own 128-byte global line (a row's 8 k
+        # values share one, but go to 8 tile rows): two wavefronts where the ideal is one.
+        one = "(transposed, one element)" in r["instruction"]
+        assert r["wavefronts"] == (2 if one else 1) * r["ideal"], r
 
 
 @requires_cuda
@@ -377,15 +382,22 @@ def test_model_conflicts_only_in_the_transposed_store_under_none(m, a_transposed
     """The bank model on the kernel's own coordinate functions: the inner loop's LDS.128 and the
     row stores are conflict-free in every layout; the transposed store (A row-major, or B a
     transposed view) conflicts under `none` only; cp.async row copies cost extra under `pad`
-    only (its rows leave the 128-byte lines the copy reads)."""
+    only (its rows leave the 128-byte lines the copy reads). The 128x256 tile (float32 at
+    4096) copies k-major operands one element per cp.async instead, at twice the ideal in
+    every layout (test_model_wide_tile)."""
     kw = dict(m=m, n=m, k=m, a_transposed=a_transposed, b_transposed=b_transposed, num_sms=132)
     k_major = int(not a_transposed) + int(b_transposed)  # operands staged by the transposed store
+    wide = m == 4096 and dtype == torch.float32
     for layout in LAYOUTS:
         rep = bankops.explain("gemm", layout, dtype, **kw)
-        transposed = [r for r in rep.rows if "transposed store" in r["instruction"]]
+        assert ({r["kernel"] for r in rep.rows} == {"gemm/128x256"}) == wide
+        what = "(transposed, one element)" if wide else "transposed store"
+        transposed = [r for r in rep.rows if what in r["instruction"]]
         assert len(transposed) == k_major * 16 // (4 if dtype == torch.float32 else 8)
         for r in rep.rows:
-            if r in transposed and layout == "none":
+            if r in transposed and wide:
+                assert r["wavefronts"] == 2 * r["ideal"], (layout, r)
+            elif r in transposed and layout == "none":
                 assert r["per_instruction"] >= 2, (layout, r)
             elif r["op"] == "ldgsts" and layout == "pad":
                 assert r["wavefronts"] > r["ideal"], (layout, r)
