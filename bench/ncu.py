@@ -151,6 +151,20 @@ def probes():
         ("cp.async 16B: to a column of 128-byte rows", 16, "ldgsts", col(128), col(16)),
         ("cp.async 8B: both sides contiguous", 8, "ldgsts", col(8), col(8)),
         ("cp.async 4B: both sides contiguous", 4, "ldgsts", col(4), col(4)),
+        # 4-byte copies that transpose (the 128x256 gemm tile's k-major staging): lanes 2i and
+        # 2i+1 copy bytes 0 and 16 of global row i into tile rows 0 and 4 of one column.
+        ("cp.async 4B: 16 rows x 2 lanes -> rows 0 and 4 of 512 B (gemm none)", 4, "ldgsts",
+         [(i % 2) * 2048 + 4 * (i // 2) for i in lanes], [g_rows * (i // 2) + 16 * (i % 2) for i in lanes]),
+        ("cp.async 4B: 16 rows x 2 lanes -> rows 0 and 4, other banks", 4, "ldgsts",
+         [(i % 2) * 2064 + 4 * (i // 2) for i in lanes], [g_rows * (i // 2) + 16 * (i % 2) for i in lanes]),
+        ("cp.async 4B: 16 rows x 2 lanes -> one 128-byte line", 4, "ldgsts", col(4),
+         [g_rows * (i // 2) + 16 * (i % 2) for i in lanes]),
+        ("cp.async 4B: 4 rows x 8 lanes -> 8 rows of 512 B", 4, "ldgsts", [512 * (i % 8) + 4 * (i // 8) for i in lanes],
+         [g_rows * (i // 8) + 4 * (i % 8) for i in lanes]),
+        ("cp.async 4B: 4 rows x 8 lanes -> 8 rows of 528 B", 4, "ldgsts", [528 * (i % 8) + 4 * (i // 8) for i in lanes],
+         [g_rows * (i // 8) + 4 * (i % 8) for i in lanes]),
+        ("cp.async 4B: 32 rows -> one 128-byte line", 4, "ldgsts", col(4), col(g_rows)),
+        ("cp.async 4B: 32 rows -> a column of 512 B rows", 4, "ldgsts", col(512), col(g_rows)),
     ]]
     # The zero-filling form (source size in a register), as kernels with predicated tails issue it.
     out += [

@@ -328,11 +328,11 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
       // registers.
 #pragma unroll
       for (int s = 0; s < kStages - 1; ++s) {
+        if (s > 0 && s - 1 < tiles_k) {
+          sa.store(sa0 + (s - 1) * kStageA);
+          sb.store(sb0 + (s - 1) * kStageB);
+        }
         if (s < tiles_k) {
-          if (s > 0) {
-            sa.store(sa0 + (s - 1) * kStageA);
-            sb.store(sb0 + (s - 1) * kStageB);
-          }
           sa.issue(sa0 + s * kStageA, g.a, k_rows(s), whole_a && s < full_k);
           sb.issue(sb0 + s * kStageB, g.b, k_rows(s), whole_b && s < full_k);
         }
