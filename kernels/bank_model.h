@@ -62,18 +62,24 @@ inline int phase_lanes(const WarpAccess& a, int first) {
 // sector of theirs lands in two 32-byte sectors of one shared line (data moved by 16 bytes
 // mod 32; 16-byte chunks permuted inside a sector, as a swizzle does, cost nothing). The
 // zero-filling form (cp.async with a source size) takes one more wavefront per global line.
+// 4-byte copies (probed with the 128x256 gemm tile's transposing copies) do not pay for the
+// shared lines: the global lines stream in one wavefront each and the phase's bank conflicts
+// (busiest: the most words any bank holds) add to them, whichever lines the conflicting lanes
+// read, at most one wavefront per lane.
 // Returns that count for the phase of lanes [first, first + n); *ideal gets the phase's cost
 // when the shared side is laid out like the global one (its ideal).
-inline int copy_split(const WarpAccess& a, int first, int n, int* ideal) {
+inline int copy_split(const WarpAccess& a, int first, int n, int busiest, int* ideal) {
   int64_t done[kWarpLanes];
-  int groups = 0, total = 0;
+  int groups = 0, total = 0, lanes = 0;
   for (int lane = first; lane < first + n; ++lane) {
     if (!(a.active >> lane & 1u)) continue;
+    ++lanes;
     const int64_t line = a.src[lane] / 128;
     int g = 0;
     while (g < groups && done[g] != line) ++g;
     if (g < groups) continue;
     done[groups++] = line;
+    if (a.width <= kBankBytes) continue;
     uint32_t smem_lines[kWarpLanes];
     int distinct = 0, split_sector = 0;
     for (int l = lane; l < first + n; ++l) {
@@ -89,6 +95,10 @@ inline int copy_split(const WarpAccess& a, int first, int n, int* ideal) {
     total += distinct + split_sector + (a.zfill ? 1 : 0);
   }
   *ideal = a.zfill ? 2 * groups : groups;
+  if (a.width <= kBankBytes) {
+    const int streamed = groups + busiest - 1;
+    return (streamed < lanes ? streamed : lanes) + (a.zfill ? groups : 0);
+  }
   return total;
 }
 
@@ -122,7 +132,7 @@ BankCost bank_schedule(const WarpAccess& a, Visit&& visit) {
     }
     if (n == 0) continue;
     int ideal = 1;
-    const int split = a.copy ? copy_split(a, p, lanes_per_phase, &ideal) : 0;
+    const int split = a.copy ? copy_split(a, p, lanes_per_phase, busiest, &ideal) : 0;
     cost.wavefronts += busiest > split ? busiest : split;
     cost.ideal += ideal;
   }

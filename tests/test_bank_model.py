@@ -181,6 +181,28 @@ def test_cp_async_as_measured(addr, src, wavefronts):
     assert cost(addr, width=16, src=src)[0] == wavefronts
 
 
+# cp.async of 4 bytes a lane, measured the same way (2026-11-23): one wavefront per global
+# line, plus the busiest bank's extra words wherever the conflicting lanes read from, at
+# most one wavefront per lane. Lanes 2i and 2i+1 copy bytes 0 and 16 of row i (the 128x256
+# gemm tile's transposing copies), or lanes 8i..8i+7 the 32 bytes of row i.
+PAIRS, EIGHTS = 2048 * (LANES // 2) + 16 * (LANES % 2), 2048 * (LANES // 8) + 4 * (LANES % 8)
+MEASURED_COPY4 = [
+    (4 * LANES, 4 * LANES, 1),                                    # both sides contiguous
+    (2048 * (LANES % 2) + 4 * (LANES // 2), PAIRS, 17),           # to tile rows 0 and 4: one bank
+    (2064 * (LANES % 2) + 4 * (LANES // 2), PAIRS, 17),           # ... other banks, conflicts across rows
+    (4 * LANES, PAIRS, 16),                                       # to one line: 16 global lines
+    (512 * (LANES % 8) + 4 * (LANES // 8), EIGHTS, 11),           # 4 lines, 8-way bank conflict
+    (528 * (LANES % 8) + 4 * (LANES // 8), EIGHTS, 4),            # 4 lines into 8 shared lines: free
+    (4 * LANES, 2048 * LANES, 32),                                # a line per lane
+    (512 * LANES, 2048 * LANES, 32),                              # ... into one bank: no more
+]
+
+
+@pytest.mark.parametrize("addr, src, wavefronts", MEASURED_COPY4)
+def test_cp_async_4_bytes_as_measured(addr, src, wavefronts):
+    assert cost(addr, width=4, src=src)[0] == wavefronts
+
+
 def test_cp_async_zero_filling_form_costs_a_wavefront_per_line():
     """Measured: the zero-filling form (source size in a register) doubles both probes above
     (contiguous: 8; 8 rows of 64 B: 16)."""
