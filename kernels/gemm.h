@@ -65,15 +65,17 @@ struct GemmShape {
 //    tilesize256x128x8_stage3_warpsize4x2x1_ffma computes C^T, so its 256 is our n). Its
 //    k-major operands (row-major A: the transposed store) are copied element by element with
 //    4-byte cp.async, as cuBLAS copies all of its operands: nothing waits in registers, and
-//    the 3-stage pipeline covers both operands. 1.00-1.04x cuBLAS from 2048^3 to 8192^3,
-//    where register staging gave 0.93-0.99x on the same loop and 4 stages 0.96-1.00x.
+//    the 3-stage pipeline covers both operands. 0.98-0.99x cuBLAS from 2048^3 to 8192^3
+//    in bench/run.py (1.00-1.04x in a harness run), where register staging gave 0.93-0.99x on
+//    the same loop and 4 stages 0.96-1.00x.
 //  - Big (float32, both operands staged with 16-byte vectors): 128x128, 128 threads (2x2 warps
 //    of 64x64), 16x8 per thread: 128 FMAs per 6 LDS.128, two blocks per SM with up to 255
 //    registers, k-major operands through registers (4-byte cp.async copies measured 0.85-0.92x
 //    cuBLAS here against 0.94-0.98x). BK 16 measured slower than BK 8.
 //    Big also takes row-major operands whose rows are not 16-byte aligned (odd row lengths,
 //    offsets into storage: 4095x4097x4093) with 4-byte cp.async copies for those (the
-//    Async4 staging), which need no staging registers.
+//    Async4 staging), which need no staging registers: 0.80x cuBLAS there, where ncu puts
+//    the stalls on the MIO queue its 16 back-to-back copies per thread and k tile fill.
 //  - BigScalar (float32 with an operand staged element by element through registers:
 //    strided or transposed misaligned views): 128x128, 256 threads, 8x8 per thread. With the
 //    scalar loads' staging registers it beat Big (0.63x vs 0.50x cuBLAS at 4095x4097x4093,
