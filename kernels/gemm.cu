@@ -181,7 +181,7 @@ struct Stager {
       issue_elems(dst, safe, k_rows, whole);
     else
       issue_vectors(dst, safe, k_rows, whole);
-    p += Op::kBK * sk;
+    advance();
   }
 
   // Async4: one cp.async per element. Element e of a vector is e elements further in global
@@ -191,9 +191,7 @@ struct Stager {
     const auto tile_at = [&](int l, int e) { return k_major() ? at_tile(l, e) : at_tile(l, 0) + e; };
     if (whole) {
 #pragma unroll
-      for (int l = 0; l < L; ++l)
-#pragma unroll
-        for (int e = 0; e < V; ++e) cp_async_elem<sizeof(T)>(dst + tile_at(l, e), at(l) + e);
+      for (int j = 0; j < kCopies; ++j) copy_whole(dst, j);
       return;
     }
 #pragma unroll
@@ -207,6 +205,17 @@ struct Stager {
       }
     }
   }
+
+  // Copy j of a whole tile's kCopies element copies (Async4 modes): the kernel spreads them
+  // between its FMAs when a thread has more than one vector's worth (kSpread), then calls
+  // advance() for the tile after.
+  static constexpr int kCopies = L * V;
+  static constexpr bool kSpread = kAsyncElems && L > 1;
+  __device__ __forceinline__ void copy_whole(Acc* dst, int j) const {
+    const int l = j / V, e = j % V;
+    cp_async_elem<sizeof(T)>(dst + (k_major() ? at_tile(l, e) : at_tile(l, 0) + e), at(l) + e);
+  }
+  __device__ __forceinline__ void advance() { p += Op::kBK * sk; }
 
   // The other modes: 16-byte vectors (cp.async, or loads to registers), or elements to registers.
   __device__ __forceinline__ void issue_vectors(Acc* dst, const void* safe, int k_rows, bool whole) {
@@ -387,17 +396,34 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
           sa.store(sa0 + prev * kStageA);
           sb.store(sb0 + prev * kStageB);
         }
+        // Element copies of more than one vector a thread go between the first BK - 1 rows'
+        // FMAs (Stager::kSpread): issued in one burst they fill the MIO queue, and the
+        // fragment reads wait behind them (ncu, 4095x4097x4093).
+        constexpr bool kSpreadA = kSteady && StA::kSpread, kSpreadB = kSteady && StB::kSpread;
         if (kSteady || next < tiles_k) {
-          sa.issue(sa0 + write * kStageA, g.a, kSteady ? S::kBK : k_rows(next), kSteady || (whole_a && next < full_k));
-          sb.issue(sb0 + write * kStageB, g.b, kSteady ? S::kBK : k_rows(next), kSteady || (whole_b && next < full_k));
+          const int rows = kSteady ? S::kBK : k_rows(next);
+          if constexpr (!kSpreadA) sa.issue(sa0 + write * kStageA, g.a, rows, kSteady || (whole_a && next < full_k));
+          if constexpr (!kSpreadB) sb.issue(sb0 + write * kStageB, g.b, rows, kSteady || (whole_b && next < full_k));
         }
-        cp_async_commit();
+        if constexpr (!kSpreadA && !kSpreadB) cp_async_commit();
+        // Copies [kk * n / (BK - 1), (kk + 1) * n / (BK - 1)) of n during row kk.
+        const auto spread = [&](auto& st, Acc* dst, int kk) {
+          constexpr int n = std::remove_reference_t<decltype(st)>::kCopies;
+#pragma unroll
+          for (int j = kk * n / (S::kBK - 1); j < (kk + 1) * n / (S::kBK - 1); ++j) st.copy_whole(dst, j);
+        };
 
         const Acc* as = sa0 + read * kStageA;
         const Acc* bs = sb0 + read * kStageB;
 #pragma unroll
-        for (int kk = 0; kk < S::kBK - 1; ++kk)
+        for (int kk = 0; kk < S::kBK - 1; ++kk) {
+          if constexpr (kSpreadA) spread(sa, sa0 + write * kStageA, kk);
+          if constexpr (kSpreadB) spread(sb, sb0 + write * kStageB, kk);
           fma_rows(kk % 2, 0, S::kTM, [&](int f) { load_frag(f, (kk + 1) % 2, as, bs, kk + 1); });
+        }
+        if constexpr (kSpreadA) sa.advance();
+        if constexpr (kSpreadB) sb.advance();
+        if constexpr (kSpreadA || kSpreadB) cp_async_commit();
         // The last row: a quarter of its FMAs, then the tile is read out: wait for tile
         // kt + 1 and read its first row between the rest.
         constexpr int kLast = (S::kBK - 1) % 2, kSplit = S::kTM / 4;
