@@ -74,8 +74,9 @@ struct GemmShape {
 //    cuBLAS here against 0.94-0.98x). BK 16 measured slower than BK 8.
 //    Big also takes row-major operands whose rows are not 16-byte aligned (odd row lengths,
 //    offsets into storage: 4095x4097x4093) with 4-byte cp.async copies for those (the
-//    Async4 staging), which need no staging registers: 0.80x cuBLAS there, where ncu puts
-//    the stalls on the MIO queue its 16 back-to-back copies per thread and k tile fill.
+//    Async4 staging), which need no staging registers: 0.84-0.86x cuBLAS there. Its 16
+//    copies per thread and k tile go between the FMAs; issued back to back they filled the
+//    MIO queue (ncu) and it ran at 0.80x.
 //  - BigScalar (float32 with an operand staged element by element through registers:
 //    strided or transposed misaligned views): 128x128, 256 threads, 8x8 per thread. With the
 //    scalar loads' staging registers it beat Big (0.63x vs 0.50x cuBLAS at 4095x4097x4093,
