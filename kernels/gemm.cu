@@ -187,8 +187,8 @@ struct Stager {
   // Async4: one cp.async per element. Element e of a vector is e elements further in global
   // memory (the unit stride) and e tile rows further (k-major) or e columns further inside its
   // 16-byte unit (x-major).
+  __device__ __forceinline__ int elem_tile(int l, int e) const { return k_major() ? at_tile(l, e) : at_tile(l, 0) + e; }
   __device__ __forceinline__ void issue_elems(Acc* dst, const void* safe, int k_rows, bool whole) {
-    const auto tile_at = [&](int l, int e) { return k_major() ? at_tile(l, e) : at_tile(l, 0) + e; };
     if (whole) {
 #pragma unroll
       for (int j = 0; j < kCopies; ++j) copy_whole(dst, j);
@@ -200,7 +200,7 @@ struct Stager {
 #pragma unroll
       for (int e = 0; e < V; ++e) {
         const bool in = k_major() ? xr > 0 && e < k_rest : k_rest > 0 && e < xr;
-        cp_async_elem<sizeof(T)>(dst + tile_at(l, e), in ? static_cast<const void*>(at(l) + e) : safe,
+        cp_async_elem<sizeof(T)>(dst + elem_tile(l, e), in ? static_cast<const void*>(at(l) + e) : safe,
                                  in ? static_cast<int>(sizeof(T)) : 0);
       }
     }
@@ -213,7 +213,7 @@ struct Stager {
   static constexpr bool kSpread = kAsyncElems && L > 1;
   __device__ __forceinline__ void copy_whole(Acc* dst, int j) const {
     const int l = j / V, e = j % V;
-    cp_async_elem<sizeof(T)>(dst + (k_major() ? at_tile(l, e) : at_tile(l, 0) + e), at(l) + e);
+    cp_async_elem<sizeof(T)>(dst + elem_tile(l, e), at(l) + e);
   }
   __device__ __forceinline__ void advance() { p += Op::kBK * sk; }
 
@@ -496,10 +496,9 @@ constexpr int kKVec = int(GemmStage::KVec), kXAsync = int(GemmStage::XAsync);
 // SPECIALIZE: also build kernels with the aligned row-major / transposed operands' staging
 // fixed at compile time (fewer registers and branches); other layouts read it at run time.
 // ASYNC4: and the GemmStaging::Async4 pairs (unit_a / unit_b: gemm_unit_scalar).
-// COPY_K: the specialized kernels copy aligned k-major operands element by element with
-// cp.async (kKUnit, as Async4 does misaligned ones) instead of loading 16-byte vectors into
-// registers for the transposed store (gemm.h: the Wide configuration).
-template <class S, Layout L, class T, class Acc, bool SPECIALIZE, bool ASYNC4 = false, bool COPY_K = false>
+// Configurations that copy k-major operands (gemm_copies_k) specialize aligned ones to kKUnit,
+// as Async4 does misaligned ones, instead of loading 16-byte vectors into registers.
+template <class S, Layout L, class T, class Acc, bool SPECIALIZE, bool ASYNC4 = false>
 cudaError_t run(const GemmArgs& g, GemmStage ma, GemmStage mb, cudaStream_t stream, bool unit_a = false,
                 bool unit_b = false) {
   const auto clamp = [](int64_t v) { return static_cast<unsigned>(v < 65535 ? v : 65535); };
@@ -508,7 +507,7 @@ cudaError_t run(const GemmArgs& g, GemmStage ma, GemmStage mb, cudaStream_t stre
   using TB = GemmTileOf<L, typename S::OpB>;
   auto* kernel = gemm_kernel<S, TA, TB, T, Acc, kAnyMode, kAnyMode>;
   if constexpr (SPECIALIZE && sizeof(T) == sizeof(Acc)) {
-    constexpr int kK = COPY_K ? kKUnit : kKVec;
+    constexpr int kK = gemm_copies_k<S>() ? kKUnit : kKVec;
     if (ma == GemmStage::KVec && mb == GemmStage::XAsync) kernel = gemm_kernel<S, TA, TB, T, Acc, kK, kXAsync>;
     if (ma == GemmStage::XAsync && mb == GemmStage::XAsync) kernel = gemm_kernel<S, TA, TB, T, Acc, kXAsync, kXAsync>;
     if (ma == GemmStage::KVec && mb == GemmStage::KVec) kernel = gemm_kernel<S, TA, TB, T, Acc, kK, kK>;
@@ -551,7 +550,7 @@ cudaError_t dispatch(const GemmArgs& g, cudaStream_t stream) {
     const bool ua = eb == ab && gemm_unit_scalar(ma, g.a, eb, g.a_sk, g.a_sm);
     const bool ub = eb == ab && gemm_unit_scalar(mb, g.b, eb, g.b_sk, g.b_sn);
     switch (gemm_config(ab, g.batch, g.m, g.n, num_sms(), gemm_staging(ma, ua, mb, ub))) {
-      case GemmConfig::Wide: return run<GemmWide, L, T, Acc, true, false, true>(g, ma, mb, stream);
+      case GemmConfig::Wide: return run<GemmWide, L, T, Acc, true>(g, ma, mb, stream);
       case GemmConfig::Big: return run<GemmBig<4>, L, T, Acc, true, true>(g, ma, mb, stream, ua, ub);
       case GemmConfig::BigScalar: return run<GemmBigScalar, L, T, Acc, false>(g, ma, mb, stream);
       case GemmConfig::Small:

@@ -8,6 +8,7 @@
 // `swizzle` XORs row bits above the units (GemmSwizzle), so a vector is never split.
 #pragma once
 #include <cstdint>
+#include <type_traits>
 
 #include "dtype.h"
 #include "layout.cuh"
@@ -98,6 +99,12 @@ using GemmWide = GemmShape<4, 4, 2, 2, 4, 1, kGemmBK, 3>;
 using GemmBigScalar = GemmShape<4, 2, 2, 4, 2, 2>;
 using GemmSmall = GemmShape<4, 2, 1, 2, 2, 4>;
 static_assert(GemmWide::kBM == 128 && GemmWide::kBN == 256 && GemmWide::kThreads == 256, "cuBLAS's tile, transposed");
+// Whether configuration S copies aligned k-major operands element by element with cp.async
+// (Wide) instead of staging them through registers: the launcher and the trace both ask.
+template <class S>
+BANKOPS_HD constexpr bool gemm_copies_k() {
+  return std::is_same<S, GemmWide>::value;
+}
 
 enum class GemmConfig : int { Big = 0, BigScalar = 1, Small = 2, Wide = 3 };
 

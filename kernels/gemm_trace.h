@@ -9,12 +9,13 @@ namespace gemm_detail {
 
 // pitch_a / pitch_b: bytes between an operand's rows in global memory, k rows in x-major
 // staging and x rows in k-major (what cp.async reads; tile corners are taken as 128-byte
-// aligned). copy_k: k-major operands are copied element by element with cp.async (run's
-// COPY_K) instead of the register-staged transposed store.
+// aligned). Configurations that copy k-major operands (gemm_copies_k) do it element by element
+// with cp.async instead of the register-staged transposed store.
 template <class S, class TileA, class TileB>
 void trace_shape(const char* kernel, GemmStage mode_a, GemmStage mode_b, int64_t pitch_a, int64_t pitch_b,
-                 bool copy_k, int64_t iterations, SmemTrace& trace) {
+                 int64_t iterations, SmemTrace& trace) {
   constexpr int V = S::kVec, E = S::kAccBytes;
+  constexpr bool copy_k = gemm_copies_k<S>();
   const auto byte_in = [](auto tile, int r, int c) { return int64_t(decltype(tile)::offset(r, c)) * E; };
   // One k tile's staging of an operand (Op, its tile): what Stager::store / issue put in shared memory.
   const auto stage = [&](auto op, auto tile, const char* what, GemmStage mode, int64_t pitch) {
@@ -76,11 +77,11 @@ void trace_shape(const char* kernel, GemmStage mode_a, GemmStage mode_b, int64_t
 
 template <class S>
 void trace_layout(Layout layout, const char* kernel, GemmStage mode_a, GemmStage mode_b, int64_t pitch_a,
-                  int64_t pitch_b, bool copy_k, int64_t iterations, SmemTrace& trace) {
+                  int64_t pitch_b, int64_t iterations, SmemTrace& trace) {
   with_layout(layout, [&](auto tag) {
     constexpr Layout L = decltype(tag)::value;
     trace_shape<S, GemmTileOf<L, typename S::OpA>, GemmTileOf<L, typename S::OpB>>(kernel, mode_a, mode_b, pitch_a,
-                                                                                  pitch_b, copy_k, iterations, trace);
+                                                                                  pitch_b, iterations, trace);
   });
 }
 
@@ -100,33 +101,33 @@ inline void trace_gemm(Layout layout, int elem_bytes, int64_t batch, int64_t m, 
   };
   if (elem_bytes == 8) {
     using S = GemmBig<8>;
-    gemm_detail::trace_layout<S>(layout, "gemm/64x64", mode(a_k_fast), mode(b_k_fast), pitch_a, pitch_b, false,
+    gemm_detail::trace_layout<S>(layout, "gemm/64x64", mode(a_k_fast), mode(b_k_fast), pitch_a, pitch_b,
                                  iterations(S::kBM, S::kBN, S::kBK), trace);
     return;
   }
   switch (gemm_config(elem_bytes, batch, m, n, num_sms, GemmStaging::Vector)) {
     case GemmConfig::Wide: {
       using S = GemmWide;
-      gemm_detail::trace_layout<S>(layout, "gemm/128x256", mode(a_k_fast), mode(b_k_fast), pitch_a, pitch_b, true,
+      gemm_detail::trace_layout<S>(layout, "gemm/128x256", mode(a_k_fast), mode(b_k_fast), pitch_a, pitch_b,
                                    iterations(S::kBM, S::kBN, S::kBK), trace);
       break;
     }
     case GemmConfig::Big: {
       using S = GemmBig<4>;
-      gemm_detail::trace_layout<S>(layout, "gemm/128x128", mode(a_k_fast), mode(b_k_fast), pitch_a, pitch_b, false,
+      gemm_detail::trace_layout<S>(layout, "gemm/128x128", mode(a_k_fast), mode(b_k_fast), pitch_a, pitch_b,
                                    iterations(S::kBM, S::kBN, S::kBK), trace);
       break;
     }
     case GemmConfig::BigScalar: {
       using S = GemmBigScalar;
-      gemm_detail::trace_layout<S>(layout, "gemm/128x128/256", mode(a_k_fast), mode(b_k_fast), pitch_a, pitch_b, false,
+      gemm_detail::trace_layout<S>(layout, "gemm/128x128/256", mode(a_k_fast), mode(b_k_fast), pitch_a, pitch_b,
                                    iterations(S::kBM, S::kBN, S::kBK), trace);
       break;
     }
     case GemmConfig::Small:
     default: {
       using S = GemmSmall;
-      gemm_detail::trace_layout<S>(layout, "gemm/64x64", mode(a_k_fast), mode(b_k_fast), pitch_a, pitch_b, false,
+      gemm_detail::trace_layout<S>(layout, "gemm/64x64", mode(a_k_fast), mode(b_k_fast), pitch_a, pitch_b,
                                    iterations(S::kBM, S::kBN, S::kBK), trace);
       break;
     }
