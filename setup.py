@@ -1,8 +1,9 @@
 """Builds bankops._C from ops/ and kernels/.
 
 CUDA sources are compiled when nvcc and a CUDA build of torch are both present; otherwise
-the CPU reference alone is built. Without a visible GPU and without TORCH_CUDA_ARCH_LIST,
-the build targets sm_90 (the H100) instead of every architecture torch knows.
+the CPU reference alone is built. Without TORCH_CUDA_ARCH_LIST the build targets the visible
+GPUs, or sm_90 (the H100) without one, instead of every architecture torch knows; 9.0 is
+built as 9.0a (wgmma, for the float16/bfloat16 gemm's Hopper kernel).
 """
 import glob
 import os
@@ -37,6 +38,17 @@ def rel(pattern):
     return sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, pattern)))
 
 
+def cuda_arch_list():
+    """TORCH_CUDA_ARCH_LIST as given; else the visible GPUs' architectures (sm_90 without
+    one), with 9.0 built as 9.0a: the Hopper gemm kernel needs sm_90a's wgmma, and sm_90a
+    code runs on every compute capability 9.0 device (H100, H200)."""
+    if os.environ.get("TORCH_CUDA_ARCH_LIST"):
+        return os.environ["TORCH_CUDA_ARCH_LIST"]
+    caps = sorted({torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count())})
+    archs = [f"{major}.{minor}" for major, minor in caps] or ["9.0"]
+    return ";".join("9.0a" if a == "9.0" else a for a in archs)
+
+
 def extension():
     cpu_sources = [s for s in rel("ops/*.cpp") if not s.endswith("_cuda.cpp")]
     cxx = ["-O3"]
@@ -46,10 +58,12 @@ def extension():
     if not with_cuda:
         print("bankops: building the CPU reference only (no nvcc or no CUDA build of torch)")
         return cpp_extension.CppExtension("bankops._C", cpu_sources, extra_compile_args={"cxx": cxx})
-    if not os.environ.get("TORCH_CUDA_ARCH_LIST") and not torch.cuda.is_available():
-        os.environ["TORCH_CUDA_ARCH_LIST"] = "9.0"
-    print(f"bankops: building with CUDA for TORCH_CUDA_ARCH_LIST={os.environ.get('TORCH_CUDA_ARCH_LIST', '(the visible GPU)')}")
+    archs = cuda_arch_list()
+    os.environ["TORCH_CUDA_ARCH_LIST"] = archs
+    print(f"bankops: building with CUDA for TORCH_CUDA_ARCH_LIST={archs}")
     nvcc = ["-O3", "-lineinfo"]
+    if "9.0a" in [a.split("+")[0].strip() for a in archs.replace(" ", ";").split(";")]:
+        nvcc.append("-DBANKOPS_WGMMA")  # kernels/gemm_wgmma.cu: the Hopper gemm kernel
     return cpp_extension.CUDAExtension(
         "bankops._C",
         cpu_sources + rel("ops/*_cuda.cpp") + rel("kernels/*.cu"),

@@ -20,6 +20,16 @@ _STATS = ("op", "width", "count", "wavefronts", "ideal", "iterations", "worst_wa
 OPS = ("ld", "st", "ldsm", "ldgsts")
 
 
+def _hopper(hopper):
+    """Whether 16-bit gemm runs the Hopper (wgmma) kernel: on a compute capability 9.0 GPU,
+    or an H100 without one."""
+    if hopper is not None:
+        return bool(hopper)
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_capability(torch.cuda.current_device()) == (9, 0)
+    return True
+
+
 def _num_sms(num_sms):
     if num_sms is not None:
         return int(num_sms)
@@ -147,7 +157,7 @@ class Report:
     __repr__ = __str__
 
 
-def explain(op, layout="swizzle", dtype=torch.float32, num_sms=None, **shape):
+def explain(op, layout="swizzle", dtype=torch.float32, num_sms=None, hopper=None, **shape):
     """The shared-memory instructions of ``op`` under ``layout`` for a problem, with the bank
     model's predicted wavefronts.
 
@@ -156,9 +166,12 @@ def explain(op, layout="swizzle", dtype=torch.float32, num_sms=None, **shape):
     Shapes: ``shape=`` for transpose (last two dims transposed) and reduce_sum (with
     ``dim=``), ``m=, n=, k=`` (``batch=``, ``a_transposed=``, ``b_transposed=``) for gemm.
     ``num_sms`` (reduce_sum's launch plan depends on it) defaults to the current GPU's, or
-    an H100's 132 without one.
+    an H100's 132 without one. ``hopper``: whether float16/bfloat16 gemm under swizzle runs
+    the Hopper kernel (wgmma) where it applies, as on compute capability 9.0; defaults to
+    the current GPU, or True without one. False describes the mma.sync kernel, which other
+    GPUs run (and any under ``torch.ops.bankops._set_wgmma(False)``).
     """
     problem = problem_of(op, **shape)
     sms = _num_sms(num_sms)
-    names, stats, worst = torch.ops.bankops._smem_trace(op, layout, dtype, problem, sms)
+    names, stats, worst = torch.ops.bankops._smem_trace(op, layout, dtype, problem, sms, _hopper(hopper))
     return Report(op, layout, dtype, problem, sms, names, stats, worst)

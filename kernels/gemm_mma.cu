@@ -1,28 +1,14 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <atomic>
-
+#include "async_copy.cuh"
 #include "gemm_mma.h"
 #include "launch.h"
+#include "mma_epilogue.cuh"
 #include "shift.cuh"
 
 namespace bankops {
 namespace {
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// 16 bytes global -> shared; bytes past src_bytes (0..16) are zero-filled, none read.
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
 
 __device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -44,10 +30,6 @@ struct Mma<__half> {
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   }
-  static __device__ __forceinline__ uint32_t pack(float x, float y) {
-    const __half2 h = __floats2half2_rn(x, y);
-    return *reinterpret_cast<const uint32_t*>(&h);
-  }
 };
 template <>
 struct Mma<__nv_bfloat16> {
@@ -55,10 +37,6 @@ struct Mma<__nv_bfloat16> {
     asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-  static __device__ __forceinline__ uint32_t pack(float x, float y) {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(x, y);
-    return *reinterpret_cast<const uint32_t*>(&h);
   }
 };
 
@@ -562,47 +540,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSM) gemm_mma_kernel(
         }
       }
 
-      // Epilogue: accumulators -> C tile (pairs of columns), then whole 16-byte chunks of
-      // C rows -> global memory. Offsets as in the main loop: rows step by multiples of the
-      // layout's period (adds), n8 tiles join the thread's column.
-      constexpr int kOutRowStep = C::kThreads / (C::kBN / kMmaChunk);
-      static_assert(8 % CTile::kRowPeriod == 0 && kOutRowStep % CTile::kRowPeriod == 0, "C tile steps are adds");
       __syncthreads();  // every warp is done reading the stage ring
-      {
-        const TileCoord t0 = mma_acc<C>(threadIdx.x, 0, 0, 0);
-        const int o0 = CTile::offset(t0.r, t0.c);
-#pragma unroll
-        for (int j = 0; j < C::kFragN; ++j) {
-          uint16_t* col = smem + CTile::join(o0, CTile::offset(0, j * 8));
-#pragma unroll
-          for (int i = 0; i < C::kFragM; ++i)
-#pragma unroll
-            for (int h = 0; h < 2; ++h)
-              *reinterpret_cast<uint32_t*>(col + CTile::offset(i * 16 + h * 8, 0)) =
-                  Mma<T>::pack(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
-        }
-      }
-      __syncthreads();
-      {
-        const TileCoord t0 = mma_chunk<C>(threadIdx.x, 0, C::kBN);
-        const uint16_t* src = smem + CTile::offset(t0.r, t0.c);
-        const int64_t n = n0 + t0.c;
-#pragma unroll 4
-        for (int e = 0; e < C::kOutChunks; ++e) {
-          const int64_t m = m0 + t0.r + e * kOutRowStep;
-          if (m >= g.m || n >= g.n) continue;
-          const uint4 v = *reinterpret_cast<const uint4*>(src + CTile::offset(e * kOutRowStep, 0));
-          uint16_t* dst = c + m * g.n + n;
-          if (f.out_vec) {
-            *reinterpret_cast<uint4*>(dst) = v;
-          } else {
-            const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-            for (int q = 0; q < kMmaChunk; ++q)
-              if (n + q < g.n) dst[q] = static_cast<uint16_t>(w[q / 2] >> (q % 2 * 16));
-          }
-        }
-      }
+      mma_epilogue<C, CTile, T>(smem, acc, threadIdx.x, c, g, m0, n0, f.out_vec, [] { __syncthreads(); });
       __syncthreads();  // the C tile is read out before the next tile's loads reuse it
     }
   }
@@ -610,23 +549,13 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSM) gemm_mma_kernel(
 
 template <Layout L, class C, class T, bool KN, MmaFill FILL>
 cudaError_t run(const GemmArgs& g, const MmaFlags& f, cudaStream_t stream) {
-  const auto kernel = gemm_mma_kernel<L, C, T, KN, FILL>;
+  constexpr auto kernel = gemm_mma_kernel<L, C, T, KN, FILL>;
   constexpr int kSmem =
       FILL == MmaFill::Realign ? mma_realign_bytes<L, C, KN>(kMmaRawStages<L, C, KN>) : mma_smem_bytes<L, C, KN>();
   static_assert(kSmem <= 227 * 1024 && C::kBlocksPerSM * (kSmem + 1024) <= 228 * 1024,
                 "the tile rings of the resident blocks exceed an SM's shared memory");
-  // The attribute is per device and sticks: set it once per device, not on every call (a
-  // 1024^3 gemm is short enough for host time per call to show).
-  static std::atomic<uint64_t> attr_set{0};
-  int dev = 0;
-  cudaError_t err = cudaGetDevice(&dev);
+  const cudaError_t err = raise_smem_once<kernel>(kSmem);
   if (err != cudaSuccess) return err;
-  const uint64_t bit = dev < 64 ? uint64_t(1) << dev : 0;
-  if (!(attr_set.load(std::memory_order_relaxed) & bit)) {
-    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-    if (err != cudaSuccess) return err;
-    attr_set.fetch_or(bit, std::memory_order_relaxed);
-  }
   const auto clamp = [](int64_t v) { return static_cast<unsigned>(v < 65535 ? v : 65535); };
   const dim3 grid(static_cast<unsigned>(ceil_div(g.n, C::kBN)), clamp(ceil_div(g.m, C::kBM)), clamp(g.batch));
   kernel<<<grid, C::kThreads, kSmem, stream>>>(g, f);
@@ -655,10 +584,11 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 
 }  // namespace
 
-cudaError_t launch_gemm_mma(Layout layout, DType dtype, const GemmArgs& g, cudaStream_t stream) {
+cudaError_t launch_gemm_mma(Layout layout, DType dtype, const GemmArgs& g, bool hopper, cudaStream_t stream) {
   if (!gemm_mma_supports(dtype, g)) return cudaErrorNotSupported;
   if (g.batch == 0 || g.m == 0 || g.n == 0) return cudaSuccess;
   const GemmMmaPlan p = gemm_mma_plan(g, aligned16(g.a), aligned16(g.b));
+  if (wgmma_takes(g, p, hopper && layout == Layout::Swizzle)) return launch_gemm_wgmma(dtype, g, p.b_kn, stream);
   const MmaFlags f{p.a_along, p.b_along, aligned16(g.c) && g.n % kMmaChunk == 0};
   return with_layout(layout, [&](auto tag) {
     constexpr Layout L = decltype(tag)::value;

@@ -97,6 +97,11 @@ inline bool mma_realign_ok(int64_t s_fast, int64_t s_row, int64_t rows, int64_t 
   return (s_fast == 1 || cols <= 1) && (rows <= 1 || s_row >= kMmaChunk || s_row >= cols);
 }
 
+// Whether a grid of bm x bn tiles gives about every SM a block (kMmaMinTiles).
+inline bool mma_fills(const GemmArgs& g, int bm, int bn) {
+  return g.batch > 0 && ceil_div(g.m, bm) * ceil_div(g.n, bn) >= ceil_div(kMmaMinTiles, g.batch);
+}
+
 inline GemmMmaPlan gemm_mma_plan(const GemmArgs& g, bool a_aligned16, bool b_aligned16) {
   GemmMmaPlan p;
   p.b_kn = g.b_sn == 1 || (g.b_sk != 1 && g.b_sn <= g.b_sk);
@@ -110,13 +115,10 @@ inline GemmMmaPlan gemm_mma_plan(const GemmArgs& g, bool a_aligned16, bool b_ali
   p.async = a_ok && b_ok;
   p.realign = !p.async && mma_realign_ok(g.a_sk, g.a_sm, g.m, g.k) &&
               (p.b_kn ? mma_realign_ok(g.b_sn, g.b_sk, g.k, g.n) : mma_realign_ok(g.b_sk, g.b_sn, g.n, g.k));
-  const auto fills = [&](int bm, int bn) {
-    return g.batch > 0 && ceil_div(g.m, bm) * ceil_div(g.n, bn) >= ceil_div(kMmaMinTiles, g.batch);
-  };
-  p.shape = !p.async                                  ? MmaShape::Small
-            : fills(MmaLarge::kBM, MmaLarge::kBN) ? MmaShape::Large
-            : fills(MmaSmall::kBM, MmaSmall::kBN) ? MmaShape::Small
-                                                  : MmaShape::Narrow;
+  p.shape = !p.async                                        ? MmaShape::Small
+            : mma_fills(g, MmaLarge::kBM, MmaLarge::kBN) ? MmaShape::Large
+            : mma_fills(g, MmaSmall::kBM, MmaSmall::kBN) ? MmaShape::Small
+                                                         : MmaShape::Narrow;
   return p;
 }
 

@@ -1,9 +1,23 @@
 // The shared-memory instructions of gemm_mma_kernel, replayed on the host (smem_trace.h).
 #pragma once
 #include "gemm_mma.h"
+#include "gemm_wgmma.h"
 #include "smem_trace.h"
 
 namespace bankops {
+
+// The shared epilogue (mma_epilogue.cuh) of `tiles` block tiles: C: the fragment arrangement.
+template <class C, class CTile>
+inline void trace_mma_epilogue(const char* kernel, int64_t tiles, SmemTrace& trace) {
+  const auto ct = [](TileCoord c) { return int64_t(CTile::offset(c.r, c.c)) * 2; };
+  SmemInstr& cs = trace.instr(kernel, "sts C tile <- accumulator pairs", SmemOp::St, 4, tiles);
+  for (int i = 0; i < C::kFragM; ++i)
+    for (int j = 0; j < C::kFragN; ++j)
+      for (int h = 0; h < 2; ++h) add_block(cs, C::kThreads, [&](int t) { return ct(mma_acc<C>(t, i, j, h)); });
+  SmemInstr& cl = trace.instr(kernel, "lds C tile -> 16-byte rows of C", SmemOp::Ld, 16, tiles);
+  for (int e = 0; e < C::kOutChunks; ++e)
+    add_block(cl, C::kThreads, [&](int t) { return ct(mma_chunk<C>(t, e, C::kBN)); });
+}
 
 // One call of the mma path: the plan (gemm_mma_plan) picks the fill (cp.async, realigned
 // 16-byte chunks or the register path, along or across), the block shape (MmaSmall,
@@ -22,7 +36,6 @@ inline void trace_gemm_mma_shape(Layout layout, const GemmArgs& g, const GemmMma
       using CTile = MmaCTile<L, C>;
       const auto at = [](TileCoord c) { return int64_t(ATile::offset(c.r, c.c)) * 2; };
       const auto bt = [](TileCoord c) { return int64_t(BTile::offset(c.r, c.c)) * 2; };
-      const auto ct = [](TileCoord c) { return int64_t(CTile::offset(c.r, c.c)) * 2; };
       // pitch: bytes between the tile's rows in global memory (cp.async reads whole 128-byte
       // lines or not, which costs wavefronts too; tile corners are taken as line-aligned).
       const auto fill = [&](const char* name, auto tile, auto byte, bool along, int64_t pitch, int64_t raw) {
@@ -94,21 +107,47 @@ inline void trace_gemm_mma_shape(Layout layout, const GemmArgs& g, const GemmMma
       };
       fragments("", steps, 0, C::kSteps);
       if (plan.async) fragments(" (step 0 ahead, per block tile)", tiles, 0, 1);
-      SmemInstr& cs = trace.instr(kernel, "sts C tile <- accumulator pairs", SmemOp::St, 4, tiles);
-      for (int i = 0; i < C::kFragM; ++i)
-        for (int j = 0; j < C::kFragN; ++j)
-          for (int h = 0; h < 2; ++h)
-            add_block(cs, C::kThreads, [&](int t) { return ct(mma_acc<C>(t, i, j, h)); });
-      SmemInstr& cl = trace.instr(kernel, "lds C tile -> 16-byte rows of C", SmemOp::Ld, 16, tiles);
-      for (int e = 0; e < C::kOutChunks; ++e)
-        add_block(cl, C::kThreads, [&](int t) { return ct(mma_chunk<C>(t, e, C::kBN)); });
+      trace_mma_epilogue<C, CTile>(kernel, tiles, trace);
     };
     if (plan.b_kn) body(std::true_type{});
     else body(std::false_type{});
   });
 }
 
-inline void trace_gemm_mma(Layout layout, const GemmArgs& g, const GemmMmaPlan& plan, SmemTrace& trace) {
+// One call of the Hopper kernel: the producer's copies of each k-tile (lanes at
+// wgmma_chunk, tile rows at `pitch` bytes in global memory, corners taken as line-aligned),
+// then the shared epilogue. wgmma's own reads of the swizzled tiles are the tensor cores'
+// (no lds or ldmatrix): they are not shared-memory instructions of the warps.
+template <class C>
+inline void trace_gemm_wgmma(const GemmArgs& g, const GemmMmaPlan& plan, SmemTrace& trace) {
+  const int64_t tiles = g.batch * ceil_div(g.m, C::kBM) * ceil_div(g.n, C::kBN);
+  const int64_t steps = tiles * ceil_div(g.k, C::kBK);
+  const char* kernel = "gemm_wgmma";
+  const auto fill = [&](const char* name, auto tile, int64_t pitch) {
+    using Tile = decltype(tile);
+    SmemInstr& row = trace.instr(kernel, std::string("ldgsts ") + name, SmemOp::Ldgsts, 16, steps);
+    for (int e = 0; e * C::kProducerThreads * kMmaChunk < Tile::kRows * Tile::kCols; ++e)
+      add_block(
+          row, C::kProducerThreads,
+          [&](int t) {
+            const TileCoord c = wgmma_chunk<C, Tile>(t, e);
+            return int64_t(Tile::offset(c.r, c.c)) * 2;
+          },
+          [&](int t) {
+            const TileCoord c = wgmma_chunk<C, Tile>(t, e);
+            return c.r * pitch + c.c * 2;
+          });
+  };
+  fill("As[m][k] <- A", WgmmaATile<C>{}, g.a_sm * 2);
+  if (plan.b_kn) fill("Bs[k][n] <- B", WgmmaBTile<C, true>{}, g.b_sk * 2);
+  else fill("Bs[n][k] <- B", WgmmaBTile<C, false>{}, g.b_sn * 2);
+  trace_mma_epilogue<WgmmaFrags<C>, WgmmaCTile<C>>(kernel, tiles, trace);
+}
+
+// What the launcher runs: on a device that runs the Hopper kernel (hopper), the swizzle
+// layout takes it where wgmma_takes allows.
+inline void trace_gemm_mma(Layout layout, const GemmArgs& g, const GemmMmaPlan& plan, bool hopper, SmemTrace& trace) {
+  if (wgmma_takes(g, plan, hopper && layout == Layout::Swizzle)) return trace_gemm_wgmma<WgmmaLarge>(g, plan, trace);
   switch (plan.shape) {
     case MmaShape::Large: return trace_gemm_mma_shape<MmaLarge>(layout, g, plan, trace);
     case MmaShape::Narrow: return trace_gemm_mma_shape<MmaNarrow>(layout, g, plan, trace);
@@ -119,10 +158,10 @@ inline void trace_gemm_mma(Layout layout, const GemmArgs& g, const GemmMmaPlan& 
 // The plan of a call on contiguous inputs (a_k_fast: A row-major, else a transposed view;
 // b_k_fast: B a transposed view, else row-major), with 16-byte aligned data pointers.
 inline void trace_gemm_mma(Layout layout, int64_t batch, int64_t m, int64_t n, int64_t k, bool a_k_fast,
-                           bool b_k_fast, SmemTrace& trace) {
+                           bool b_k_fast, bool hopper, SmemTrace& trace) {
   GemmArgs g{batch, m, n, k, nullptr, m * k, a_k_fast ? k : 1, a_k_fast ? 1 : m,
              nullptr, k * n, b_k_fast ? 1 : n, b_k_fast ? k : 1, nullptr};
-  trace_gemm_mma(layout, g, gemm_mma_plan(g, true, true), trace);
+  trace_gemm_mma(layout, g, gemm_mma_plan(g, true, true), hopper, trace);
 }
 
 }  // namespace bankops

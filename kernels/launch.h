@@ -5,6 +5,7 @@
 
 #include "gemm.h"
 #include "gemm_mma.h"
+#include "gemm_wgmma.h"
 #include "probe.h"
 #include "reduce.h"
 #include "transpose.h"
@@ -33,6 +34,12 @@ cudaError_t launch_smem_probe(const int64_t* addr, const int64_t* src, const uin
 cudaError_t launch_gemm(Layout layout, DType dtype, const GemmArgs& args, cudaStream_t stream);
 
 // float16/bfloat16 on tensor cores; cudaErrorNotSupported for other dtypes (use launch_gemm).
-cudaError_t launch_gemm_mma(Layout layout, DType dtype, const GemmArgs& args, cudaStream_t stream);
+// hopper: the device runs gemm_wgmma's kernel (compute capability 9.0 and gemm_wgmma_built()),
+// which the swizzle layout then takes where wgmma_takes allows.
+cudaError_t launch_gemm_mma(Layout layout, DType dtype, const GemmArgs& args, bool hopper, cudaStream_t stream);
+
+// The Hopper kernel (gemm_wgmma.h), launched by launch_gemm_mma; built only with sm_90a.
+bool gemm_wgmma_built();
+cudaError_t launch_gemm_wgmma(DType dtype, const GemmArgs& args, bool b_kn, cudaStream_t stream);
 
 }  // namespace bankops

@@ -73,6 +73,21 @@ struct Swizzled {
   BANKOPS_HD static constexpr int join(int base, int step) { return base ^ step; }
 };
 
+// A tile stored as blocks of Inner::kCols columns, one block after another, GAP elements
+// apart: the form wgmma reads its operands in (gemm_wgmma.h). The block index adds, so a
+// step of whole blocks is an add, and row steps keep Inner's period.
+template <class Inner, int COLS, int GAP = 0>
+struct Blocked {
+  static_assert(COLS % Inner::kCols == 0, "whole blocks");
+  static constexpr int kRows = Inner::kRows, kCols = COLS, kBlockCols = Inner::kCols;
+  static constexpr int kBlock = Inner::kSize + GAP;  // elements from one block to the next
+  static constexpr int kSize = COLS / kBlockCols * kBlock, kRowPeriod = Inner::kRowPeriod;
+  using inner_type = Inner;
+  BANKOPS_HD static constexpr int offset(int r, int c) {
+    return c / kBlockCols * kBlock + Inner::offset(r, c % kBlockCols);
+  }
+};
+
 // The swizzle that makes both row walks and column walks of a tile conflict-free when
 // the warp accesses UNIT_BYTES at a time (an element, a 4-byte word of narrow elements,
 // or a 16-byte vector): units are never split (M), every unit index bit of a row is

@@ -1,5 +1,5 @@
 // Test hooks: the shared-memory tiles the kernels declare, the bank model, readable from
-// Python, and the switch that poisons new outputs.
+// Python, the switch that poisons new outputs and the one that keeps gemm off the Hopper kernel.
 #include <torch/library.h>
 
 #include <optional>
@@ -13,6 +13,7 @@
 #include "../kernels/reduce.h"
 #include "../kernels/transpose.h"
 #include "common.h"
+#include "gemm.h"
 
 namespace bankops {
 namespace {
@@ -157,6 +158,7 @@ TORCH_LIBRARY_IMPL(bankops, CompositeExplicitAutograd, m) {
   m.impl("_tile_map", &tile_map);
   m.impl("_tile_info", &tile_info);
   m.impl("_set_poison", &set_poison);
+  m.impl("_set_wgmma", &set_wgmma);
 }
 
 }  // namespace bankops

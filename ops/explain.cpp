@@ -24,7 +24,7 @@ int64_t positive(const std::vector<int64_t>& p, size_t i, const char* what) {
 }
 
 SmemTrace trace_op(std::string_view op, Layout layout, at::ScalarType dtype, const std::vector<int64_t>& p,
-                   int64_t num_sms) {
+                   int64_t num_sms, bool hopper) {
   SmemTrace trace;
   const auto expect = [&](size_t n, const char* what) {
     TORCH_CHECK(p.size() == n, "_smem_trace: ", op, " expects problem = ", what, ", got ", p.size(), " values");
@@ -48,10 +48,11 @@ SmemTrace trace_op(std::string_view op, Layout layout, at::ScalarType dtype, con
     TORCH_CHECK(num_sms > 0, "_smem_trace: num_sms must be positive, got ", num_sms);
     const int64_t batch = positive(p, 0, "batch"), m = positive(p, 1, "m"), n = positive(p, 2, "n"),
                   k = positive(p, 3, "k");
-    // The same choice as gemm_cuda: 16-bit floats run on the tensor cores.
+    // The same choice as gemm_cuda: 16-bit floats run on the tensor cores (hopper: the device
+    // runs the Hopper kernel).
     if (dtype == at::kHalf || dtype == at::kBFloat16) {
       check_gemm_mma(to_dtype(dtype), GemmArgs{batch, m, n, k, nullptr, 0, 0, 0, nullptr, 0, 0, 0, nullptr}, "_smem_trace");
-      trace_gemm_mma(layout, batch, m, n, k, p[4] != 0, p[5] != 0, trace);
+      trace_gemm_mma(layout, batch, m, n, k, p[4] != 0, p[5] != 0, hopper, trace);
     } else {
       trace_gemm(layout, static_cast<int>(c10::elementSize(dtype)), batch, m, n, k, p[4] != 0, p[5] != 0,
                  static_cast<int>(num_sms), trace);
@@ -67,8 +68,8 @@ SmemTrace trace_op(std::string_view op, Layout layout, at::ScalarType dtype, con
 // worst: int64 [n, 32], that warp's lane byte addresses (-1: inactive lane).
 std::tuple<std::vector<std::string>, at::Tensor, at::Tensor> smem_trace(std::string_view op, std::string_view layout,
                                                                         at::ScalarType dtype, std::vector<int64_t> problem,
-                                                                        int64_t num_sms) {
-  const SmemTrace trace = trace_op(op, parse_layout(layout, "_smem_trace"), dtype, problem, num_sms);
+                                                                        int64_t num_sms, bool hopper) {
+  const SmemTrace trace = trace_op(op, parse_layout(layout, "_smem_trace"), dtype, problem, num_sms, hopper);
   const auto& rows = trace.rows();
   const int64_t n = static_cast<int64_t>(rows.size());
   at::Tensor stats = at::zeros({n, 7}, at::kLong), worst = at::full({n, kWarpLanes}, -1, at::kLong);

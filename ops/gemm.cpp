@@ -2,12 +2,19 @@
 #include "gemm.h"
 
 #include <ATen/Parallel.h>
+#include <atomic>
 #include <torch/library.h>
 
 #include "common.h"
 #include "wide.h"
 
 namespace bankops {
+namespace {
+std::atomic<bool> g_wgmma{true};
+}
+
+void set_wgmma(bool on) { g_wgmma.store(on); }
+bool wgmma_enabled() { return g_wgmma.load(std::memory_order_relaxed); }
 
 void check_gemm_mma(DType dtype, const GemmArgs& g, const char* op) {
   TORCH_CHECK(gemm_mma_supports(dtype, g), op, ": float16/bfloat16 gemm takes n below 2^31 * ", MmaSmall::kBN,

@@ -21,6 +21,11 @@ GemmGeometry gemm_geometry(const at::Tensor& a, const at::Tensor& b);
 // counters cannot hold (no tensor that fits a GPU comes near them).
 void check_gemm_mma(DType dtype, const GemmArgs& g, const char* op);
 
+// Test hook (torch.ops.bankops._set_wgmma): whether float16/bfloat16 gemm may take the
+// Hopper kernel where it applies (on by default); off, every call runs the mma.sync kernel.
+void set_wgmma(bool on);
+bool wgmma_enabled();
+
 // Element strides (batch, rows, cols) of a 2-D or 3-D operand; batch stride 0 for 2-D.
 std::array<int64_t, 3> gemm_strides(const at::Tensor& t);
 

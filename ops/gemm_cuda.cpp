@@ -1,4 +1,5 @@
 // gemm on CUDA: strides straight from the inputs (transposed views need no copy), launch.
+#include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -23,10 +24,13 @@ at::Tensor gemm_cuda(const at::Tensor& a, const at::Tensor& b, std::string_view 
                       b.const_data_ptr(), bsb, bsk, bsn, out.mutable_data_ptr()};
   const DType dtype = to_dtype(a.scalar_type());
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  // float16/bfloat16 on tensor cores (any strides); the FFMA kernel for float32/float64.
+  // float16/bfloat16 on tensor cores (any strides; wgmma on compute capability 9.0 when the
+  // build has sm_90a); the FFMA kernel for float32/float64.
   if (dtype == DType::F16 || dtype == DType::BF16) {
     check_gemm_mma(dtype, args, "gemm");
-    C10_CUDA_CHECK(launch_gemm_mma(l, dtype, args, stream));
+    const cudaDeviceProp* prop = at::cuda::getDeviceProperties(a.get_device());
+    const bool hopper = wgmma_enabled() && gemm_wgmma_built() && prop->major == 9 && prop->minor == 0;
+    C10_CUDA_CHECK(launch_gemm_mma(l, dtype, args, hopper, stream));
   } else {
     C10_CUDA_CHECK(launch_gemm(l, dtype, args, stream));
   }

@@ -48,7 +48,9 @@ def test_layouts_keep_their_promise(call):
     """swizzle: no bank conflict on any instruction; pad: fewer than none; none: conflicts
     (the point of the package, predicted from the kernels' own index functions)."""
     op, dtype, shape = call
-    none, pad, swizzle = (bankops.explain(op, layout, dtype, **shape) for layout in LAYOUTS)
+    # One kernel for the three layouts: 16-bit gemm's swizzle takes the Hopper kernel on an
+    # H100 (tests/test_gemm_wgmma.py), so these compare the mma.sync kernel's.
+    none, pad, swizzle = (bankops.explain(op, layout, dtype, hopper=False, **shape) for layout in LAYOUTS)
     assert conflicts(none) > 0
     # pad is for the accesses that walk a tile column; its shifted rows cost cp.async extra
     # wavefronts instead (seed 003: test_pad_breaks_cp_async_lines).

@@ -1,6 +1,8 @@
 """gemm on tensor cores (float16/bfloat16): against float64, every layout, odd sizes (odd K
 takes the register path, aligned rows the cp.async path), transposed and sliced views,
-batches; and the bank model's account of its ldmatrix / cp.async instructions."""
+batches; and the bank model's account of its ldmatrix / cp.async instructions. On a compute
+capability 9.0 GPU the swizzle layout's aligned calls run the Hopper (wgmma) kernel;
+"swizzle/mma.sync" runs them on the mma.sync kernel instead, as other GPUs do."""
 import math
 
 import pytest
@@ -10,6 +12,28 @@ import bankops
 from conftest import LAYOUTS, assert_close_bound, eps, requires_cuda
 
 DTYPES = [torch.float16, torch.bfloat16]
+# The layouts, plus swizzle kept off the Hopper kernel (torch.ops.bankops._set_wgmma(False)).
+MMA_SYNC = "swizzle/mma.sync"
+GEMM_LAYOUTS = LAYOUTS + (MMA_SYNC,)
+HOPPER = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
+
+
+def gemm(a, b, layout):
+    """bankops.gemm under one of GEMM_LAYOUTS."""
+    if layout != MMA_SYNC:
+        return bankops.gemm(a, b, layout)
+    torch.ops.bankops._set_wgmma(False)
+    try:
+        return bankops.gemm(a, b, "swizzle")
+    finally:
+        torch.ops.bankops._set_wgmma(True)
+
+
+def explain(layout, dtype, **shape):
+    """bankops.explain of a gemm under one of GEMM_LAYOUTS."""
+    if layout == MMA_SYNC:
+        return bankops.explain("gemm", "swizzle", dtype, hopper=False, **shape)
+    return bankops.explain("gemm", layout, dtype, **shape)
 # The issue's bound on the normwise error against float64.
 REL_ERR = {torch.float16: 5e-3, torch.bfloat16: 1e-2}
 
@@ -55,14 +79,14 @@ def check_against_float64(got, a, b):
 @requires_cuda
 @pytest.mark.parametrize("batch,m,n,k", SHAPES, ids=SHAPE_IDS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("layout", GEMM_LAYOUTS)
 @pytest.mark.parametrize("views", [("contiguous", "contiguous"), ("contiguous", "transposed"),
                                    ("transposed", "contiguous"), ("sliced", "sliced"), ("strided", "transposed")],
                          ids="-".join)
 def test_cuda_matches_float64(views, layout, dtype, batch, m, n, k):
     a = operand(m, k, batch, dtype, views[0])
     b = operand(k, n, batch, dtype, views[1])
-    check_against_float64(bankops.gemm(a, b, layout), a, b)
+    check_against_float64(gemm(a, b, layout), a, b)
 
 
 @requires_cuda
@@ -70,7 +94,7 @@ def test_cuda_matches_float64(views, layout, dtype, batch, m, n, k):
 @pytest.mark.parametrize("shape", [(4095, 4097, 4093), (1024, 1024, 1024)], ids=["misaligned", "1024"])
 def test_cuda_bench_shapes(dtype, shape):
     m, n, k = shape
-    route = "gemm_mma/realign" if k % 8 or n % 8 else "gemm_mma/cp.async"
+    route = "gemm_mma/realign" if k % 8 or n % 8 else "gemm_mma/cp.async"  # 1024^3: too few tiles for wgmma
     assert {row["kernel"] for row in bankops.explain("gemm", "swizzle", dtype, m=m, n=n, k=k).rows} == {route}
     a = torch.randn(m, k, device="cuda").to(dtype)
     b = torch.randn(k, n, device="cuda").to(dtype)
@@ -92,13 +116,13 @@ LARGE_SHAPES = [(None, 2040, 4096, 72), (None, 1920, 4000, 264), (4, 512, 2048, 
 @requires_cuda
 @pytest.mark.parametrize("batch,m,n,k", LARGE_SHAPES, ids=[f"{b}x{m}x{n}x{k}" for b, m, n, k in LARGE_SHAPES])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("layout", GEMM_LAYOUTS)
 @pytest.mark.parametrize("views", [("contiguous", "contiguous"), ("contiguous", "transposed"), ("sliced", "sliced")],
                          ids="-".join)
 def test_cuda_large_tiles(views, layout, dtype, batch, m, n, k):
     a = operand(m, k, batch, dtype, views[0])
     b = operand(k, n, batch, dtype, views[1])
-    check_against_float64(bankops.gemm(a, b, layout), a, b)
+    check_against_float64(gemm(a, b, layout), a, b)
 
 
 # The two middle block shapes, each with an m edge, an n edge, a k tail past whole k-tiles and
@@ -115,16 +139,17 @@ MID_SHAPES = [(None, 1000, 1000, 1000, 64), (None, 65, 136, 8, 64), (None, 200, 
 @pytest.mark.parametrize("batch,m,n,k,b_fragments", MID_SHAPES,
                          ids=[f"{b}x{m}x{n}x{k}-{'narrow' if f == 64 else 'small'}" for b, m, n, k, f in MID_SHAPES])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("layout", GEMM_LAYOUTS)
 @pytest.mark.parametrize("views", [("contiguous", "contiguous"), ("contiguous", "transposed"), ("sliced", "sliced")],
                          ids="-".join)
 def test_cuda_mid_tiles(views, layout, dtype, batch, m, n, k, b_fragments):
     a = operand(m, k, batch, dtype, views[0])
     b = operand(k, n, batch, dtype, views[1])
-    rep = bankops.explain("gemm", layout, dtype, m=m, n=n, k=k, batch=batch or 1, b_transposed=views[1] == "transposed")
+    mma_layout = MMA_SYNC if layout == "swizzle" else layout  # the fragments are mma.sync's
+    rep = explain(mma_layout, dtype, m=m, n=n, k=k, batch=batch or 1, b_transposed=views[1] == "transposed")
     b_kind = "ldmatrix.x4.trans B fragments" if views[1] != "transposed" else "ldmatrix.x4 B fragments"
     assert _count(rep, b_kind) == b_fragments, str(rep)
-    check_against_float64(bankops.gemm(a, b, layout), a, b)
+    check_against_float64(gemm(a, b, layout), a, b)
 
 
 @requires_cuda
@@ -132,11 +157,12 @@ def test_cuda_mid_tiles(views, layout, dtype, batch, m, n, k, b_fragments):
 @pytest.mark.parametrize("shape", [(200, 300, 130), (1024, 2048, 96), (1024, 1024, 1024)],
                          ids=["registers", "cp.async-small", "cp.async-narrow"])
 def test_cuda_layouts_same_bits(dtype, shape):
-    """The layout moves where values sit in shared memory, never the order they are summed in."""
+    """The layout moves where values sit in shared memory, never the order they are summed
+    in; the Hopper kernel's k16 products and float32 sums come out the same as mma.sync's."""
     m, n, k = shape
     a = torch.randn(m, k, device="cuda").to(dtype)
     b = torch.randn(k, n, device="cuda").to(dtype)
-    outs = [bankops.gemm(a, b, layout) for layout in LAYOUTS]
+    outs = [gemm(a, b, layout) for layout in GEMM_LAYOUTS]
     for out in outs[1:]:
         assert torch.equal(out.view(torch.int16), outs[0].view(torch.int16))
 
@@ -169,7 +195,7 @@ def test_explain_ldmatrix_and_cp_async(dtype):
     """swizzle: ldmatrix and the cp.async writes conflict-free; none: ldmatrix conflicts
     (rows of one 8x8 matrix share banks); pad: ldmatrix free, the cp.async writes of the
     64-byte A rows conflict (seed 003)."""
-    rep = {layout: bankops.explain("gemm", layout, dtype, m=1024, n=1024, k=1024) for layout in LAYOUTS}
+    rep = {layout: bankops.explain("gemm", layout, dtype, m=1024, n=1024, k=1024, hopper=False) for layout in LAYOUTS}
     for layout, r in rep.items():
         assert {"ldsm", "ldgsts"} <= _ops(r), f"{layout}: {r}"
         assert all(row["kernel"] == "gemm_mma/cp.async" for row in r.rows)
@@ -192,7 +218,8 @@ def test_explain_views_and_odd_k(a_t, b_t):
     realigning path): swizzle stays conflict-free on every instruction (on the shared-memory
     side of the realigning path's cp.async of misaligned rows), none does not."""
     for k in (1024, 1023):
-        sw = bankops.explain("gemm", "swizzle", torch.bfloat16, m=512, n=512, k=k, a_transposed=a_t, b_transposed=b_t)
+        sw = bankops.explain("gemm", "swizzle", torch.bfloat16, m=512, n=512, k=k, a_transposed=a_t, b_transposed=b_t,
+                             hopper=False)
         none = bankops.explain("gemm", "none", torch.bfloat16, m=512, n=512, k=k, a_transposed=a_t, b_transposed=b_t)
         if _kernels(sw) == {"gemm_mma/realign"}:
             _assert_smem_side_conflict_free(sw)
@@ -221,9 +248,9 @@ def test_explain_block_shapes(layout):
     4 warps x 2 x 4 per 64 x 128 x 64 k-tile. On the large tiles swizzle stays conflict-free
     everywhere; pad's ldmatrix is free but its cp.async phases still straddle the padded
     rows (the probe's rule, seed 003); none's ldmatrix conflicts."""
-    small = bankops.explain("gemm", layout, torch.float16, m=1024, n=2048, k=1024)
-    large = bankops.explain("gemm", layout, torch.float16, m=4096, n=4096, k=4096)
-    narrow = bankops.explain("gemm", layout, torch.float16, m=1024, n=1024, k=1024)
+    small = bankops.explain("gemm", layout, torch.float16, m=1024, n=2048, k=1024, hopper=False)
+    large = bankops.explain("gemm", layout, torch.float16, m=4096, n=4096, k=4096, hopper=False)
+    narrow = bankops.explain("gemm", layout, torch.float16, m=1024, n=1024, k=1024, hopper=False)
     assert _count(small, "ldmatrix.x4 A fragments") == 32
     assert _count(small, "ldmatrix.x4.trans B fragments") == 32
     assert _count(narrow, "ldmatrix.x4 A fragments") == 32

@@ -1,0 +1,45 @@
+// cp.async and the shared-memory window's addresses, for the tensor-core gemm kernels
+// (gemm_mma.cu, gemm_wgmma.cu), and the one-time dynamic shared-memory limit of a kernel.
+#pragma once
+#include <cstdint>
+
+#include <atomic>
+
+#include <cuda_runtime_api.h>
+
+namespace bankops {
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global -> shared; bytes past src_bytes (0..16) are zero-filled, none read.
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// A kernel's dynamic shared memory past 48 KB needs its attribute raised. The attribute is
+// per device and sticks: set it once per device, not on every call (a 1024^3 gemm is short
+// enough for host time per call to show). The kernel is a template argument: one flag set
+// per kernel (kernels of one signature share a function type).
+template <auto Kernel>
+cudaError_t raise_smem_once(int bytes) {
+  static std::atomic<uint64_t> attr_set{0};
+  int dev = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err != cudaSuccess) return err;
+  const uint64_t bit = dev < 64 ? uint64_t(1) << dev : 0;
+  if (!(attr_set.load(std::memory_order_relaxed) & bit)) {
+    err = cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    if (err != cudaSuccess) return err;
+    attr_set.fetch_or(bit, std::memory_order_relaxed);
+  }
+  return cudaSuccess;
+}
+
+}  // namespace bankops

@@ -1,0 +1,118 @@
+// gemm on Hopper's warpgroup tensor-core instructions (float16/bfloat16, float32
+// accumulation), the swizzle layout's kernel on compute capability 9.0: wgmma.mma_async reads
+// both operands straight from shared memory, so a consumer warpgroup issues one instruction
+// per 64 x BN x 16 product instead of the mma.sync path's ldmatrix + mma stream (gemm_mma.h),
+// whose tensor rate is 2/3 of wgmma's. A producer warpgroup fills a ring of stages with
+// 16-byte cp.async; mbarriers hand each stage to the consumers (full) and back (empty).
+//
+// Only the swizzle layout runs here. wgmma reads an operand as 8-row x 16-byte core
+// matrices, either 128-byte-swizzled (CuTe's Swizzle<3,4,3> on bytes: MmaSwizzle's
+// Swizzle<3,3,3> on halves, the swizzle layout's own tile) or unswizzled, with each core
+// matrix's 8 rows in 128 contiguous bytes. The same kernel on unswizzled tiles (16-byte
+// column blocks, dense or padded after every core matrix and block so that the fill is
+// conflict-free) computed 4096^3 at 175 TFLOP/s against 475-510 swizzled (H100,
+// 2026-11-25): the tensor cores read unswizzled tiles at a third of the rate, whatever the
+// padding, and none and pad run faster on the mma.sync kernel (110 and 400 TFLOP/s), whose
+// ldmatrix reads are where their bank conflicts show.
+//
+// Built for sm_90a only (BANKOPS_WGMMA, setup.py); the launcher takes it for the cp.async
+// plan (16-byte aligned rows) when the call asks for it (gemm_mma_plan's `wgmma`).
+#pragma once
+#include <cstdint>
+#include <type_traits>
+
+#include "gemm_mma.h"
+
+namespace bankops {
+
+// BM x BN x BK block tiles; CONSUMERS warpgroups split BM (64 rows each, m64n256k16
+// instructions); one producer warpgroup; STAGES ring slots.
+template <int BM, int BN, int BK, int CONSUMERS, int STAGES>
+struct WgmmaConfig {
+  static constexpr int kBM = BM, kBN = BN, kBK = BK, kConsumers = CONSUMERS, kStages = STAGES;
+  static constexpr int kProducerThreads = 128, kThreads = 128 * (CONSUMERS + 1);
+  static constexpr int kSteps = BK / 16, kAcc = BN / 2;  // k16 steps per k-tile, floats per consumer thread
+  static_assert(BM == 64 * CONSUMERS && BK % 64 == 0 && BN == 256, "m64n256 per consumer");
+};
+// 128 x 256: two consumers of 64 x 256 (128 accumulators a thread), four 48 KB stages. Only
+// grids of 128 or more of its tiles take the kernel: with fewer, the per-tile latency of
+// filling the ring and writing C back is not hidden (a 64 x 128 variant with one consumer
+// ran 1024^3 in 12.5 us against mma.sync's 64 x 128 tile's 8.7 us, H100, 2026-11-25).
+using WgmmaLarge = WgmmaConfig<128, 256, 64, 2, 4>;
+
+constexpr int kWgmmaRowCols = 64;  // halves in one 128-byte swizzled row
+using WgmmaSwizzle = Swizzle<3, 3, 3>;
+// A is As[BM][BK] (k-major); B is Bs[BK][BN] (n-major, KN) or Bs[BN][BK] (k-major). Tiles are
+// 64-column blocks of 128-byte swizzled rows, one block after another.
+template <int ROWS, int COLS>
+using WgmmaTile = Blocked<Swizzled<ROWS, kWgmmaRowCols, WgmmaSwizzle>, COLS>;
+template <class C>
+using WgmmaATile = WgmmaTile<C::kBM, C::kBK>;
+template <class C, bool KN>
+using WgmmaBTile = std::conditional_t<KN, WgmmaTile<C::kBK, C::kBN>, WgmmaTile<C::kBN, C::kBK>>;
+template <class C>
+using WgmmaCTile = MmaTile<Layout::Swizzle, C::kBM, C::kBN>;
+static_assert(std::is_same_v<MmaSwizzle<kWgmmaRowCols>, WgmmaSwizzle>, "the swizzle layout's 128-byte rows");
+
+// The descriptor's fixed fields (PTX "matrix descriptor"): leading and stride byte offsets
+// (16-byte units) and the 128-byte swizzle mode, read off the tile's own offsets. K_MAJOR: 8
+// rows are the stride step and the swizzle fixes the leading one (LBO unused, 1 by
+// convention); otherwise the tile's rows are k: 8 k rows are the stride step, the next
+// 64-column block the leading one.
+template <class Tile, bool K_MAJOR>
+BANKOPS_HD constexpr uint64_t wgmma_desc_fields() {
+  constexpr int64_t rows8 = Tile::offset(8, 0) * 2, block = Tile::offset(0, kWgmmaRowCols) * 2;
+  constexpr int64_t lbo = K_MAJOR ? 16 : block, sbo = rows8;
+  static_assert(lbo % 16 == 0 && sbo % 16 == 0 && lbo < (16 << 14) && sbo < (16 << 14), "14-bit 16-byte fields");
+  return uint64_t(lbo >> 4) << 16 | uint64_t(sbo >> 4) << 32 | uint64_t(1) << 62;
+}
+BANKOPS_HD uint64_t wgmma_desc(uint64_t fields, uint32_t smem_addr) { return fields | ((smem_addr >> 4) & 0x3FFF); }
+
+// Element offsets the k16 step s of consumer rows m0 (A) or of B start at (descriptor starts).
+template <class Tile>
+BANKOPS_HD int wgmma_a_at(int m0, int s) { return Tile::offset(m0, 16 * s); }
+template <class Tile, bool KN>
+BANKOPS_HD int wgmma_b_at(int s) { return KN ? Tile::offset(16 * s, 0) : Tile::offset(0, 16 * s); }
+
+// The consumer warps' accumulators as mma_acc and the shared epilogue see them (m16 x n8
+// fragments, as mma.sync's): warp w of the consumers holds rows 16 w.. 16 w + 15 of the block
+// tile, every n8 tile of BN; consumer thread t is the block's thread 128 + t.
+template <class C>
+struct WgmmaFrags {
+  static constexpr int kThreads = 128 * C::kConsumers, kWarpsM = 4 * C::kConsumers, kWarpsN = 1;
+  static constexpr int kWM = 16, kWN = C::kBN, kFragM = 1, kFragN = C::kBN / 8, kBN = C::kBN;
+  static constexpr int kOutChunks = C::kBM * C::kBN / kMmaChunk / kThreads;
+};
+
+// The producer's chunk e of thread t in a tile: lanes walk the 8 chunks of a row of a
+// 64-column block, then the block's rows, then the next block: each 8-lane phase reads one
+// 128-byte line of a row and writes one swizzled row.
+template <class C, class Tile>
+BANKOPS_HD TileCoord wgmma_chunk(int t, int e) {
+  constexpr int kPerRow = kWgmmaRowCols / kMmaChunk, kPerBlock = Tile::kRows * kPerRow;
+  const int idx = t + e * C::kProducerThreads;
+  return TileCoord{idx % kPerBlock / kPerRow, idx / kPerBlock * kWgmmaRowCols + idx % kPerRow * kMmaChunk};
+}
+
+// Whether the Hopper kernel takes a call: a caller that allows it (the swizzle layout on
+// compute capability 9.0, in a build with sm_90a), the cp.async plan (16-byte aligned rows,
+// A k-contiguous), a grid that fills the GPU with WgmmaLarge tiles and stays within the launch
+// limits (one block tile per block).
+inline bool wgmma_takes(const GemmArgs& g, const GemmMmaPlan& p, bool allowed) {
+  return allowed && p.async && g.batch <= 65535 && ceil_div(g.m, WgmmaLarge::kBM) <= 65535 &&
+         mma_fills(g, WgmmaLarge::kBM, WgmmaLarge::kBN);
+}
+
+// Shared memory: the stage ring (every tile 1024-byte aligned: the hardware anchors the
+// 128-byte swizzle to address bits), reused by the epilogue's C tile, plus 1024 bytes to
+// align the base (the mbarriers are static).
+template <class C, bool KN>
+struct WgmmaSmem {
+  static constexpr int kA = WgmmaATile<C>::kSize * 2, kB = WgmmaBTile<C, KN>::kSize * 2;
+  static constexpr int kStage = kA + kB, kRing = C::kStages * kStage;
+  static constexpr int kOut = WgmmaCTile<C>::kSize * 2;
+  static constexpr int kBytes = (kRing > kOut ? kRing : kOut) + 1024;
+  static_assert(kA % 1024 == 0 && kB % 1024 == 0, "tiles on 1024-byte boundaries");
+};
+
+}  // namespace bankops

@@ -1,0 +1,75 @@
+// The tensor-core kernels' epilogue (gemm_mma.cu, gemm_wgmma.cu): float32 accumulators ->
+// 16-bit C tile in shared memory (pairs of columns) -> whole 16-byte chunks of C rows in
+// global memory. Both kernels hold their accumulators as m16 x n8 fragments (mma_acc), so one
+// routine serves both.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "gemm_mma.h"
+
+namespace bankops {
+
+template <class T>
+__device__ __forceinline__ uint32_t pack2(float x, float y);
+template <>
+__device__ __forceinline__ uint32_t pack2<__half>(float x, float y) {
+  const __half2 h = __floats2half2_rn(x, y);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+template <>
+__device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float x, float y) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(x, y);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+// C: the fragment arrangement (kThreads, kFragM, kFragN, kBN, kOutChunks, read by mma_acc and
+// mma_chunk); t: the thread's index in it; sync(): a barrier over those threads. `smem` must
+// be free on entry (the caller's barrier); on return the C tile has been read out, but the
+// caller must sync before reusing it. c: the batch's C, g.m x g.n; out_vec: C's rows are
+// 16-byte aligned. Offsets as in the main loops: rows step by multiples of the layout's
+// period (adds), n8 tiles join the thread's column.
+template <class C, class CTile, class T, class Sync>
+__device__ __forceinline__ void mma_epilogue(uint16_t* smem, const float (&acc)[C::kFragM][C::kFragN][4], int t,
+                                             uint16_t* c, const GemmArgs& g, int64_t m0, int64_t n0, bool out_vec,
+                                             Sync sync) {
+  constexpr int kOutRowStep = C::kThreads / (C::kBN / kMmaChunk);
+  static_assert(8 % CTile::kRowPeriod == 0 && kOutRowStep % CTile::kRowPeriod == 0, "C tile steps are adds");
+  {
+    const TileCoord t0 = mma_acc<C>(t, 0, 0, 0);
+    const int o0 = CTile::offset(t0.r, t0.c);
+#pragma unroll
+    for (int j = 0; j < C::kFragN; ++j) {
+      uint16_t* col = smem + CTile::join(o0, CTile::offset(0, j * 8));
+#pragma unroll
+      for (int i = 0; i < C::kFragM; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          *reinterpret_cast<uint32_t*>(col + CTile::offset(i * 16 + h * 8, 0)) =
+              pack2<T>(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+    }
+  }
+  sync();
+  const TileCoord t0 = mma_chunk<C>(t, 0, C::kBN);
+  const uint16_t* src = smem + CTile::offset(t0.r, t0.c);
+  const int64_t n = n0 + t0.c;
+#pragma unroll 4
+  for (int e = 0; e < C::kOutChunks; ++e) {
+    const int64_t m = m0 + t0.r + e * kOutRowStep;
+    if (m >= g.m || n >= g.n) continue;
+    const uint4 v = *reinterpret_cast<const uint4*>(src + CTile::offset(e * kOutRowStep, 0));
+    uint16_t* dst = c + m * g.n + n;
+    if (out_vec) {
+      *reinterpret_cast<uint4*>(dst) = v;
+    } else {
+      const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int q = 0; q < kMmaChunk; ++q)
+        if (n + q < g.n) dst[q] = static_cast<uint16_t>(w[q / 2] >> (q % 2 * 16));
+    }
+  }
+}
+
+}  // namespace bankops

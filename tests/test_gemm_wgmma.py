@@ -1,0 +1,120 @@
+"""The Hopper gemm kernel (kernels/gemm_wgmma.h): which calls take it, the bank model's
+account of its copies and epilogue, and its results against float64 on a compute capability
+9.0 GPU: both B orientations, m / n / k edges, batches, sliced views."""
+import warnings
+
+import pytest
+import torch
+
+import bankops
+from conftest import requires_cuda
+from test_gemm_mma import DTYPES, HOPPER, check_against_float64, gemm, operand
+
+requires_hopper = pytest.mark.skipif(not HOPPER, reason="the wgmma kernel needs compute capability 9.0")
+
+
+def _kernels(rep):
+    return {row["kernel"] for row in rep.rows}
+
+
+def _count(rep, instruction):
+    return sum(row["count"] for row in rep.rows if row["instruction"] == instruction)
+
+
+@pytest.mark.parametrize("b_t", [False, True], ids=["b", "b^T"])
+def test_explain_route(b_t):
+    """swizzle with 16-byte aligned rows takes the Hopper kernel once its 128 x 256 tiles fill
+    the GPU (128 of them, over the batch too); smaller grids, none and pad, misaligned rows
+    (odd K), A as a transposed view, grids past 65535 batches and other GPUs (hopper=False)
+    keep the mma.sync kernel."""
+    ex = lambda layout, **kw: _kernels(bankops.explain("gemm", layout, torch.float16, b_transposed=b_t, **kw))  # noqa: E731
+    assert ex("swizzle", m=4096, n=4096, k=4096, hopper=True) == {"gemm_wgmma"}
+    assert ex("swizzle", m=2048, n=2048, k=64, hopper=True) == {"gemm_wgmma"}
+    assert ex("swizzle", m=512, n=512, k=64, batch=32, hopper=True) == {"gemm_wgmma"}
+    assert ex("swizzle", m=2048, n=1792, k=64, hopper=True) == {"gemm_mma/cp.async"}  # 112 tiles
+    assert ex("swizzle", m=1024, n=1024, k=1024, hopper=True) == {"gemm_mma/cp.async"}
+    for layout in ("none", "pad"):
+        assert ex(layout, m=4096, n=4096, k=4096, hopper=True) == {"gemm_mma/cp.async"}
+    assert ex("swizzle", m=4096, n=4096, k=4096, hopper=False) == {"gemm_mma/cp.async"}
+    assert ex("swizzle", m=4096, n=4096, k=4093, hopper=True) == {"gemm_mma/realign"}
+    assert ex("swizzle", m=4096, n=4096, k=4096, a_transposed=True, hopper=True) == {"gemm_mma/registers"}
+    assert ex("swizzle", m=8, n=8, k=8, batch=70_000, hopper=True) == {"gemm_mma/cp.async"}
+
+
+@pytest.mark.parametrize("b_t", [False, True], ids=["b", "b^T"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_explain_copies_and_epilogue(dtype, b_t):
+    """Per 128 x 256 x 64 k-tile the producer's 4 warps copy every 16-byte chunk once (A 1024
+    chunks: 32 warp instructions, B 2048: 64), per tile the 8 consumer warps write the C tile
+    as float pairs and read it back in 16-byte rows, all conflict-free; nothing else touches
+    shared memory from the warps (the tensor cores read the swizzled tiles themselves)."""
+    bn = "ldgsts Bs[n][k] <- B" if b_t else "ldgsts Bs[k][n] <- B"
+    m, n, k = 4096, 4096, 4096
+    rep = bankops.explain("gemm", "swizzle", dtype, m=m, n=n, k=k, b_transposed=b_t, hopper=True)
+    assert _kernels(rep) == {"gemm_wgmma"}, str(rep)
+    assert _count(rep, "ldgsts As[m][k] <- A") == 32
+    assert _count(rep, bn) == 64
+    assert _count(rep, "sts C tile <- accumulator pairs") == 8 * 32 * 2
+    assert _count(rep, "lds C tile -> 16-byte rows of C") == 128 * 256 // 8 // 32
+    assert set(rep.totals) == {"ld", "st", "ldgsts"}, str(rep)
+    assert rep.conflicts == 0, str(rep)
+    assert rep.rows[0]["iterations"] == (m // 128) * (n // 256) * (k // 64)
+
+
+def launched_kernels(fn):
+    """Names of the CUDA kernels fn() launches (None without a profiler: the route is then
+    not checked)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    names = [e.name for e in prof.events() if "bankops" in e.name]
+    if not names:
+        warnings.warn("the profiler recorded no bankops kernel: the route is not checked")
+        return None
+    return names
+
+
+# Grids of 128 or more 128 x 256 tiles: whole tiles, m and n edges (one row past whole
+# tiles too), a k tail of 8 past whole 64-wide k-tiles, k below one k-tile, more k-tiles than
+# the 4-stage ring, batches that reach the tile count only together (200 one-tile matrices
+# of a row or a few: every chunk an edge).
+WGMMA_SHAPES = [
+    (None, 2048, 2048, 128), (None, 2040, 2056, 200), (None, 2049, 4096, 72), (None, 2048, 2048, 8),
+    (4, 512, 2048, 520), (200, 1, 8, 8), (130, 33, 136, 40),
+]
+WGMMA_IDS = [("" if b is None else f"{b}x") + f"{m}x{n}x{k}" for b, m, n, k in WGMMA_SHAPES]
+
+
+@requires_cuda
+@requires_hopper
+@pytest.mark.parametrize("batch,m,n,k", WGMMA_SHAPES, ids=WGMMA_IDS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("views", [("contiguous", "contiguous"), ("contiguous", "transposed"), ("sliced", "sliced")],
+                         ids="-".join)
+def test_cuda_wgmma(views, dtype, batch, m, n, k):
+    a = operand(m, k, batch, dtype, views[0])
+    b = operand(k, n, batch, dtype, views[1])
+    rep = bankops.explain("gemm", "swizzle", dtype, m=m, n=n, k=k, batch=batch or 1,
+                          b_transposed=views[1] == "transposed")
+    assert _kernels(rep) == {"gemm_wgmma"}, str(rep)
+    kernels = launched_kernels(lambda: bankops.gemm(a, b))
+    assert kernels is None or all("gemm_wgmma_kernel" in name for name in kernels), kernels
+    check_against_float64(bankops.gemm(a, b), a, b)
+
+
+@requires_cuda
+@requires_hopper
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_cuda_wgmma_expanded_batch(dtype):
+    """B broadcast over the batch (batch stride 0), and the wgmma switch off and on again."""
+    a = torch.randn(128, 64, 40, device="cuda").to(dtype)
+    b = torch.randn(1, 40, 264, device="cuda").to(dtype).expand(128, 40, 264)
+    kernels = launched_kernels(lambda: bankops.gemm(a, b))
+    assert kernels is None or all("gemm_wgmma_kernel" in name for name in kernels), kernels
+    check_against_float64(bankops.gemm(a, b), a, b)
+    kernels = launched_kernels(lambda: gemm(a, b, "swizzle/mma.sync"))
+    assert kernels is None or all("gemm_mma_kernel" in name for name in kernels), kernels
+    check_against_float64(gemm(a, b, "swizzle/mma.sync"), a, b)
