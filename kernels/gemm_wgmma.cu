@@ -130,8 +130,8 @@ struct WgmmaFill {
 };
 
 // One block tile per block: a producer warpgroup (warps 0-3) streams k-tiles into the stage
-// ring; consumer warpgroup w (1, 2, ...) multiplies rows (w - 1) * 64.. of the block tile
-// into 128 float accumulators a thread, then the consumers write the tile out.
+// ring; consumer warpgroup w (1, 2) multiplies rows (w - 1) * 64.. of the block tile into
+// 128 float accumulators a thread, then the consumers write the tile out.
 //   full[s]:  completes when the producer's 128 threads' copies into stage s have landed;
 //   empty[s]: completes when every consumer warp is done reading stage s (a warp arrives once
 //             its wgmma on the next k-tile is issued and the previous one has finished, so
@@ -147,8 +147,9 @@ __global__ void __launch_bounds__(C::kThreads, 1) gemm_wgmma_kernel(const GemmAr
   // Registers: the launch gives each thread 65536 / threads in steps of 8 (168 for 384); the
   // producer, which keeps two per chunk for its source offsets, hands the rest to the
   // consumers' 128 accumulators.
-  constexpr int kLaunchRegs = 65536 / C::kThreads / 8 * 8, kProducerRegs = 104;
-  constexpr int kConsumerRegs = (kLaunchRegs * C::kThreads - 128 * kProducerRegs) / (C::kThreads - 128) / 8 * 8;
+  constexpr int kLaunchRegs = 65536 / C::kThreads / 8 * 8, kProducerRegs = 152;
+  constexpr int kConsumerRegs =
+      (kLaunchRegs * C::kThreads - C::kProducerThreads * kProducerRegs) / (C::kThreads - C::kProducerThreads) / 8 * 8;
   static_assert(kConsumerRegs >= kLaunchRegs && kConsumerRegs <= 256, "setmaxnreg's range");
   __shared__ __align__(8) uint64_t bars[2 * kStages];
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -205,8 +206,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) gemm_wgmma_kernel(const GemmAr
   const int a_row = (wg - 1) * 64;
   for (int kt = 0; kt < nk; ++kt) {
     const int s = kt % kStages;
-    mbar_wait(full0 + 8 * s, (kt / kStages) & 1);
     const uint32_t stage = base + s * Smem::kStage;
+    mbar_wait(full0 + 8 * s, (kt / kStages) & 1);
     wgmma_fence();
 #pragma unroll
     for (int k = 0; k < C::kSteps; ++k) {

@@ -26,7 +26,7 @@
 namespace bankops {
 
 // BM x BN x BK block tiles; CONSUMERS warpgroups split BM (64 rows each, m64n256k16
-// instructions); one producer warpgroup; STAGES ring slots.
+// instructions); one producer warpgroup fills STAGES ring slots.
 template <int BM, int BN, int BK, int CONSUMERS, int STAGES>
 struct WgmmaConfig {
   static constexpr int kBM = BM, kBN = BN, kBK = BK, kConsumers = CONSUMERS, kStages = STAGES;
@@ -76,7 +76,7 @@ BANKOPS_HD int wgmma_b_at(int s) { return KN ? Tile::offset(16 * s, 0) : Tile::o
 
 // The consumer warps' accumulators as mma_acc and the shared epilogue see them (m16 x n8
 // fragments, as mma.sync's): warp w of the consumers holds rows 16 w.. 16 w + 15 of the block
-// tile, every n8 tile of BN; consumer thread t is the block's thread 128 + t.
+// tile, every n8 tile of BN; consumer thread t is the block's thread kProducerThreads + t.
 template <class C>
 struct WgmmaFrags {
   static constexpr int kThreads = 128 * C::kConsumers, kWarpsM = 4 * C::kConsumers, kWarpsN = 1;
@@ -97,7 +97,11 @@ BANKOPS_HD TileCoord wgmma_chunk(int t, int e) {
 // Whether the Hopper kernel takes a call: a caller that allows it (the swizzle layout on
 // compute capability 9.0, in a build with sm_90a), the cp.async plan (16-byte aligned rows,
 // A k-contiguous), a grid that fills the GPU with WgmmaLarge tiles and stays within the launch
-// limits (one block tile per block).
+// limits (one block tile per block). Rows off 16-byte boundaries stay on the mma.sync kernel's
+// realigning path: a realigning producer here (raw chunks copied into the stage, cut in place
+// by every thread of the block) ran (4095, 4097, 4093) in 0.94-1.12 ms against that path's
+// 1.04 (H100, 2026-11-25): its copies of rows that start anywhere took 12.6 shared-memory
+// wavefronts per cp.async instead of 4, and the cut sat on the critical path.
 inline bool wgmma_takes(const GemmArgs& g, const GemmMmaPlan& p, bool allowed) {
   return allowed && p.async && g.batch <= 65535 && ceil_div(g.m, WgmmaLarge::kBM) <= 65535 &&
          mma_fills(g, WgmmaLarge::kBM, WgmmaLarge::kBN);
@@ -110,9 +114,9 @@ template <class C, bool KN>
 struct WgmmaSmem {
   static constexpr int kA = WgmmaATile<C>::kSize * 2, kB = WgmmaBTile<C, KN>::kSize * 2;
   static constexpr int kStage = kA + kB, kRing = C::kStages * kStage;
-  static constexpr int kOut = WgmmaCTile<C>::kSize * 2;
-  static constexpr int kBytes = (kRing > kOut ? kRing : kOut) + 1024;
+  static constexpr int kBytes = kRing + 1024;
   static_assert(kA % 1024 == 0 && kB % 1024 == 0, "tiles on 1024-byte boundaries");
+  static_assert(kRing >= WgmmaCTile<C>::kSize * 2, "the C tile fits the ring");
 };
 
 }  // namespace bankops
