@@ -65,8 +65,10 @@ def cases(quick=False, ops=None):
         out.append(("reduce_sum", dt, dict(shape=(64, 512, 256), dim=1)))
     for dt in (f32,) if quick else (f16, bf16, f32, torch.float64):
         out.append(("gemm", dt, dict(m=1024, n=1024, k=1024)))
-    if not quick:  # float32's 128x256 tile, which copies A one element per cp.async
+    if not quick:  # float32's 128x256 tile, which copies A one element per cp.async; the
+        # Hopper kernel (swizzle; none and pad run mma.sync's 128x256 tile there)
         out.append(("gemm", f32, dict(m=2048, n=2048, k=2048)))
+        out.append(("gemm", f16, dict(m=2048, n=2048, k=2048)))
     return [c for c in out if ops is None or c[0] in ops]
 
 

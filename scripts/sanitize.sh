@@ -16,7 +16,8 @@ subset='(test_cuda_matches_reference and (torch.float32- or torch.int8- or torch
   or (test_cuda_async4_staging and 1536x1536x72)
   or (test_cuda_realign and (130x131x33 or 3x65x130x73) and float16) or (test_cuda_realign_offsets and 256x392x40)
   or (test_cuda_realign_exact_allocations and swizzle and float16)
-  or (test_cuda_realigned_output_chunks_have_one_owner and pad) or (test_cuda_realigned_base_offsets and 3-)'
+  or (test_cuda_realigned_output_chunks_have_one_owner and pad) or (test_cuda_realigned_base_offsets and 3-)
+  or (test_cuda_wgmma and float16 and (2040x2056x200 or 200x1x8x8 or 4x512x2048x520)) or test_cuda_wgmma_expanded_batch'
 subset=$(echo $subset)  # one line for pytest -k
 for tool in "$@"; do
   echo "== compute-sanitizer --tool $tool"
