@@ -89,8 +89,8 @@ __device__ __forceinline__ void wgmma_n256(float (&d)[128], uint64_t da, uint64_
 #undef BANKOPS_F4
 
 // The producer's copies of one operand tile: chunk (b, r) of thread t is its wgmma_chunk
-// moved r * 16 rows (a multiple of every layout's period) and b 64-column blocks, so its tile
-// offset is the thread's first plus a constant. `p`: the operand at the tile's corner; rows
+// moved r * 16 rows (a multiple of the swizzle's 8-row period) and b 64-column blocks, so its
+// tile offset is the thread's first plus a constant. `p`: the operand at the tile's corner; rows
 // and cols what is left of it from there. Whole tiles take each chunk's source offset from
 // `off` (computed once: the producer's loop is the kernel's critical path, so its copies
 // carry no address arithmetic beyond one add); edge tiles zero-fill the chunks past the rows

@@ -8,15 +8,16 @@
 // Only the swizzle layout runs here. wgmma reads an operand as 8-row x 16-byte core
 // matrices, either 128-byte-swizzled (CuTe's Swizzle<3,4,3> on bytes: MmaSwizzle's
 // Swizzle<3,3,3> on halves, the swizzle layout's own tile) or unswizzled, with each core
-// matrix's 8 rows in 128 contiguous bytes. The same kernel on unswizzled tiles (16-byte
-// column blocks, dense or padded after every core matrix and block so that the fill is
-// conflict-free) computed 4096^3 at 175 TFLOP/s against 475-510 swizzled (H100,
-// 2026-11-25): the tensor cores read unswizzled tiles at a third of the rate, whatever the
-// padding, and none and pad run faster on the mma.sync kernel (110 and 400 TFLOP/s), whose
-// ldmatrix reads are where their bank conflicts show.
+// matrix's 8 rows in 128 contiguous bytes. An early version of this kernel on unswizzled
+// tiles (16-byte column blocks, dense or padded after every core matrix and block so that
+// the fill is conflict-free) computed 4096^3 at 175 TFLOP/s where the same version on
+// swizzled tiles ran 475-510 (H100, 2026-11-25; 700 with today's producer): the tensor cores
+// read unswizzled tiles at a third of the rate, whatever the padding, and none and pad run
+// faster on the mma.sync kernel (110 and 400 TFLOP/s), whose ldmatrix reads are where their
+// bank conflicts show.
 //
-// Built for sm_90a only (BANKOPS_WGMMA, setup.py); the launcher takes it for the cp.async
-// plan (16-byte aligned rows) when the call asks for it (gemm_mma_plan's `wgmma`).
+// Built for sm_90a only (BANKOPS_WGMMA, setup.py); launch_gemm_mma takes it where wgmma_takes
+// says so.
 #pragma once
 #include <cstdint>
 #include <type_traits>
