@@ -34,6 +34,8 @@ def explain(layout, dtype, **shape):
     if layout == MMA_SYNC:
         return bankops.explain("gemm", "swizzle", dtype, hopper=False, **shape)
     return bankops.explain("gemm", layout, dtype, **shape)
+
+
 # The bound on the normwise error against float64.
 REL_ERR = {torch.float16: 5e-3, torch.bfloat16: 1e-2}
 
