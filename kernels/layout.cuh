@@ -73,18 +73,16 @@ struct Swizzled {
   BANKOPS_HD static constexpr int join(int base, int step) { return base ^ step; }
 };
 
-// A tile stored as blocks of Inner::kCols columns, one block after another, GAP elements
-// apart: the form wgmma reads its operands in (gemm_wgmma.h). The block index adds, so a
-// step of whole blocks is an add, and row steps keep Inner's period.
-template <class Inner, int COLS, int GAP = 0>
+// A tile stored as blocks of Inner::kCols columns, one block after another: the form wgmma
+// reads its operands in (gemm_wgmma.h). The block index adds, so a step of whole blocks is
+// an add, and row steps keep Inner's period.
+template <class Inner, int COLS>
 struct Blocked {
   static_assert(COLS % Inner::kCols == 0, "whole blocks");
   static constexpr int kRows = Inner::kRows, kCols = COLS, kBlockCols = Inner::kCols;
-  static constexpr int kBlock = Inner::kSize + GAP;  // elements from one block to the next
-  static constexpr int kSize = COLS / kBlockCols * kBlock, kRowPeriod = Inner::kRowPeriod;
-  using inner_type = Inner;
+  static constexpr int kSize = COLS / kBlockCols * Inner::kSize, kRowPeriod = Inner::kRowPeriod;
   BANKOPS_HD static constexpr int offset(int r, int c) {
-    return c / kBlockCols * kBlock + Inner::offset(r, c % kBlockCols);
+    return c / kBlockCols * Inner::kSize + Inner::offset(r, c % kBlockCols);
   }
 };
 
