@@ -1,11 +1,13 @@
-// cp.async and the shared-memory window's addresses, for the tensor-core gemm kernels
-// (gemm_mma.cu, gemm_wgmma.cu), and the one-time dynamic shared-memory limit of a kernel.
+// cp.async, 16-byte shared-memory accesses and the shared-memory window's addresses, for the
+// tensor-core gemm kernels (gemm_mma.cu, gemm_wgmma.cu), and the one-time dynamic
+// shared-memory limit of a kernel.
 #pragma once
 #include <cstdint>
 
 #include <atomic>
 
 #include <cuda_runtime_api.h>
+#include <vector_types.h>
 
 namespace bankops {
 
@@ -13,10 +15,25 @@ __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+__device__ __forceinline__ uintptr_t addr_of(const void* p) { return reinterpret_cast<uintptr_t>(p); }
+
 // 16 bytes global -> shared; bytes past src_bytes (0..16) are zero-filled, none read.
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
 }
+__device__ __forceinline__ void sts128(uint32_t addr, const uint4& v) {
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
+}
+__device__ __forceinline__ uint4 lds128(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(addr)
+               : "memory");
+  return v;
+}
+
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {

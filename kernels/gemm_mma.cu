@@ -157,21 +157,6 @@ __device__ __forceinline__ void stage_store(uint16_t* tile, const uint16_t (&v)[
   }
 }
 
-__device__ __forceinline__ void sts128(uint32_t addr, const uint4& v) {
-  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
-               : "memory");
-}
-__device__ __forceinline__ uint4 lds128(uint32_t addr) {
-  uint4 v;
-  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "r"(addr)
-               : "memory");
-  return v;
-}
-
-__device__ __forceinline__ uintptr_t addr_of(const void* p) { return reinterpret_cast<uintptr_t>(p); }
-
 // One operand of the realigning path (MmaRaw): cp.async of the aligned chunks under k-tile
 // x's rows into a raw stage, and the realign pass from a raw stage into a tile buffer.
 // `o` is the operand as the tile sees it with the block tile's corner folded in (unit
@@ -588,7 +573,7 @@ cudaError_t launch_gemm_mma(Layout layout, DType dtype, const GemmArgs& g, bool 
   if (!gemm_mma_supports(dtype, g)) return cudaErrorNotSupported;
   if (g.batch == 0 || g.m == 0 || g.n == 0) return cudaSuccess;
   const GemmMmaPlan p = gemm_mma_plan(g, aligned16(g.a), aligned16(g.b));
-  if (wgmma_takes(g, p, hopper && layout == Layout::Swizzle)) return launch_gemm_wgmma(dtype, g, p.b_kn, stream);
+  if (wgmma_takes(g, p, hopper && layout == Layout::Swizzle)) return launch_gemm_wgmma(dtype, g, p.b_kn, !p.async, stream);
   const MmaFlags f{p.a_along, p.b_along, aligned16(g.c) && g.n % kMmaChunk == 0};
   return with_layout(layout, [&](auto tag) {
     constexpr Layout L = decltype(tag)::value;

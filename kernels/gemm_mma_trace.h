@@ -116,23 +116,31 @@ inline void trace_gemm_mma_shape(Layout layout, const GemmArgs& g, const GemmMma
 
 // One call of the Hopper kernel: the producer's copies of each k-tile (lanes at
 // wgmma_chunk, tile rows at `pitch` bytes in global memory, corners taken as line-aligned),
-// then the shared epilogue. wgmma's own reads of the swizzled tiles are the tensor cores'
-// (no lds or ldmatrix): they are not shared-memory instructions of the warps.
+// or for rows off 16-byte boundaries its stores of the chunks it cut in registers (the same
+// lanes and tile offsets), then the shared epilogue. wgmma's own reads of the swizzled tiles
+// are the tensor cores' (no lds or ldmatrix): they are not shared-memory instructions of the
+// warps.
 template <class C>
 inline void trace_gemm_wgmma(const GemmArgs& g, const GemmMmaPlan& plan, SmemTrace& trace) {
   const int64_t tiles = g.batch * ceil_div(g.m, C::kBM) * ceil_div(g.n, C::kBN);
   const int64_t steps = tiles * ceil_div(g.k, C::kBK);
-  const char* kernel = "gemm_wgmma";
+  const char* kernel = plan.async ? "gemm_wgmma" : "gemm_wgmma/realign";
   const auto fill = [&](const char* name, auto tile, int64_t pitch) {
     using Tile = decltype(tile);
+    const auto at = [](int t, int e) {
+      const TileCoord c = wgmma_chunk<C, Tile>(t, e);
+      return int64_t(Tile::offset(c.r, c.c)) * 2;
+    };
+    const int chunks = Tile::kRows * Tile::kCols / (C::kProducerThreads * kMmaChunk);
+    if (!plan.async) {
+      SmemInstr& row = trace.instr(kernel, std::string("sts ") + name + " (realigned)", SmemOp::St, 16, steps);
+      for (int e = 0; e < chunks; ++e) add_block(row, C::kProducerThreads, [&](int t) { return at(t, e); });
+      return;
+    }
     SmemInstr& row = trace.instr(kernel, std::string("ldgsts ") + name, SmemOp::Ldgsts, 16, steps);
-    for (int e = 0; e * C::kProducerThreads * kMmaChunk < Tile::kRows * Tile::kCols; ++e)
+    for (int e = 0; e < chunks; ++e)
       add_block(
-          row, C::kProducerThreads,
-          [&](int t) {
-            const TileCoord c = wgmma_chunk<C, Tile>(t, e);
-            return int64_t(Tile::offset(c.r, c.c)) * 2;
-          },
+          row, C::kProducerThreads, [&](int t) { return at(t, e); },
           [&](int t) {
             const TileCoord c = wgmma_chunk<C, Tile>(t, e);
             return c.r * pitch + c.c * 2;

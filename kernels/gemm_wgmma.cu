@@ -5,6 +5,7 @@
 #include "gemm_wgmma.h"
 #include "launch.h"
 #include "mma_epilogue.cuh"
+#include "shift.cuh"
 
 namespace bankops {
 namespace {
@@ -129,6 +130,173 @@ struct WgmmaFill {
   }
 };
 
+// 16 global bytes at a 16-byte aligned address; and the part of them inside [lo, hi), zeros
+// elsewhere (the granules at a matrix's first or last bytes, read element by element).
+__device__ __forceinline__ uint4 ldg128(const char* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
+__device__ __forceinline__ uint4 ldg128_within(const char* p, uintptr_t lo, uintptr_t hi) {
+  if (addr_of(p) >= lo && addr_of(p) + 16 <= hi) return ldg128(p);
+  uint32_t w[4] = {0, 0, 0, 0};
+#pragma unroll
+  for (int q = 0; q < kMmaChunk; ++q) {
+    const uintptr_t at = addr_of(p) + 2 * q;
+    if (at >= lo && at < hi) w[q / 2] |= uint32_t(__ldg(reinterpret_cast<const uint16_t*>(at))) << (q % 2 * 16);
+  }
+  return uint4{w[0], w[1], w[2], w[3]};
+}
+
+// The realigning producer's view of one operand tile (rows at any 2-byte offset, unit-stride
+// columns): chunk e of the thread (wgmma_chunk's map, as WgmmaFill) in k-tile kt. The lane
+// loads the aligned 16 bytes (granule) under its chunk's first byte, takes the next granule
+// from the lane to its right (the 8 lanes of a row group cover one 128-byte row segment; the
+// group's last lane loads the granule past it) and cuts its chunk out of the two
+// (shift_bytes). The cut, `shift`, is one per thread: its chunks sit 16 rows (32 row
+// strides of bytes), 64 columns (128 bytes) or whole k-tiles (64 columns, or 64 rows)
+// apart, all multiples of 16 bytes. K_ROWS: k runs down the tile's rows (B as Bs[BK][BN]).
+//
+// Only k needs zeros past the operand's edge (the products of padding would reach real
+// outputs); rows (m, n) or columns (n) past it feed outputs that the epilogue drops, so
+// they may hold whatever lies there, as long as nothing outside the matrix is read. Whole
+// k-tiles (inside K, every granule inside the matrix's bytes) load every granule as it is;
+// the others load only granules that hold elements before K, each checked against the
+// matrix's bytes, and zero the chunk's elements past K.
+template <class C, class Tile, bool K_ROWS>
+struct WgmmaShiftFill {
+  static constexpr int kRowStep = C::kProducerThreads / 8;
+  static constexpr int kBlocks = Tile::kCols / kWgmmaRowCols, kPerBlock = Tile::kRows / kRowStep;
+  static constexpr int kChunks = kBlocks * kPerBlock;
+  static_assert(Tile::kRows % kRowStep == 0 && kRowStep % Tile::kRowPeriod == 0, "row steps are adds");
+  BANKOPS_HD static constexpr int row_of(int e) { return e % kPerBlock * kRowStep; }
+  BANKOPS_HD static constexpr int col_of(int e) { return e / kPerBlock * kWgmmaRowCols; }
+  const char* gran;      // the granule under the thread's chunk 0 in k-tile 0
+  int64_t s_row;         // elements between the operand's rows
+  int64_t k_left;        // k left from chunk 0 (its row for K_ROWS, else its first column) in k-tile 0
+  uintptr_t lo, hi;      // the matrix's bytes
+  uint32_t dst;          // chunk 0 in stage 0
+  int shift;             // bytes from a granule to its chunk (even, 0..14)
+  int kt_first, kt_end;  // whole k-tiles: [kt_first, kt_end)
+
+  // p: the operand at the tile's corner in k-tile 0, s_row apart; k: its extent along k.
+  __device__ __forceinline__ WgmmaShiftFill(const uint16_t* p, int64_t s_row_, int64_t k, uintptr_t lo_,
+                                            uintptr_t hi_, uint32_t tile)
+      : s_row(s_row_), lo(lo_), hi(hi_) {
+    const TileCoord first = wgmma_chunk<C, Tile>(threadIdx.x, 0);
+    const uintptr_t chunk = addr_of(p + first.r * s_row + first.c);
+    shift = static_cast<int>(chunk & 15);
+    gran = reinterpret_cast<const char*>(chunk - shift);
+    k_left = k - (K_ROWS ? first.r : first.c);
+    dst = tile + Tile::offset(first.r, first.c) * 2;
+    // A k-tile's granules run from its corner's to the one that holds its last row's end,
+    // and k-tiles step by k_step() bytes, a multiple of 16: only the first can start before
+    // the matrix, and the ones before fit end inside it.
+    const uintptr_t corner = addr_of(p);
+    const uintptr_t end0 = (addr_of(p + (Tile::kRows - 1) * s_row + Tile::kCols) + 15) & ~uintptr_t(15);
+    kt_first = (corner & ~uintptr_t(15)) < lo ? 1 : 0;
+    const int64_t fit = hi >= end0 ? static_cast<int64_t>((hi - end0) / k_step()) + 1 : 0;
+    const int64_t inside_k = k / C::kBK;
+    kt_end = static_cast<int>(fit < inside_k ? fit : inside_k);
+  }
+  __device__ __forceinline__ int64_t k_step() const { return K_ROWS ? C::kBK * s_row * 2 : C::kBK * 2; }
+  __device__ __forceinline__ bool whole(int kt) const { return kt >= kt_first && kt < kt_end; }
+  __device__ __forceinline__ const char* granule(int e, int kt) const {
+    return gran + kt * k_step() + (row_of(e) * s_row + col_of(e)) * 2;
+  }
+  // Elements of chunk e in k-tile kt before K (8 or more: all; K_ROWS: all or none).
+  __device__ __forceinline__ int64_t k_valid(int e, int kt) const {
+    const int64_t left = k_left - int64_t(kt) * C::kBK - (K_ROWS ? row_of(e) : col_of(e));
+    return K_ROWS ? (left > 0 ? kMmaChunk : 0) : left;
+  }
+
+  // Chunk e of k-tile kt into x (its granule) and nx (the next one, the last lane only). The
+  // granule holds elements [-shift/2, 8 - shift/2) of the chunk, the next one 8 more.
+  template <bool WHOLE>
+  __device__ __forceinline__ void load(uint4& x, uint4& nx, int e, int kt) const {
+    const char* p = granule(e, kt);
+    const bool last = threadIdx.x % 8 == 7 && shift != 0;
+    if constexpr (WHOLE) {
+      x = ldg128(p);
+      if (last) nx = ldg128(p + 16);
+    } else {
+      const int64_t n = k_valid(e, kt);
+      x = 2 * n + shift > 0 ? ldg128_within(p, lo, hi) : uint4{0, 0, 0, 0};
+      if (last) nx = 2 * (n - kMmaChunk) + shift > 0 ? ldg128_within(p + 16, lo, hi) : uint4{0, 0, 0, 0};
+    }
+  }
+  // Pulls a whole k-tile's lines into L1 ahead of its loads (edge k-tiles are left alone).
+  __device__ __forceinline__ void prefetch(int kt) const {
+    if (!whole(kt)) return;
+    const bool last = threadIdx.x % 8 == 7 && shift != 0;
+#pragma unroll
+    for (int e = 0; e < kChunks; ++e) {
+      const char* p = granule(e, kt);
+      asm volatile("prefetch.global.L1 [%0];\n" ::"l"(p));
+      if (last) asm volatile("prefetch.global.L1 [%0];\n" ::"l"(p + 16));
+    }
+  }
+  // Chunk e of k-tile kt, cut out of x and the next lane's x (nx for the last lane), into the
+  // stage at byte offset `stage`; not WHOLE: its elements past K are zeroed.
+  template <bool WHOLE>
+  __device__ __forceinline__ void store(const uint4& x, const uint4& nx, int e, int kt, uint32_t stage) const {
+    uint4 y{__shfl_down_sync(~0u, x.x, 1, 8), __shfl_down_sync(~0u, x.y, 1, 8), __shfl_down_sync(~0u, x.z, 1, 8),
+            __shfl_down_sync(~0u, x.w, 1, 8)};
+    if (threadIdx.x % 8 == 7) y = nx;
+    uint4 v = shift_bytes<2>(x, y, shift);
+    if constexpr (!WHOLE) {
+      const int64_t left = k_valid(e, kt);
+      const int n = left <= 0 ? 0 : left >= kMmaChunk ? kMmaChunk : static_cast<int>(left);
+      const auto keep = [n](int i) { return n >= 2 * i + 2 ? ~0u : n == 2 * i + 1 ? 0xffffu : 0u; };
+      v = uint4{v.x & keep(0), v.y & keep(1), v.z & keep(2), v.w & keep(3)};
+    }
+    sts128(dst + stage + WgmmaFill<C, Tile>::at(e), v);
+  }
+};
+
+// The realigning producer's loop: a k-tile's chunks (A's, then B's: kJobs per thread) pass
+// through kJobs / 2 register slots, each loaded half a k-tile of cuts before its own (the
+// loads of k-tile kt + 1's first half go out while kt's second half is cut, before kt + 1's
+// stage is free). k-tiles whose loads and cuts are all whole (both operands, kt and kt + 1)
+// skip the checks. The cuts are generic-proxy stores that wgmma reads through the async
+// proxy: each thread fences them before it arrives on the stage's full barrier.
+template <class C, class FA, class FB, int kStageBytes>
+__device__ __forceinline__ void realign_producer(const FA& fa, const FB& fb, int nk, uint32_t full0, uint32_t empty0) {
+  constexpr int kStages = C::kStages, kJobs = FA::kChunks + FB::kChunks, kSlots = kJobs / 2;
+  static_assert(kJobs % 2 == 0, "two halves per k-tile");
+  uint4 x[kSlots], nx[kSlots];
+  const auto load = [&](auto whole, int j, int kt) {
+    constexpr bool W = decltype(whole)::value;
+    if (j < FA::kChunks) fa.template load<W>(x[j % kSlots], nx[j % kSlots], j, kt);
+    else fb.template load<W>(x[j % kSlots], nx[j % kSlots], j - FA::kChunks, kt);
+  };
+  const auto tile = [&](auto whole, int kt, uint32_t stage, bool more) {
+    constexpr bool W = decltype(whole)::value;
+#pragma unroll
+    for (int j = 0; j < kJobs; ++j) {
+      if (j < FA::kChunks) fa.template store<W>(x[j % kSlots], nx[j % kSlots], j, kt, stage);
+      else fb.template store<W>(x[j % kSlots], nx[j % kSlots], j - FA::kChunks, kt, stage);
+      if (j < kSlots) load(whole, j + kSlots, kt);
+      else if (more) load(whole, j - kSlots, kt + 1);
+    }
+  };
+  const auto whole = [&](int kt) { return fa.whole(kt) && fb.whole(kt); };
+  if (nk > 0) {
+#pragma unroll
+    for (int j = 0; j < kSlots; ++j) load(std::false_type{}, j, 0);
+  }
+  for (int kt = 0; kt < nk; ++kt) {
+    const int s = kt % kStages;
+    if (kt + 1 < nk) {
+      fa.prefetch(kt + 1);
+      fb.prefetch(kt + 1);
+    }
+    if (kt >= kStages) mbar_wait(empty0 + 8 * s, (kt / kStages - 1) & 1);
+    const uint32_t stage = s * kStageBytes;
+    const bool more = kt + 1 < nk;
+    if (whole(kt) && (!more || whole(kt + 1))) tile(std::true_type{}, kt, stage, more);
+    else tile(std::false_type{}, kt, stage, more);
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    mbar_arrive(full0 + 8 * s);
+  }
+}
+
 // One block tile per block: a producer warpgroup (warps 0-3) streams k-tiles into the stage
 // ring; consumer warpgroup w (1, 2) multiplies rows (w - 1) * 64.. of the block tile into
 // 128 float accumulators a thread, then the consumers write the tile out.
@@ -136,7 +304,7 @@ struct WgmmaFill {
 //   empty[s]: completes when every consumer warp is done reading stage s (a warp arrives once
 //             its wgmma on the next k-tile is issued and the previous one has finished, so
 //             one k-tile of tensor work is always queued).
-template <class C, class T, bool KN>
+template <class C, class T, bool KN, bool REALIGN>
 __global__ void __launch_bounds__(C::kThreads, 1) gemm_wgmma_kernel(const GemmArgs g, const bool out_vec) {
 #if defined(BANKOPS_WGMMA_BODY)
   using ATile = WgmmaATile<C>;
@@ -173,6 +341,17 @@ __global__ void __launch_bounds__(C::kThreads, 1) gemm_wgmma_kernel(const GemmAr
 
   if (wg == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
+    if constexpr (REALIGN) {
+      // The matrices' bytes (this batch's): nothing outside them is read.
+      const uint16_t* am = static_cast<const uint16_t*>(g.a) + bz * g.a_sb;
+      const uint16_t* bm = static_cast<const uint16_t*>(g.b) + bz * g.b_sb;
+      const uintptr_t a_hi = addr_of(am + (g.m - 1) * g.a_sm + (g.k - 1) * g.a_sk + 1);
+      const uintptr_t b_hi = addr_of(bm + (g.k - 1) * g.b_sk + (g.n - 1) * g.b_sn + 1);
+      const WgmmaShiftFill<C, ATile, false> fa(a, g.a_sm, g.k, addr_of(am), a_hi, base);
+      const WgmmaShiftFill<C, BTile, KN> fb(b, KN ? g.b_sk : g.b_sn, g.k, addr_of(bm), b_hi, base + Smem::kA);
+      realign_producer<C, decltype(fa), decltype(fb), Smem::kStage>(fa, fb, nk, full0, empty0);
+      return;
+    }
     const WgmmaFill<C, ATile> fa(base, g.a_sm);
     const WgmmaFill<C, BTile> fb(base + Smem::kA, KN ? g.b_sk : g.b_sn);
     // k-tiles [0, nk_whole) lie inside K; with the m (n) edge inside too, a tile is whole.
@@ -228,9 +407,9 @@ __global__ void __launch_bounds__(C::kThreads, 1) gemm_wgmma_kernel(const GemmAr
 #endif
 }
 
-template <class C, class T, bool KN>
+template <class C, class T, bool KN, bool REALIGN>
 cudaError_t run(const GemmArgs& g, bool out_vec, cudaStream_t stream) {
-  constexpr auto kernel = gemm_wgmma_kernel<C, T, KN>;
+  constexpr auto kernel = gemm_wgmma_kernel<C, T, KN, REALIGN>;
   constexpr int kSmem = WgmmaSmem<C, KN>::kBytes;
   static_assert(kSmem <= 227 * 1024, "the stage ring exceeds a block's shared memory");
   const cudaError_t err = raise_smem_once<kernel>(kSmem);
@@ -245,12 +424,18 @@ cudaError_t run(const GemmArgs& g, bool out_vec, cudaStream_t stream) {
 
 bool gemm_wgmma_built() { return true; }
 
-cudaError_t launch_gemm_wgmma(DType dtype, const GemmArgs& g, bool b_kn, cudaStream_t stream) {
+cudaError_t launch_gemm_wgmma(DType dtype, const GemmArgs& g, bool b_kn, bool realign, cudaStream_t stream) {
   const bool out_vec = reinterpret_cast<uintptr_t>(g.c) % 16 == 0 && g.n % kMmaChunk == 0;
   using C = WgmmaLarge;
+  if (realign) {  // B as Bs[BK][BN] only (wgmma_takes)
+    if (!b_kn) return cudaErrorNotSupported;
+    return dtype == DType::F16 ? run<C, __half, true, true>(g, out_vec, stream)
+                               : run<C, __nv_bfloat16, true, true>(g, out_vec, stream);
+  }
   if (dtype == DType::F16)
-    return b_kn ? run<C, __half, true>(g, out_vec, stream) : run<C, __half, false>(g, out_vec, stream);
-  return b_kn ? run<C, __nv_bfloat16, true>(g, out_vec, stream) : run<C, __nv_bfloat16, false>(g, out_vec, stream);
+    return b_kn ? run<C, __half, true, false>(g, out_vec, stream) : run<C, __half, false, false>(g, out_vec, stream);
+  return b_kn ? run<C, __nv_bfloat16, true, false>(g, out_vec, stream)
+              : run<C, __nv_bfloat16, false, false>(g, out_vec, stream);
 }
 
 #else
@@ -259,7 +444,7 @@ cudaError_t launch_gemm_wgmma(DType dtype, const GemmArgs& g, bool b_kn, cudaStr
 
 bool gemm_wgmma_built() { return false; }
 
-cudaError_t launch_gemm_wgmma(DType, const GemmArgs&, bool, cudaStream_t) { return cudaErrorNotSupported; }
+cudaError_t launch_gemm_wgmma(DType, const GemmArgs&, bool, bool, cudaStream_t) { return cudaErrorNotSupported; }
 
 #endif
 

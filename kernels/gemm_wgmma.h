@@ -4,6 +4,9 @@
 // per 64 x BN x 16 product instead of the mma.sync path's ldmatrix + mma stream (gemm_mma.h),
 // whose tensor rate is 2/3 of wgmma's. A producer warpgroup fills a ring of stages with
 // 16-byte cp.async; mbarriers hand each stage to the consumers (full) and back (empty).
+// Rows that start off 16-byte boundaries (odd K or N, offset views) take a realigning
+// producer instead: aligned 16-byte loads into registers, each chunk cut out of two
+// neighbouring lanes' loads and stored (gemm_wgmma.cu, WgmmaShiftFill).
 //
 // Only the swizzle layout runs here. wgmma reads an operand as 8-row x 16-byte core
 // matrices, either 128-byte-swizzled (CuTe's Swizzle<3,4,3> on bytes: MmaSwizzle's
@@ -95,16 +98,30 @@ BANKOPS_HD TileCoord wgmma_chunk(int t, int e) {
   return TileCoord{idx % kPerBlock / kPerRow, idx / kPerBlock * kWgmmaRowCols + idx % kPerRow * kMmaChunk};
 }
 
+// Whether a grid of WgmmaLarge tiles fills nine tenths of its last wave (of kWgmmaWaveSMs,
+// the H100's count, fixed like kMmaMinTiles so that bankops.explain needs no GPU).
+constexpr int kWgmmaWaveSMs = 132;
+inline bool wgmma_whole_waves(const GemmArgs& g) {
+  const int64_t tiles = g.batch * ceil_div(g.m, WgmmaLarge::kBM) * ceil_div(g.n, WgmmaLarge::kBN);
+  return 10 * tiles >= 9 * ceil_div(tiles, kWgmmaWaveSMs) * kWgmmaWaveSMs;
+}
+
 // Whether the Hopper kernel takes a call: a caller that allows it (the swizzle layout on
-// compute capability 9.0, in a build with sm_90a), the cp.async plan (16-byte aligned rows,
-// A k-contiguous), a grid that fills the GPU with WgmmaLarge tiles and stays within the launch
-// limits (one block tile per block). Rows off 16-byte boundaries stay on the mma.sync kernel's
-// realigning path: a realigning producer here (raw chunks copied into the stage, cut in place
-// by every thread of the block) ran (4095, 4097, 4093) in 0.94-1.12 ms against that path's
-// 1.04 (H100, 2026-11-25): its copies of rows that start anywhere took 12.6 shared-memory
-// wavefronts per cp.async instead of 4, and the cut sat on the critical path.
+// compute capability 9.0, in a build with sm_90a), a grid that fills the GPU with WgmmaLarge
+// tiles and stays within the launch limits (one block tile per block), and either the
+// cp.async plan (16-byte aligned rows, A k-contiguous) or the realigning one with B
+// n-contiguous on a grid of whole waves.
+// The realigning producer runs at L2's request rate rather than its bytes: a row of 128
+// bytes off 16-byte boundaries spans two lines, and the last lane of its row group asks for
+// a third granule. Per tile it is about as fast as the mma.sync kernel's realigning path,
+// whose 128 x 128 tiles fill ragged grids 4 times finer, and B^T's 256 rows of 128 bytes per
+// k-tile make it slower (H100, 2026-11-25, float16, CUDA graphs: 4095 x 4097 x 4093, 4.12
+// waves, 1.12 ms against mma.sync's 1.07 and, as B^T, 1.37 against 0.97; 8191 x 8193 x 8189,
+// 16 whole waves, 6.25 ms against 6.75, cuBLAS 6.70; 4096^3 from offset pointers, 3.88
+// waves, 0.57 against 0.82).
 inline bool wgmma_takes(const GemmArgs& g, const GemmMmaPlan& p, bool allowed) {
-  return allowed && p.async && g.batch <= 65535 && ceil_div(g.m, WgmmaLarge::kBM) <= 65535 &&
+  const bool fill = p.async || (p.realign && p.b_kn && wgmma_whole_waves(g));
+  return allowed && fill && g.batch <= 65535 && ceil_div(g.m, WgmmaLarge::kBM) <= 65535 &&
          mma_fills(g, WgmmaLarge::kBM, WgmmaLarge::kBN);
 }
 

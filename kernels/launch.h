@@ -40,6 +40,7 @@ cudaError_t launch_gemm_mma(Layout layout, DType dtype, const GemmArgs& args, bo
 
 // The Hopper kernel (gemm_wgmma.h), launched by launch_gemm_mma; built only with sm_90a.
 bool gemm_wgmma_built();
-cudaError_t launch_gemm_wgmma(DType dtype, const GemmArgs& args, bool b_kn, cudaStream_t stream);
+// realign: rows off 16-byte boundaries (the plan's realign fill) take the realigning producer.
+cudaError_t launch_gemm_wgmma(DType dtype, const GemmArgs& args, bool b_kn, bool realign, cudaStream_t stream);
 
 }  // namespace bankops

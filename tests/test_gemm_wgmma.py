@@ -1,6 +1,7 @@
 """The Hopper gemm kernel (kernels/gemm_wgmma.h): which calls take it, the bank model's
 account of its copies and epilogue, and its results against float64 on a compute capability
-9.0 GPU: both B orientations, m / n / k edges, batches, sliced views."""
+9.0 GPU: both B orientations, m / n / k edges, batches, sliced views; rows off 16-byte
+boundaries (odd K or N, offset pointers) through the realigning producer."""
 import warnings
 
 import pytest
@@ -8,7 +9,7 @@ import torch
 
 import bankops
 from conftest import requires_cuda
-from test_gemm_mma import DTYPES, HOPPER, check_against_float64, gemm, operand
+from test_gemm_mma import DTYPES, HOPPER, check_against_float64, gemm, offset_operand, operand
 
 requires_hopper = pytest.mark.skipif(not HOPPER, reason="the wgmma kernel needs compute capability 9.0")
 
@@ -25,8 +26,10 @@ def _count(rep, instruction):
 def test_explain_route(b_t):
     """swizzle with 16-byte aligned rows takes the Hopper kernel once its 128 x 256 tiles fill
     the GPU (128 of them, over the batch too); smaller grids, none and pad, misaligned rows
-    (odd K), A as a transposed view, grids past 65535 batches and other GPUs (hopper=False)
-    keep the mma.sync kernel."""
+    A as a transposed view, grids past 65535 batches and other GPUs (hopper=False) keep the
+    mma.sync kernel; misaligned rows (odd K) take the realigning producer with B row-major on
+    grids of whole waves (512 tiles: 3.88 waves of 132 SMs), and the mma.sync kernel's
+    realigning path as B^T or on a ragged grid (544 tiles: 4.12 waves)."""
     ex = lambda layout, **kw: _kernels(bankops.explain("gemm", layout, torch.float16, b_transposed=b_t, **kw))  # noqa: E731
     assert ex("swizzle", m=4096, n=4096, k=4096, hopper=True) == {"gemm_wgmma"}
     assert ex("swizzle", m=2048, n=2048, k=64, hopper=True) == {"gemm_wgmma"}
@@ -36,7 +39,10 @@ def test_explain_route(b_t):
     for layout in ("none", "pad"):
         assert ex(layout, m=4096, n=4096, k=4096, hopper=True) == {"gemm_mma/cp.async"}
     assert ex("swizzle", m=4096, n=4096, k=4096, hopper=False) == {"gemm_mma/cp.async"}
-    assert ex("swizzle", m=4096, n=4096, k=4093, hopper=True) == {"gemm_mma/realign"}
+    assert ex("swizzle", m=4096, n=4096, k=4093, hopper=True) == {"gemm_mma/realign" if b_t else "gemm_wgmma/realign"}
+    assert ex("swizzle", m=4096, n=4096, k=4093, hopper=False) == {"gemm_mma/realign"}
+    assert ex("pad", m=4096, n=4096, k=4093, hopper=True) == {"gemm_mma/realign"}
+    assert ex("swizzle", m=4095, n=4097, k=4093, hopper=True) == {"gemm_mma/realign"}
     assert ex("swizzle", m=4096, n=4096, k=4096, a_transposed=True, hopper=True) == {"gemm_mma/registers"}
     assert ex("swizzle", m=8, n=8, k=8, batch=70_000, hopper=True) == {"gemm_mma/cp.async"}
 
@@ -59,6 +65,22 @@ def test_explain_copies_and_epilogue(dtype, b_t):
     assert set(rep.totals) == {"ld", "st", "ldgsts"}, str(rep)
     assert rep.conflicts == 0, str(rep)
     assert rep.rows[0]["iterations"] == (m // 128) * (n // 256) * (k // 64)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_explain_realigned_stores(dtype):
+    """Rows off 16-byte boundaries: per k-tile the producer's 4 warps store every chunk it cut
+    in registers once, on the cp.async path's lanes and tile offsets (A 32 warp instructions,
+    B 64), conflict-free, beside the same epilogue."""
+    m, n, k = 4096, 4096, 4093
+    rep = bankops.explain("gemm", "swizzle", dtype, m=m, n=n, k=k, hopper=True)
+    assert _kernels(rep) == {"gemm_wgmma/realign"}, str(rep)
+    assert _count(rep, "sts As[m][k] <- A (realigned)") == 32
+    assert _count(rep, "sts Bs[k][n] <- B (realigned)") == 64
+    assert _count(rep, "lds C tile -> 16-byte rows of C") == 128 * 256 // 8 // 32
+    assert set(rep.totals) == {"ld", "st"}, str(rep)
+    assert rep.conflicts == 0, str(rep)
+    assert rep.rows[0]["iterations"] == 32 * 16 * 64
 
 
 def launched_kernels(fn):
@@ -118,3 +140,47 @@ def test_cuda_wgmma_expanded_batch(dtype):
     kernels = launched_kernels(lambda: gemm(a, b, "swizzle/mma.sync"))
     assert kernels is None or all("gemm_mma_kernel" in name for name in kernels), kernels
     check_against_float64(gemm(a, b, "swizzle/mma.sync"), a, b)
+
+
+# The realigning producer (rows off 16-byte boundaries, B row-major), on grids of whole waves
+# (wgmma_whole_waves): odd K (every row offset in A), odd N too with m / n edges, a batch
+# whose 9 k-tiles wrap the ring, one-tile matrices of a row or a few (every chunk an edge: K
+# and the matrix's bytes both end inside a chunk), and data pointers at odd offsets.
+WGMMA_REALIGN_SHAPES = [
+    (None, 2048, 4096, 77), (None, 2047, 4095, 130), (4, 512, 2048, 519), (250, 1, 9, 9), (130, 33, 137, 41),
+]
+WGMMA_REALIGN_IDS = [("" if b is None else f"{b}x") + f"{m}x{n}x{k}" for b, m, n, k in WGMMA_REALIGN_SHAPES]
+
+
+@requires_cuda
+@requires_hopper
+@pytest.mark.parametrize("batch,m,n,k", WGMMA_REALIGN_SHAPES, ids=WGMMA_REALIGN_IDS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("off_a,off_b", [(0, 0), (1, 3), (7, 6)], ids=["offsets0-0", "offsets1-3", "offsets7-6"])
+def test_cuda_wgmma_realign(off_a, off_b, dtype, batch, m, n, k):
+    if (off_a, off_b) == (0, 0):
+        rep = bankops.explain("gemm", "swizzle", dtype, m=m, n=n, k=k, batch=batch or 1)
+        assert _kernels(rep) == {"gemm_wgmma/realign"}, str(rep)
+    a = offset_operand(m, k, batch, dtype, off_a)
+    b = offset_operand(k, n, batch, dtype, off_b)
+    kernels = launched_kernels(lambda: bankops.gemm(a, b))
+    assert kernels is None or all("gemm_wgmma_kernel" in name for name in kernels), kernels
+    check_against_float64(bankops.gemm(a, b), a, b)
+
+
+@requires_cuda
+@requires_hopper
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", [(None, 1023, 4095, 67), (2, 1023, 2047, 35)], ids=lambda s: "x".join(map(str, s)))
+def test_cuda_wgmma_realign_exact_allocations(shape, dtype):
+    """Operands that end where their allocations do (under compute-sanitizer memcheck, which
+    runs without the caching allocator): A starts 2 bytes past its allocation's start, B at
+    its own, and the aligned 16 bytes under their last rows' tails reach past both ends: the
+    realigning producer must read those element by element."""
+    batch, m, n, k = shape
+    lead = () if batch is None else (batch,)
+    a = torch.randn((batch or 1) * m * k + 1, device="cuda").to(dtype)[1:].view(*lead, m, k)
+    b = torch.randn(*lead, k, n, device="cuda").to(dtype)
+    kernels = launched_kernels(lambda: bankops.gemm(a, b))
+    assert kernels is None or all("gemm_wgmma_kernel" in name for name in kernels), kernels
+    check_against_float64(bankops.gemm(a, b), a, b)
