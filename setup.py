@@ -6,6 +6,7 @@ GPUs, or sm_90 (the H100) without one, instead of every architecture torch knows
 built as 9.0a (wgmma, for the float16/bfloat16 gemm's Hopper kernel).
 """
 import glob
+import importlib.util
 import os
 
 import shutil
@@ -49,6 +50,20 @@ def cuda_arch_list():
     return ";".join("9.0a" if a == "9.0" else a for a in archs)
 
 
+def toolkit_gaps():
+    """-idirafter flags for the headers torch's CUDA glue includes (cusparse.h, cublas_v2.h...)
+    that a toolkit of little more than nvcc lacks (CI's /usr/local/cuda): pip's CUDA wheels,
+    which a CUDA build of torch installs, hold them in nvidia/cu*/include. Searched after
+    every other directory, so the toolkit's own headers still win."""
+    if os.path.exists(os.path.join(cpp_extension.CUDA_HOME, "include", "cusparse.h")):
+        return []
+    spec = importlib.util.find_spec("nvidia")
+    roots = list(spec.submodule_search_locations) if spec and spec.submodule_search_locations else []
+    found = [d for root in roots for d in sorted(glob.glob(os.path.join(root, "*", "include")))
+             if os.path.exists(os.path.join(d, "cusparse.h"))]
+    return [f"-idirafter{d}" for d in found[:1]]
+
+
 def extension():
     cpu_sources = [s for s in rel("ops/*.cpp") if not s.endswith("_cuda.cpp")]
     cxx = ["-O3"]
@@ -67,7 +82,7 @@ def extension():
     return cpp_extension.CUDAExtension(
         "bankops._C",
         cpu_sources + rel("ops/*_cuda.cpp") + rel("kernels/*.cu"),
-        extra_compile_args={"cxx": cxx, "nvcc": nvcc},
+        extra_compile_args={"cxx": cxx + toolkit_gaps(), "nvcc": nvcc},
     )
 
 
