@@ -70,6 +70,7 @@ def cases(quick=False, ops=None):
         out.append(("gemm", f32, dict(m=2048, n=2048, k=2048)))
         out.append(("gemm", f16, dict(m=2048, n=2048, k=2048)))
         out.append(("gemm", f16, dict(m=2048, n=2048, k=2047)))  # odd K: its realigning producer
+        out.append(("gemm", f16, dict(m=1024, n=2048, k=1024)))  # the Hopper kernel's 128x128 tile
     return [c for c in out if ops is None or c[0] in ops]
 
 

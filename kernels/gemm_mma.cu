@@ -573,7 +573,8 @@ cudaError_t launch_gemm_mma(Layout layout, DType dtype, const GemmArgs& g, bool 
   if (!gemm_mma_supports(dtype, g)) return cudaErrorNotSupported;
   if (g.batch == 0 || g.m == 0 || g.n == 0) return cudaSuccess;
   const GemmMmaPlan p = gemm_mma_plan(g, aligned16(g.a), aligned16(g.b));
-  if (wgmma_takes(g, p, hopper && layout == Layout::Swizzle)) return launch_gemm_wgmma(dtype, g, p.b_kn, !p.async, stream);
+  const WgmmaShape wgmma = wgmma_shape(g, p, hopper && layout == Layout::Swizzle);
+  if (wgmma != WgmmaShape::None) return launch_gemm_wgmma(dtype, g, wgmma, p.b_kn, !p.async, stream);
   const MmaFlags f{p.a_along, p.b_along, aligned16(g.c) && g.n % kMmaChunk == 0};
   return with_layout(layout, [&](auto tag) {
     constexpr Layout L = decltype(tag)::value;

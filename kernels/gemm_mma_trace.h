@@ -153,9 +153,13 @@ inline void trace_gemm_wgmma(const GemmArgs& g, const GemmMmaPlan& plan, SmemTra
 }
 
 // What the launcher runs: on a device that runs the Hopper kernel (hopper), the swizzle
-// layout takes it where wgmma_takes allows.
+// layout takes it where wgmma_shape allows.
 inline void trace_gemm_mma(Layout layout, const GemmArgs& g, const GemmMmaPlan& plan, bool hopper, SmemTrace& trace) {
-  if (wgmma_takes(g, plan, hopper && layout == Layout::Swizzle)) return trace_gemm_wgmma<WgmmaLarge>(g, plan, trace);
+  switch (wgmma_shape(g, plan, hopper && layout == Layout::Swizzle)) {
+    case WgmmaShape::Large: return trace_gemm_wgmma<WgmmaLarge>(g, plan, trace);
+    case WgmmaShape::Medium: return trace_gemm_wgmma<WgmmaMedium>(g, plan, trace);
+    default: break;
+  }
   switch (plan.shape) {
     case MmaShape::Large: return trace_gemm_mma_shape<MmaLarge>(layout, g, plan, trace);
     case MmaShape::Narrow: return trace_gemm_mma_shape<MmaNarrow>(layout, g, plan, trace);

@@ -63,28 +63,36 @@ __device__ __forceinline__ void fence_acc(float (&d)[N]) {
 #define BANKOPS_F4(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
 #define BANKOPS_F16(i) BANKOPS_F4(i), BANKOPS_F4(i + 4), BANKOPS_F4(i + 8), BANKOPS_F4(i + 12)
 #define BANKOPS_F64(i) BANKOPS_F16(i), BANKOPS_F16(i + 16), BANKOPS_F16(i + 32), BANKOPS_F16(i + 48)
-#define BANKOPS_WGMMA_N256(TYPE)                                                                        \
-  asm volatile(                                                                                         \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"                                                     \
-      "wgmma.mma_async.sync.aligned.m64n256k16.f32." TYPE "." TYPE " {"                                 \
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                        \
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "              \
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "              \
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "              \
-      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "              \
-      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "              \
-      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "  \
-      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "\
-      "%128, %129, p, 1, 1, 0, %131;\n}\n"                                                              \
-      : BANKOPS_F64(0), BANKOPS_F64(64)                                                                 \
-      : "l"(da), "l"(db), "r"(1), "n"(TRANS_B))
-// D (64 x 256, float32) += A (64 x 16, shared, k-major) * B (16 x 256, shared; TRANS_B: n-major).
-template <class T, int TRANS_B>
-__device__ __forceinline__ void wgmma_n256(float (&d)[128], uint64_t da, uint64_t db) {
-  if constexpr (std::is_same_v<T, __half>) BANKOPS_WGMMA_N256("f16");
-  else BANKOPS_WGMMA_N256("bf16");
+#define BANKOPS_R0_63                                                                             \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                        \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "              \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "              \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define BANKOPS_R64_127                                                                           \
+  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "              \
+  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "              \
+  "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "  \
+  "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+// N: the instruction's n; REGS its accumulator operands; A, B, SCALE, TRANS the numbers of
+// the operands after them.
+#define BANKOPS_WGMMA(N, TYPE, REGS, A, B, SCALE, TRANS, ...)                                   \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #SCALE ", 0;\n"                             \
+               "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " {" REGS "}, "    \
+               "%" #A ", %" #B ", p, 1, 1, 0, %" #TRANS ";\n}\n"                                \
+               : __VA_ARGS__                                                                     \
+               : "l"(da), "l"(db), "r"(1), "n"(TRANS_B))
+// D (64 x N, float32) += A (64 x 16, shared, k-major) * B (16 x N, shared; TRANS_B: n-major).
+template <class T, int N, int TRANS_B>
+__device__ __forceinline__ void wgmma_mma(float (&d)[N / 2], uint64_t da, uint64_t db) {
+  constexpr bool kHalf = std::is_same_v<T, __half>;
+  if constexpr (N == 256 && kHalf) BANKOPS_WGMMA(256, "f16", BANKOPS_R0_63 ", " BANKOPS_R64_127, 128, 129, 130, 131, BANKOPS_F64(0), BANKOPS_F64(64));
+  else if constexpr (N == 256) BANKOPS_WGMMA(256, "bf16", BANKOPS_R0_63 ", " BANKOPS_R64_127, 128, 129, 130, 131, BANKOPS_F64(0), BANKOPS_F64(64));
+  else if constexpr (kHalf) BANKOPS_WGMMA(128, "f16", BANKOPS_R0_63, 64, 65, 66, 67, BANKOPS_F64(0));
+  else BANKOPS_WGMMA(128, "bf16", BANKOPS_R0_63, 64, 65, 66, 67, BANKOPS_F64(0));
 }
-#undef BANKOPS_WGMMA_N256
+#undef BANKOPS_WGMMA
+#undef BANKOPS_R64_127
+#undef BANKOPS_R0_63
 #undef BANKOPS_F64
 #undef BANKOPS_F16
 #undef BANKOPS_F4
@@ -392,7 +400,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) gemm_wgmma_kernel(const GemmAr
     for (int k = 0; k < C::kSteps; ++k) {
       const uint64_t da = wgmma_desc(kDescA, stage + wgmma_a_at<ATile>(a_row, k) * 2);
       const uint64_t db = wgmma_desc(kDescB, stage + Smem::kA + wgmma_b_at<BTile, KN>(k) * 2);
-      wgmma_n256<T, KN ? 1 : 0>(d, da, db);
+      wgmma_mma<T, C::kBN, KN ? 1 : 0>(d, da, db);
     }
     wgmma_commit();
     wgmma_wait<1>();
@@ -420,22 +428,35 @@ cudaError_t run(const GemmArgs& g, bool out_vec, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+// The configuration's kernels for one dtype: the realigning producer with B as Bs[BK][BN]
+// only, and on WgmmaLarge only (wgmma_shape).
+template <class C, class T>
+cudaError_t run_fill(const GemmArgs& g, bool b_kn, bool realign, bool out_vec, cudaStream_t stream) {
+  if (realign) {
+    if constexpr (std::is_same_v<C, WgmmaLarge>) {
+      if (b_kn) return run<C, T, true, true>(g, out_vec, stream);
+    }
+    return cudaErrorNotSupported;
+  }
+  return b_kn ? run<C, T, true, false>(g, out_vec, stream) : run<C, T, false, false>(g, out_vec, stream);
+}
+
+template <class C>
+cudaError_t run_dtype(DType dtype, const GemmArgs& g, bool b_kn, bool realign, bool out_vec, cudaStream_t stream) {
+  return dtype == DType::F16 ? run_fill<C, __half>(g, b_kn, realign, out_vec, stream)
+                             : run_fill<C, __nv_bfloat16>(g, b_kn, realign, out_vec, stream);
+}
+
 }  // namespace
 
 bool gemm_wgmma_built() { return true; }
 
-cudaError_t launch_gemm_wgmma(DType dtype, const GemmArgs& g, bool b_kn, bool realign, cudaStream_t stream) {
+cudaError_t launch_gemm_wgmma(DType dtype, const GemmArgs& g, WgmmaShape shape, bool b_kn, bool realign,
+                              cudaStream_t stream) {
   const bool out_vec = reinterpret_cast<uintptr_t>(g.c) % 16 == 0 && g.n % kMmaChunk == 0;
-  using C = WgmmaLarge;
-  if (realign) {  // B as Bs[BK][BN] only (wgmma_takes)
-    if (!b_kn) return cudaErrorNotSupported;
-    return dtype == DType::F16 ? run<C, __half, true, true>(g, out_vec, stream)
-                               : run<C, __nv_bfloat16, true, true>(g, out_vec, stream);
-  }
-  if (dtype == DType::F16)
-    return b_kn ? run<C, __half, true, false>(g, out_vec, stream) : run<C, __half, false, false>(g, out_vec, stream);
-  return b_kn ? run<C, __nv_bfloat16, true, false>(g, out_vec, stream)
-              : run<C, __nv_bfloat16, false, false>(g, out_vec, stream);
+  if (shape == WgmmaShape::Medium) return run_dtype<WgmmaMedium>(dtype, g, b_kn, realign, out_vec, stream);
+  if (shape == WgmmaShape::Large) return run_dtype<WgmmaLarge>(dtype, g, b_kn, realign, out_vec, stream);
+  return cudaErrorNotSupported;
 }
 
 #else
@@ -444,7 +465,9 @@ cudaError_t launch_gemm_wgmma(DType dtype, const GemmArgs& g, bool b_kn, bool re
 
 bool gemm_wgmma_built() { return false; }
 
-cudaError_t launch_gemm_wgmma(DType, const GemmArgs&, bool, bool, cudaStream_t) { return cudaErrorNotSupported; }
+cudaError_t launch_gemm_wgmma(DType, const GemmArgs&, WgmmaShape, bool, bool, cudaStream_t) {
+  return cudaErrorNotSupported;
+}
 
 #endif
 

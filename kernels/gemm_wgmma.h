@@ -19,7 +19,7 @@
 // faster on the mma.sync kernel (110 and 400 TFLOP/s), whose ldmatrix reads are where their
 // bank conflicts show.
 //
-// Built for sm_90a only (BANKOPS_WGMMA, setup.py); launch_gemm_mma takes it where wgmma_takes
+// Built for sm_90a only (BANKOPS_WGMMA, setup.py); launch_gemm_mma takes it where wgmma_shape
 // says so.
 #pragma once
 #include <cstdint>
@@ -29,20 +29,24 @@
 
 namespace bankops {
 
-// BM x BN x BK block tiles; CONSUMERS warpgroups split BM (64 rows each, m64n256k16
+// BM x BN x BK block tiles; CONSUMERS warpgroups split BM (64 rows each, m64nBNk16
 // instructions); one producer warpgroup fills STAGES ring slots.
 template <int BM, int BN, int BK, int CONSUMERS, int STAGES>
 struct WgmmaConfig {
   static constexpr int kBM = BM, kBN = BN, kBK = BK, kConsumers = CONSUMERS, kStages = STAGES;
   static constexpr int kProducerThreads = 128, kThreads = 128 * (CONSUMERS + 1);
   static constexpr int kSteps = BK / 16, kAcc = BN / 2;  // k16 steps per k-tile, floats per consumer thread
-  static_assert(BM == 64 * CONSUMERS && BK % 64 == 0 && BN == 256, "m64n256 per consumer");
+  static_assert(BM == 64 * CONSUMERS && BK % 64 == 0 && (BN == 128 || BN == 256), "m64n128 or m64n256 per consumer");
 };
-// 128 x 256: two consumers of 64 x 256 (128 accumulators a thread), four 48 KB stages. Only
-// grids of 128 or more of its tiles take the kernel: with fewer, the per-tile latency of
-// filling the ring and writing C back is not hidden (a 64 x 128 variant with one consumer
-// ran 1024^3 in 12.5 us against mma.sync's 64 x 128 tile's 8.7 us, H100, 2026-11-25).
+// 128 x 256: two consumers of 64 x 256 (128 accumulators a thread), four 48 KB stages, for
+// grids of 128 or more of its tiles.
 using WgmmaLarge = WgmmaConfig<128, 256, 64, 2, 4>;
+// 128 x 128 for grids with too few 128 x 256 tiles (2048 x 1792: 112; 224 of these): two
+// consumers of 64 x 128 and six 32 KB stages, so that more of a tile's k-tiles are in flight.
+// Per product it reads 4/3 of what a 128 x 256 tile reads and 2/3 of a 64 x 128 tile's (a
+// 64 x 128 variant with one consumer ran 1024^3 in 12.5 us against mma.sync's 64 x 128 tile's
+// 8.7 us, H100, 2026-11-25). Only the cp.async fill runs it.
+using WgmmaMedium = WgmmaConfig<128, 128, 64, 2, 6>;
 
 constexpr int kWgmmaRowCols = 64;  // halves in one 128-byte swizzled row
 using WgmmaSwizzle = Swizzle<3, 3, 3>;
@@ -106,11 +110,17 @@ inline bool wgmma_whole_waves(const GemmArgs& g) {
   return 10 * tiles >= 9 * ceil_div(tiles, kWgmmaWaveSMs) * kWgmmaWaveSMs;
 }
 
-// Whether the Hopper kernel takes a call: a caller that allows it (the swizzle layout on
-// compute capability 9.0, in a build with sm_90a), a grid that fills the GPU with WgmmaLarge
-// tiles and stays within the launch limits (one block tile per block), and either the
-// cp.async plan (16-byte aligned rows, A k-contiguous) or the realigning one with B
-// n-contiguous on a grid of whole waves.
+// Which Hopper kernel configuration takes a call, if any: a caller that allows it (the
+// swizzle layout on compute capability 9.0, in a build with sm_90a), grids within the launch
+// limits (one block tile per block), and
+// - WgmmaLarge: a grid that fills the GPU with its tiles (mma_fills), and either the cp.async
+//   plan (16-byte aligned rows, A k-contiguous) or the realigning one with B n-contiguous on
+//   a grid of whole waves;
+// - WgmmaMedium: the cp.async plan on grids too small for WgmmaLarge but of a wave or more of
+//   its own tiles (kWgmmaMediumTiles). Against the mma.sync kernel (H100, 2026-11-25, float16,
+//   CUDA graphs, bench/gemm_sweep.py): 1.25-1.5x on 128-224 of them (1024 x 2048 x 1024,
+//   2048 x 1792 x 1024, 1536^3), but 0.91-0.94x on 64 (4 x 512^2 x 1024, 1024^2 x 256,
+//   1024^2 x 4096), where mma.sync's 64 x 128 tiles give every SM a block.
 // The realigning producer runs at L2's request rate rather than its bytes: a row of 128
 // bytes off 16-byte boundaries spans two lines, and the last lane of its row group asks for
 // a third granule. Per tile it is about as fast as the mma.sync kernel's realigning path,
@@ -119,10 +129,15 @@ inline bool wgmma_whole_waves(const GemmArgs& g) {
 // waves, 1.12 ms against mma.sync's 1.07 and, as B^T, 1.37 against 0.97; 8191 x 8193 x 8189,
 // 16 whole waves, 6.25 ms against 6.75, cuBLAS 6.70; 4096^3 from offset pointers, 3.88
 // waves, 0.57 against 0.82).
-inline bool wgmma_takes(const GemmArgs& g, const GemmMmaPlan& p, bool allowed) {
+enum class WgmmaShape { None, Large, Medium };
+constexpr int64_t kWgmmaMediumTiles = 128;
+inline WgmmaShape wgmma_shape(const GemmArgs& g, const GemmMmaPlan& p, bool allowed) {
+  if (!allowed || g.batch > 65535 || ceil_div(g.m, WgmmaLarge::kBM) > 65535) return WgmmaShape::None;
   const bool fill = p.async || (p.realign && p.b_kn && wgmma_whole_waves(g));
-  return allowed && fill && g.batch <= 65535 && ceil_div(g.m, WgmmaLarge::kBM) <= 65535 &&
-         mma_fills(g, WgmmaLarge::kBM, WgmmaLarge::kBN);
+  if (fill && mma_fills(g, WgmmaLarge::kBM, WgmmaLarge::kBN)) return WgmmaShape::Large;
+  const int64_t medium = g.batch * ceil_div(g.m, WgmmaMedium::kBM) * ceil_div(g.n, WgmmaMedium::kBN);
+  if (p.async && medium >= kWgmmaMediumTiles) return WgmmaShape::Medium;
+  return WgmmaShape::None;
 }
 
 // Shared memory: the stage ring (every tile 1024-byte aligned: the hardware anchors the

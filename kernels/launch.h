@@ -35,12 +35,14 @@ cudaError_t launch_gemm(Layout layout, DType dtype, const GemmArgs& args, cudaSt
 
 // float16/bfloat16 on tensor cores; cudaErrorNotSupported for other dtypes (use launch_gemm).
 // hopper: the device runs gemm_wgmma's kernel (compute capability 9.0 and gemm_wgmma_built()),
-// which the swizzle layout then takes where wgmma_takes allows.
+// which the swizzle layout then takes where wgmma_shape allows.
 cudaError_t launch_gemm_mma(Layout layout, DType dtype, const GemmArgs& args, bool hopper, cudaStream_t stream);
 
 // The Hopper kernel (gemm_wgmma.h), launched by launch_gemm_mma; built only with sm_90a.
 bool gemm_wgmma_built();
-// realign: rows off 16-byte boundaries (the plan's realign fill) take the realigning producer.
-cudaError_t launch_gemm_wgmma(DType dtype, const GemmArgs& args, bool b_kn, bool realign, cudaStream_t stream);
+// shape: wgmma_shape's choice; realign: rows off 16-byte boundaries (the plan's realign fill)
+// take the realigning producer.
+cudaError_t launch_gemm_wgmma(DType dtype, const GemmArgs& args, WgmmaShape shape, bool b_kn, bool realign,
+                              cudaStream_t stream);
 
 }  // namespace bankops

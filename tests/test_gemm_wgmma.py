@@ -18,24 +18,43 @@ def _kernels(rep):
     return {row["kernel"] for row in rep.rows}
 
 
+def _tile(rep):
+    """The block tile (BM, BN) of a Hopper kernel call: its per-k-tile copies of A (BM rows
+    of 64 k) and B (BN rows), 16 bytes a lane, 32 lanes an instruction."""
+    (kernel,) = _kernels(rep)
+    assert kernel.startswith("gemm_wgmma"), str(rep)
+    per_k_tile = lambda prefix: sum(r["count"] for r in rep.rows if r["instruction"].startswith(prefix))  # noqa: E731
+    ops = ("ldgsts", "sts")
+    a = sum(per_k_tile(f"{op} As[m][k]") for op in ops)
+    b = sum(per_k_tile(f"{op} Bs[") for op in ops)
+    return a * 32 * 8 // 64, b * 32 * 8 // 64
+
+
 def _count(rep, instruction):
     return sum(row["count"] for row in rep.rows if row["instruction"] == instruction)
 
 
 @pytest.mark.parametrize("b_t", [False, True], ids=["b", "b^T"])
 def test_explain_route(b_t):
-    """swizzle with 16-byte aligned rows takes the Hopper kernel once its 128 x 256 tiles fill
-    the GPU (128 of them, over the batch too); smaller grids, none and pad, misaligned rows
-    A as a transposed view, grids past 65535 batches and other GPUs (hopper=False) keep the
-    mma.sync kernel; misaligned rows (odd K) take the realigning producer with B row-major on
-    grids of whole waves (512 tiles: 3.88 waves of 132 SMs), and the mma.sync kernel's
-    realigning path as B^T or on a ragged grid (544 tiles: 4.12 waves)."""
+    """swizzle with 16-byte aligned rows takes the Hopper kernel: its 128 x 256 tiles once
+    they fill the GPU (128 of them, over the batch too), its 128 x 128 tiles on smaller grids
+    of 128 or more of those; smaller grids still, none and pad, misaligned rows A as a
+    transposed view, grids past 65535 batches and other GPUs (hopper=False) keep the mma.sync
+    kernel; misaligned rows (odd K) take the realigning producer with B row-major on grids of
+    whole waves of 128 x 256 tiles (512 tiles: 3.88 waves of 132 SMs), and the mma.sync
+    kernel's realigning path as B^T or on a ragged grid (544 tiles: 4.12 waves)."""
     ex = lambda layout, **kw: _kernels(bankops.explain("gemm", layout, torch.float16, b_transposed=b_t, **kw))  # noqa: E731
+    tile = lambda **kw: _tile(bankops.explain("gemm", "swizzle", torch.float16, b_transposed=b_t, hopper=True, **kw))  # noqa: E731
     assert ex("swizzle", m=4096, n=4096, k=4096, hopper=True) == {"gemm_wgmma"}
+    assert tile(m=4096, n=4096, k=4096) == (128, 256)
     assert ex("swizzle", m=2048, n=2048, k=64, hopper=True) == {"gemm_wgmma"}
     assert ex("swizzle", m=512, n=512, k=64, batch=32, hopper=True) == {"gemm_wgmma"}
-    assert ex("swizzle", m=2048, n=1792, k=64, hopper=True) == {"gemm_mma/cp.async"}  # 112 tiles
-    assert ex("swizzle", m=1024, n=1024, k=1024, hopper=True) == {"gemm_mma/cp.async"}
+    assert tile(m=512, n=512, k=64, batch=32) == (128, 256)
+    assert tile(m=2048, n=1792, k=64) == (128, 128)  # 112 tiles of 128 x 256, 224 of 128 x 128
+    assert tile(m=1024, n=2048, k=1024) == (128, 128)  # 64 and 128
+    assert tile(m=256, n=256, k=64, batch=32) == (128, 128)
+    assert ex("swizzle", m=1024, n=1024, k=1024, hopper=True) == {"gemm_mma/cp.async"}  # 64 of 128 x 128
+    assert ex("swizzle", m=1024, n=2048, k=1024, hopper=False) == {"gemm_mma/cp.async"}
     for layout in ("none", "pad"):
         assert ex(layout, m=4096, n=4096, k=4096, hopper=True) == {"gemm_mma/cp.async"}
     assert ex("swizzle", m=4096, n=4096, k=4096, hopper=False) == {"gemm_mma/cp.async"}
@@ -49,22 +68,23 @@ def test_explain_route(b_t):
 
 @pytest.mark.parametrize("b_t", [False, True], ids=["b", "b^T"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_explain_copies_and_epilogue(dtype, b_t):
-    """Per 128 x 256 x 64 k-tile the producer's 4 warps copy every 16-byte chunk once (A 1024
-    chunks: 32 warp instructions, B 2048: 64), per tile the 8 consumer warps write the C tile
-    as float pairs and read it back in 16-byte rows, all conflict-free; nothing else touches
-    shared memory from the warps (the tensor cores read the swizzled tiles themselves)."""
-    bn = "ldgsts Bs[n][k] <- B" if b_t else "ldgsts Bs[k][n] <- B"
-    m, n, k = 4096, 4096, 4096
+@pytest.mark.parametrize("m,n,k,bn", [(4096, 4096, 4096, 256), (1024, 2048, 1024, 128)], ids=["128x256", "128x128"])
+def test_explain_copies_and_epilogue(m, n, k, bn, dtype, b_t):
+    """Per 128 x BN x 64 k-tile the producer's 4 warps copy every 16-byte chunk once (A 1024
+    chunks: 32 warp instructions, B 8 BN: BN / 4), per tile the 8 consumer warps write the C
+    tile as float pairs (BN / 8 n8 tiles, 2 rows each) and read it back in 16-byte rows, all
+    conflict-free; nothing else touches shared memory from the warps (the tensor cores read
+    the swizzled tiles themselves)."""
+    b_row = "ldgsts Bs[n][k] <- B" if b_t else "ldgsts Bs[k][n] <- B"
     rep = bankops.explain("gemm", "swizzle", dtype, m=m, n=n, k=k, b_transposed=b_t, hopper=True)
     assert _kernels(rep) == {"gemm_wgmma"}, str(rep)
     assert _count(rep, "ldgsts As[m][k] <- A") == 32
-    assert _count(rep, bn) == 64
-    assert _count(rep, "sts C tile <- accumulator pairs") == 8 * 32 * 2
-    assert _count(rep, "lds C tile -> 16-byte rows of C") == 128 * 256 // 8 // 32
+    assert _count(rep, b_row) == bn // 4
+    assert _count(rep, "sts C tile <- accumulator pairs") == 8 * bn // 8 * 2
+    assert _count(rep, "lds C tile -> 16-byte rows of C") == 128 * bn // 8 // 32
     assert set(rep.totals) == {"ld", "st", "ldgsts"}, str(rep)
     assert rep.conflicts == 0, str(rep)
-    assert rep.rows[0]["iterations"] == (m // 128) * (n // 256) * (k // 64)
+    assert rep.rows[0]["iterations"] == (m // 128) * (n // bn) * (k // 64)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -103,9 +123,12 @@ def launched_kernels(fn):
 # tiles too), a k tail of 8 past whole 64-wide k-tiles, k below one k-tile, more k-tiles than
 # the 4-stage ring, batches that reach the tile count only together (200 one-tile matrices
 # of a row or a few: every chunk an edge).
+# The 128 x 128 tiles (grids of 128 or more, too few 128 x 256 ones): 8 k-tiles that wrap its
+# 6-stage ring, m and n edges, a batch, one-row matrices.
 WGMMA_SHAPES = [
     (None, 2048, 2048, 128), (None, 2040, 2056, 200), (None, 2049, 4096, 72), (None, 2048, 2048, 8),
     (4, 512, 2048, 520), (200, 1, 8, 8), (130, 33, 136, 40),
+    (None, 1024, 2048, 456), (None, 2040, 1016, 200), (16, 256, 520, 72), (64, 3, 136, 24),
 ]
 WGMMA_IDS = [("" if b is None else f"{b}x") + f"{m}x{n}x{k}" for b, m, n, k in WGMMA_SHAPES]
 

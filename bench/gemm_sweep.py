@@ -1,0 +1,73 @@
+"""16-bit gemm under swizzle across shapes: the kernel the dispatch picks (bankops.explain's
+route and block tile), the same call on the mma.sync kernel (`_set_wgmma(False)`) and cuBLAS,
+timed alike in one process (bench/run.py's CUDA-graph timing). For setting the dispatch rules
+between the kernels (kernels/gemm_wgmma.h's wgmma_shape), not for RESULTS.md.
+
+    python3 bench/gemm_sweep.py [--dtype float16] [MxNxK | BxMxNxK ...]
+"""
+import argparse
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.dirname(HERE)]  # bench/run.py; the working tree's bankops
+
+import torch  # noqa: E402
+
+import bankops  # noqa: E402
+from run import time_ms  # noqa: E402
+
+SHAPES = ["1024x1024x1024", "512x1024x1024", "1024x2048x1024", "2048x1792x1024", "1024x1024x4096",
+          "768x1024x2048", "1024x1024x256", "4x512x512x1024", "8x256x512x1024", "1536x1536x1536",
+          "1280x1536x1024", "1024x2048x4096", "16x256x512x1024"]
+WARM_S = 2.0  # of back-to-back 4096^3 products first: the first shapes of a cold process timed 2x slow
+
+
+def warm_up(dtype):
+    a = torch.randn(4096, 4096, device="cuda", dtype=dtype)
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < WARM_S:
+        for _ in range(20):
+            torch.matmul(a, a)
+        torch.cuda.synchronize()
+
+
+def route(dtype, batch, m, n, k):
+    rep = bankops.explain("gemm", "swizzle", dtype, m=m, n=n, k=k, batch=batch)
+    (kernel,) = {r["kernel"] for r in rep.rows}
+    if not kernel.startswith("gemm_wgmma"):
+        return kernel
+    b = sum(r["count"] for r in rep.rows if r["instruction"].startswith(("ldgsts Bs[", "sts Bs[")))
+    return f"{kernel} 128x{b * 32 * 8 // 64}"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dtype", default="float16", choices=["float16", "bfloat16"])
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("shapes", nargs="*", default=SHAPES)
+    args = ap.parse_args()
+    dtype = getattr(torch, args.dtype)
+    warm_up(dtype)
+    print(f"{torch.cuda.get_device_name()}; {args.dtype}; us per call (CUDA graphs, median)")
+    print(f"{'shape':>18} {'route':>22} {'bankops':>9} {'mma.sync':>9} {'cuBLAS':>9} {'x mma':>7} {'x cuBLAS':>9}")
+    for shape in args.shapes:
+        dims = [int(v) for v in shape.split("x")]
+        batch, (m, n, k) = (dims[0] if len(dims) == 4 else 1), dims[-3:]
+        lead = (batch,) if len(dims) == 4 else ()
+        a = torch.randn(*lead, m, k, device="cuda", dtype=dtype)
+        b = torch.randn(*lead, k, n, device="cuda", dtype=dtype)
+        ours, _ = time_ms(lambda: bankops.gemm(a, b, "swizzle"), True, args.reps)
+        torch.ops.bankops._set_wgmma(False)
+        try:
+            mma, _ = time_ms(lambda: bankops.gemm(a, b, "swizzle"), True, args.reps)
+        finally:
+            torch.ops.bankops._set_wgmma(True)
+        peer, _ = time_ms(lambda: torch.matmul(a, b), True, args.reps)
+        print(f"{shape:>18} {route(dtype, batch, m, n, k):>22} {ours * 1e3:9.2f} {mma * 1e3:9.2f} {peer * 1e3:9.2f}"
+              f" {mma / ours:7.3f} {peer / ours:9.3f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
