@@ -194,6 +194,22 @@ BANKOPS_HD MmaTileIndex mma_raster(int64_t bx, int64_t by, int64_t gx, int64_t g
   return MmaTileIndex{local / rows, first + local % rows};
 }
 
+// One k-tile of an operand as the realigning fill reads it: the byte address of its corner,
+// the bytes between its rows, the rows left in the operand from the corner, its valid
+// columns (at most the tile's) and the matrix's bytes [lo, hi), outside which nothing is read.
+struct RawKTile {
+  uintptr_t first;
+  int64_t row_bytes, rows, valid;
+  uintptr_t lo, hi;
+};
+// What the fill does with one raw chunk of a k-tile that is not whole (MmaRaw::chunk).
+enum class RawCopy { Copy, Zero, Elements };
+struct RawChunk {
+  uintptr_t src, end;  // the aligned 16 bytes under the chunk; where its row's valid bytes end
+  int bytes;           // Copy: cp.async of these (zero-filling the rest)
+  RawCopy how;
+};
+
 // The realigning path's raw staging of one ROWS x COLS tile: tile row r's COLS halves start
 // at any 2-byte offset, so they are covered by COLS / 8 + 1 aligned 16-byte chunks (kPerRow),
 // which cp.async copies as they are; the realign pass reads the two raw chunks under each
@@ -222,7 +238,32 @@ struct MmaRaw {
   }
   // Raw position of fill slot s: the slots are the positions in order, past the split gap.
   BANKOPS_HD static constexpr int slot_pos(int s) { return kSplit && s >= kHalf ? s - kHalf + kOdd : s; }
+  // Whether every raw chunk of the k-tile is copied whole: every row and column inside the
+  // operand, and every chunk under its rows inside the matrix's bytes.
+  BANKOPS_HD static bool whole(const RawKTile& k);
+  // Fill slot s of a k-tile: the aligned chunk under it and, unless the k-tile is whole, how
+  // it is filled: cp.async of what lies before its row's valid end (zeros after: K tails must
+  // be zero), zeros for a chunk past that end or in a row past the operand, element loads for
+  // a chunk that starts before the matrix or ends past it (compute-sanitizer counts a
+  // cp.async as all 16 bytes whatever its source size).
+  BANKOPS_HD static RawChunk chunk(int s, const RawKTile& k);
 };
+template <int ROWS, int COLS>
+BANKOPS_HD bool MmaRaw<ROWS, COLS>::whole(const RawKTile& k) {
+  const uintptr_t last_end = ((k.first + uintptr_t((ROWS - 1) * k.row_bytes)) & ~uintptr_t(15)) + kPerRow * 16;
+  return ROWS <= k.rows && k.valid == COLS && (k.first & ~uintptr_t(15)) >= k.lo && last_end <= k.hi;
+}
+template <int ROWS, int COLS>
+BANKOPS_HD RawChunk MmaRaw<ROWS, COLS>::chunk(int s, const RawKTile& k) {
+  const TileCoord rq = slot(s);
+  const uintptr_t seg = k.first + uintptr_t(rq.r * k.row_bytes);
+  const uintptr_t src = (seg & ~uintptr_t(15)) + rq.c * 16, end = seg + uintptr_t(2 * k.valid);
+  const int64_t left = rq.r < k.rows ? int64_t(end) - int64_t(src) : 0;
+  const int bytes = left <= 0 ? 0 : left < 16 ? static_cast<int>(left) : 16;
+  const RawCopy how = bytes == 0 ? RawCopy::Zero : src >= k.lo && src + 16 <= k.hi ? RawCopy::Copy : RawCopy::Elements;
+  return RawChunk{src, end, bytes, how};
+}
+
 template <class C>
 using MmaRawA = MmaRaw<C::kBM, C::kBK>;
 template <class C, bool KN>

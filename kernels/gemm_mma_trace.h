@@ -1,5 +1,8 @@
 // The shared-memory instructions of gemm_mma_kernel, replayed on the host (smem_trace.h).
 #pragma once
+#include <numeric>
+#include <string>
+
 #include "gemm_mma.h"
 #include "gemm_wgmma.h"
 #include "smem_trace.h"
@@ -17,6 +20,79 @@ inline void trace_mma_epilogue(const char* kernel, int64_t tiles, SmemTrace& tra
   SmemInstr& cl = trace.instr(kernel, "lds C tile -> 16-byte rows of C", SmemOp::Ld, 16, tiles);
   for (int e = 0; e < C::kOutChunks; ++e)
     add_block(cl, C::kThreads, [&](int t) { return ct(mma_chunk<C>(t, e, C::kBN)); });
+}
+
+// One operand of the realigning fill, as its block tiles see it: rows x cols (unit-stride
+// columns, rows s_row elements apart) with k down the rows (k_rows: B as Bs[BK][BN], whose
+// tiles step along the columns) or along them (tiles step down the rows); `tiles` tiles of
+// `tile` rows or columns, each feeding `times` block tiles; `extent` elements from the
+// matrix's first to past its last; batches batch_stride elements apart.
+struct RawOperand {
+  int64_t s_row, rows, cols, tile, tiles, times, extent, batch, batch_stride;
+  bool k_rows;
+};
+
+// The realigning fill's raw copies of one operand (StagedFill::fill), k-tile by k-tile of
+// every block tile, for 16-byte aligned data: whole k-tiles copy every raw chunk (one
+// pattern: tile rows `pitch` bytes apart, corners taken as line-aligned); the others are
+// replayed lane by lane through MmaRaw::whole and ::chunk, on the batches' real offsets mod
+// 16 bytes: cp.async of the part before a row's valid end (the zero-filling form), and sts of
+// zeros past it or of element loads at the matrix's ends (each a warp instruction where any
+// lane takes it).
+template <class C, class Raw>
+inline void trace_raw_fill(SmemTrace& trace, const char* kernel, const std::string& name, int64_t raw, int64_t nk,
+                           int64_t pitch, const RawOperand& o) {
+  constexpr int kFills = (Raw::kChunks + C::kThreads - 1) / C::kThreads;
+  const auto slot_at = [&](int s) { return s < Raw::kChunks ? raw + int64_t(Raw::slot_pos(s)) * 16 : int64_t(-1); };
+  SmemInstr& whole = trace.instr(kernel, "ldgsts " + name + " (raw chunks)", SmemOp::Ldgsts, 16, 0);
+  for (int i = 0; i < kFills; ++i)
+    add_block(
+        whole, C::kThreads, [&](int t) { return slot_at(t + i * C::kThreads); },
+        [&](int t) {
+          const TileCoord rq = Raw::slot(t + i * C::kThreads);
+          return rq.r * pitch / 16 * 16 + rq.c * 16;
+        });
+  SmemInstr *copies = nullptr, *stores = nullptr;
+  // Batch bz starts bz * batch_stride * 2 bytes past the first: its fill depends on that mod 16.
+  const int64_t period = (o.batch_stride * 2) % 16 == 0 ? 1 : 16 / std::gcd<int64_t>((o.batch_stride * 2) % 16, 16);
+  for (int64_t bz = 0; bz < period && bz < o.batch; ++bz) {
+    const int64_t batches = (o.batch - bz + period - 1) / period;
+    const uintptr_t lo = (uintptr_t(1) << 40) + uintptr_t(bz * o.batch_stride * 2 % 16), hi = lo + uintptr_t(2 * o.extent);
+    for (int64_t ti = 0; ti < o.tiles; ++ti) {
+      const uintptr_t corner = lo + uintptr_t(2 * ti * o.tile * (o.k_rows ? 1 : o.s_row));
+      const int64_t rows = o.k_rows ? o.rows : o.rows - ti * o.tile;
+      const int64_t cols = o.k_rows ? o.cols - ti * o.tile : o.cols;
+      for (int64_t x = 0; x < nk; ++x) {
+        const int64_t r0 = o.k_rows ? x * C::kBK : 0, c0 = o.k_rows ? 0 : x * C::kBK;
+        const RawKTile k{corner + uintptr_t(2 * (r0 * o.s_row + c0)), 2 * o.s_row, rows - r0,
+                         cols - c0 < Raw::kTileChunks * kMmaChunk ? cols - c0 : Raw::kTileChunks * kMmaChunk, lo, hi};
+        const int64_t times = batches * o.times;
+        if (Raw::whole(k)) {
+          whole.iterations += times;
+          continue;
+        }
+        if (copies == nullptr) {
+          copies = &trace.instr(kernel, "ldgsts " + name + " (raw chunks, edge k-tiles)", SmemOp::Ldgsts, 16, 1);
+          copies->zero_fill = true;
+          stores = &trace.instr(kernel, "sts " + name + " (raw chunks, edge k-tiles: zeros, element loads)",
+                                SmemOp::St, 16, 1);
+        }
+        for (int i = 0; i < kFills; ++i)
+          for (int w = 0; w * kWarpLanes < C::kThreads; ++w) {
+            const auto lanes = [&](RawCopy how) {
+              return [&, how](int t) {
+                const int s = t + i * C::kThreads;
+                return s < Raw::kChunks && Raw::chunk(s, k).how == how ? slot_at(s) : int64_t(-1);
+              };
+            };
+            const auto src = [&](int t) { return int64_t(Raw::chunk(t + i * C::kThreads, k).src - lo); };
+            add_warp(*copies, w, lanes(RawCopy::Copy), src, times);
+            add_warp(*stores, w, lanes(RawCopy::Zero), src, times);
+            add_warp(*stores, w, lanes(RawCopy::Elements), src, times);
+          }
+      }
+    }
+  }
 }
 
 // One call of the mma path: the plan (gemm_mma_plan) picks the fill (cp.async, realigned
@@ -38,7 +114,8 @@ inline void trace_gemm_mma_shape(Layout layout, const GemmArgs& g, const GemmMma
       const auto bt = [](TileCoord c) { return int64_t(BTile::offset(c.r, c.c)) * 2; };
       // pitch: bytes between the tile's rows in global memory (cp.async reads whole 128-byte
       // lines or not, which costs wavefronts too; tile corners are taken as line-aligned).
-      const auto fill = [&](const char* name, auto tile, auto byte, bool along, int64_t pitch, int64_t raw) {
+      const auto fill = [&](const char* name, auto tile, auto byte, bool along, int64_t pitch, int64_t raw,
+                            const RawOperand& ro) {
         using Tile = decltype(tile);
         const int elems = Tile::kRows * Tile::kCols / C::kThreads;
         if (plan.async) {
@@ -52,21 +129,10 @@ inline void trace_gemm_mma_shape(Layout layout, const GemmArgs& g, const GemmMma
                 });
         } else if (plan.realign) {
           // cp.async of the aligned chunks under the tile's rows into the raw stage (lanes on
-          // consecutive positions; tile rows at r * pitch bytes), then per tile chunk two lds of
-          // the raw chunks under it and one sts where cp.async would put the chunk (its lanes).
+          // consecutive positions), then per tile chunk two lds of the raw chunks under it and
+          // one sts where cp.async would put the chunk (its lanes).
           using Raw = MmaRaw<Tile::kRows, Tile::kCols>;
-          SmemInstr& cp = trace.instr(kernel, std::string("ldgsts ") + name + " (raw chunks)", SmemOp::Ldgsts, 16, steps);
-          for (int i = 0; i * C::kThreads < Raw::kChunks; ++i)
-            add_block(
-                cp, C::kThreads,
-                [&](int t) {
-                  const int s = t + i * C::kThreads;
-                  return s < Raw::kChunks ? raw + int64_t(Raw::slot_pos(s)) * 16 : int64_t(-1);
-                },
-                [&](int t) {
-                  const TileCoord rq = Raw::slot(t + i * C::kThreads);
-                  return rq.r * pitch / 16 * 16 + rq.c * 16;
-                });
+          trace_raw_fill<C, Raw>(trace, kernel, name, raw, ceil_div(g.k, C::kBK), pitch, ro);
           SmemInstr& ld = trace.instr(kernel, std::string("lds ") + name + " (raw chunks j, j + 1)", SmemOp::Ld, 16, steps);
           for (int e = 0; e < elems / kMmaChunk; ++e)
             for (int half = 0; half < 2; ++half)
@@ -89,9 +155,15 @@ inline void trace_gemm_mma_shape(Layout layout, const GemmArgs& g, const GemmMma
       };
       // The realigning path's raw stage 0 follows its two tile buffers: A's raw chunks, then B's.
       const int64_t raw = 2 * 2 * (ATile::kSize + BTile::kSize);
-      fill("As[m][k] <- A", ATile{}, at, plan.a_along, g.a_sm * 2, raw);
+      const int64_t tiles_m = ceil_div(g.m, C::kBM), tiles_n = ceil_div(g.n, C::kBN);
+      const int64_t a_extent = (g.m - 1) * g.a_sm + (g.k - 1) * g.a_sk + 1;
+      const int64_t b_extent = (g.k - 1) * g.b_sk + (g.n - 1) * g.b_sn + 1;
+      const RawOperand ra{g.a_sm, g.m, g.k, C::kBM, tiles_m, tiles_n, a_extent, g.batch, g.a_sb, false};
+      const RawOperand rb = KN ? RawOperand{g.b_sk, g.k, g.n, C::kBN, tiles_n, tiles_m, b_extent, g.batch, g.b_sb, true}
+                               : RawOperand{g.b_sn, g.n, g.k, C::kBN, tiles_n, tiles_m, b_extent, g.batch, g.b_sb, false};
+      fill("As[m][k] <- A", ATile{}, at, plan.a_along, g.a_sm * 2, raw, ra);
       fill(KN ? "Bs[k][n] <- B" : "Bs[n][k] <- B", BTile{}, bt, plan.b_along, (KN ? g.b_sk : g.b_sn) * 2,
-           raw + MmaRawA<C>::kBytes);
+           raw + MmaRawA<C>::kBytes, rb);
       // The k16 steps' fragments of one k tile (steps); the cp.async loop also loads each block
       // tile's first step once more, one step ahead (the last time from a stale, unused stage).
       const auto fragments = [&](const std::string& what, int64_t iterations, int first, int last) {

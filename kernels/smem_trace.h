@@ -64,9 +64,9 @@ class SmemTrace {
 // block touches, or a negative value when it does not execute this instruction; for a
 // cp.async, `src_of(thread)` the global byte address it copies from (the 128-byte lines
 // count: see copy_split). Warps whose lanes are all inactive skip the instruction and are
-// not counted.
+// not counted. `times`: the access happens that many times (identical block tiles).
 template <class F, class G>
-void add_warp(SmemInstr& row, int warp, F&& byte_of, G&& src_of) {
+void add_warp(SmemInstr& row, int warp, F&& byte_of, G&& src_of, int64_t times = 1) {
   WarpAccess a{{}, 0u, row.width, row.op == SmemOp::Ld, row.op == SmemOp::Ldgsts, row.zero_fill};
   for (int lane = 0; lane < kWarpLanes; ++lane) {
     const int64_t addr = byte_of(warp * kWarpLanes + lane);
@@ -77,9 +77,9 @@ void add_warp(SmemInstr& row, int warp, F&& byte_of, G&& src_of) {
   }
   if (a.active == 0) return;
   const BankCost cost = bank_cost(a);
-  row.count += 1;
-  row.wavefronts += cost.wavefronts;
-  row.ideal += cost.ideal;
+  row.count += times;
+  row.wavefronts += times * cost.wavefronts;
+  row.ideal += times * cost.ideal;
   if (cost.wavefronts > row.worst_wavefronts) {
     row.worst = a;
     row.worst_wavefronts = cost.wavefronts;

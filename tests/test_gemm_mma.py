@@ -355,6 +355,29 @@ def test_explain_realign_stages(b_t):
     assert all(r["wavefronts"] == r["ideal"] == 4 * r["count"] for r in loads), str(rep)
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_explain_realign_edge_k_tiles(layout):
+    """K = 2047 ends 31 columns into the last 32-wide k-tile, and B's last k-tile has a row
+    past K: there the fill stores zeros for the raw chunks past each row's end (sts) and
+    copies the rest in cp.async's zero-filling form; the other 63 k-tiles copy every chunk.
+    Nsight Compute counted 599296 shared stores for this launch on the H100 (2026-11-25), 9472
+    more than the whole k-tiles and the realign pass and epilogue alone."""
+    rep = bankops.explain("gemm", layout, torch.float16, m=2048, n=2048, k=2047, hopper=False)
+    assert _kernels(rep) == {"gemm_mma/realign"}
+    tiles = 16 * 16
+    for operand, chunks in (("As[m][k] <- A", 20), ("Bs[k][n] <- B", 17)):
+        whole = [r for r in rep.rows if r["instruction"] == f"ldgsts {operand} (raw chunks)"]
+        assert len(whole) == 1 and whole[0]["iterations"] == tiles * 63 and whole[0]["count"] == chunks
+        edge = [r for r in rep.rows if r["instruction"].startswith(("ldgsts", "sts")) and operand in r["instruction"]
+                and "edge k-tiles" in r["instruction"]]
+        assert [r["op"] for r in edge] == ["ldgsts", "st"] and all(r["iterations"] == 1 for r in edge), str(rep)
+        assert edge[0]["count"] == tiles * chunks  # no warp of the last k-tile is all zeros
+    assert rep.totals["st"]["instructions"] == 599296
+    assert rep.totals["ldgsts"]["instructions"] == tiles * 64 * (20 + 17)
+    if layout == "swizzle":
+        _assert_smem_side_conflict_free(rep)
+
+
 @requires_cuda
 @pytest.mark.parametrize("batch,m,n,k", REALIGN_SHAPES, ids=REALIGN_IDS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
