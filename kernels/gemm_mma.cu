@@ -196,36 +196,47 @@ struct StagedFill {
   __device__ __forceinline__ static int64_t r_of(int x) { return KN_ROWS ? int64_t(x) * C::kBK : 0; }
   __device__ __forceinline__ static int64_t c_of(int x) { return KN_ROWS ? 0 : int64_t(x) * C::kBK; }
 
-  // Raw k-tile x (its corner at (r_of(x), c_of(x))) as MmaRaw::whole and ::chunk see it.
-  __device__ __forceinline__ RawKTile ktile(int x) const {
-    const int64_t r0 = r_of(x), c0 = c_of(x);
-    return RawKTile{addr_of(p + r0 * s_row + c0), s_row * 2, rows - r0,
-                    cols - c0 < Tile::kCols ? cols - c0 : Tile::kCols, lo, hi};
-  }
-  // Raw chunks of k-tile x -> raw stage at byte offset `stage`: all of them copied whole, or
-  // each as MmaRaw::chunk says.
+  // Raw chunks of k-tile x -> raw stage at byte offset `stage`. A whole k-tile (every row
+  // and column inside, and every covering chunk inside the matrix's bytes) copies all of
+  // them; otherwise each chunk copies only what lies before the end of its row's valid
+  // columns (cp.async zero-fills the rest: K tails must be zero), chunks past it or in rows
+  // past the edge are zeroed, and a chunk that starts before the matrix (its first row, a
+  // pointer off 16 bytes) or ends past it (its last row) is loaded element by element:
+  // compute-sanitizer counts a cp.async as all 16 bytes whatever its source size. The trace
+  // replays these choices through MmaRaw::whole and ::chunk (gemm_mma.h): change both.
   __device__ __forceinline__ void fill(int x, uint32_t stage) const {
-    const RawKTile k = ktile(x);
-    const bool whole = Raw::whole(k);
+    const int64_t r0 = r_of(x), c0 = c_of(x);
+    const uint16_t* first = p + r0 * s_row + c0;
+    const uintptr_t first_chunk = addr_of(first) & ~uintptr_t(15);
+    const uintptr_t last_end = (addr_of(first + (Tile::kRows - 1) * s_row) & ~uintptr_t(15)) + Raw::kPerRow * 16;
+    const bool whole = r0 + Tile::kRows <= rows && c0 + Tile::kCols <= cols && first_chunk >= lo && last_end <= hi;
+    const int64_t valid = cols - c0 < Tile::kCols ? cols - c0 : Tile::kCols;
     const int t = threadIdx.x;
 #pragma unroll
     for (int i = 0; i < kFills; ++i) {
       const int s = t + i * C::kThreads;
       if (Raw::kChunks % C::kThreads != 0 && i == kFills - 1 && s >= Raw::kChunks) break;
+      const TileCoord rq = Raw::slot(s);
       const uint32_t dst = raw + stage + Raw::slot_pos(s) * 16;
-      const RawChunk c = Raw::chunk(s, k);
+      const uint16_t* seg = first + rq.r * s_row;
+      const uintptr_t src = (addr_of(seg) & ~uintptr_t(15)) + rq.c * 16;
       if (whole) {
-        cp_async16(dst, reinterpret_cast<const void*>(c.src), 16);
-      } else if (c.how == RawCopy::Zero) {
+        cp_async16(dst, reinterpret_cast<const void*>(src), 16);
+        continue;
+      }
+      const uintptr_t end = addr_of(seg) + 2 * valid;  // this row's valid bytes end here
+      const int64_t left = r0 + rq.r < rows ? int64_t(end) - int64_t(src) : 0;
+      const int bytes = left <= 0 ? 0 : left < 16 ? static_cast<int>(left) : 16;
+      if (bytes == 0) {
         sts128(dst, uint4{0, 0, 0, 0});
-      } else if (c.how == RawCopy::Copy) {
-        cp_async16(dst, reinterpret_cast<const void*>(c.src), c.bytes);
+      } else if (src >= lo && src + 16 <= hi) {
+        cp_async16(dst, reinterpret_cast<const void*>(src), bytes);
       } else {
         uint16_t h[kMmaChunk];
 #pragma unroll
         for (int q = 0; q < kMmaChunk; ++q) {
-          const uintptr_t a = c.src + 2 * q;
-          h[q] = a >= lo && a < c.end ? __ldg(reinterpret_cast<const uint16_t*>(a)) : uint16_t(0);
+          const uintptr_t a = src + 2 * q;
+          h[q] = a >= lo && a < end ? __ldg(reinterpret_cast<const uint16_t*>(a)) : uint16_t(0);
         }
         sts128(dst, uint4{h[0] | uint32_t(h[1]) << 16, h[2] | uint32_t(h[3]) << 16, h[4] | uint32_t(h[5]) << 16,
                           h[6] | uint32_t(h[7]) << 16});
