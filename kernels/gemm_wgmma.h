@@ -118,9 +118,10 @@ inline bool wgmma_whole_waves(const GemmArgs& g) {
 //   a grid of whole waves;
 // - WgmmaMedium: the cp.async plan on grids too small for WgmmaLarge but of a wave or more of
 //   its own tiles (kWgmmaMediumTiles). Against the mma.sync kernel (H100, 2026-11-25, float16,
-//   CUDA graphs, bench/gemm_sweep.py): 1.25-1.5x on 128-224 of them (1024 x 2048 x 1024,
-//   2048 x 1792 x 1024, 1536^3), but 0.91-0.94x on 64 (4 x 512^2 x 1024, 1024^2 x 256,
-//   1024^2 x 4096), where mma.sync's 64 x 128 tiles give every SM a block.
+//   CUDA graphs, bench/gemm_sweep.py): 1.25-1.73x on 128-224 of them (2048 x 1792 x 1024,
+//   1536^3, 1024 x 2048 x 1024, 16 x 256 x 512 x 1024, 1024 x 2048 x 4096), but 0.91-0.94x
+//   on 64 (1024^2 x 256, 8 x 256 x 512 x 1024, 1024^2 x 4096, 4 x 512^2 x 1024), where
+//   mma.sync's 64 x 128 tiles give every SM a block: 1024^3 stays there.
 // The realigning producer runs at L2's request rate rather than its bytes: a row of 128
 // bytes off 16-byte boundaries spans two lines, and the last lane of its row group asks for
 // a third granule. Per tile it is about as fast as the mma.sync kernel's realigning path,
