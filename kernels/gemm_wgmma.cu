@@ -75,7 +75,7 @@ __device__ __forceinline__ void fence_acc(float (&d)[N]) {
   "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
 // N: the instruction's n; REGS its accumulator operands; A, B, SCALE, TRANS the numbers of
 // the operands after them.
-#define BANKOPS_WGMMA(N, TYPE, REGS, A, B, SCALE, TRANS, ...)                                   \
+#define BANKOPS_WGMMA_ASM(N, TYPE, REGS, A, B, SCALE, TRANS, ...)                               \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #SCALE ", 0;\n"                             \
                "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " {" REGS "}, "    \
                "%" #A ", %" #B ", p, 1, 1, 0, %" #TRANS ";\n}\n"                                \
@@ -84,13 +84,19 @@ __device__ __forceinline__ void fence_acc(float (&d)[N]) {
 // D (64 x N, float32) += A (64 x 16, shared, k-major) * B (16 x N, shared; TRANS_B: n-major).
 template <class T, int N, int TRANS_B>
 __device__ __forceinline__ void wgmma_mma(float (&d)[N / 2], uint64_t da, uint64_t db) {
+#define BANKOPS_R256 BANKOPS_R0_63 ", " BANKOPS_R64_127
   constexpr bool kHalf = std::is_same_v<T, __half>;
-  if constexpr (N == 256 && kHalf) BANKOPS_WGMMA(256, "f16", BANKOPS_R0_63 ", " BANKOPS_R64_127, 128, 129, 130, 131, BANKOPS_F64(0), BANKOPS_F64(64));
-  else if constexpr (N == 256) BANKOPS_WGMMA(256, "bf16", BANKOPS_R0_63 ", " BANKOPS_R64_127, 128, 129, 130, 131, BANKOPS_F64(0), BANKOPS_F64(64));
-  else if constexpr (kHalf) BANKOPS_WGMMA(128, "f16", BANKOPS_R0_63, 64, 65, 66, 67, BANKOPS_F64(0));
-  else BANKOPS_WGMMA(128, "bf16", BANKOPS_R0_63, 64, 65, 66, 67, BANKOPS_F64(0));
+  if constexpr (N == 256 && kHalf)
+    BANKOPS_WGMMA_ASM(256, "f16", BANKOPS_R256, 128, 129, 130, 131, BANKOPS_F64(0), BANKOPS_F64(64));
+  else if constexpr (N == 256)
+    BANKOPS_WGMMA_ASM(256, "bf16", BANKOPS_R256, 128, 129, 130, 131, BANKOPS_F64(0), BANKOPS_F64(64));
+  else if constexpr (kHalf)
+    BANKOPS_WGMMA_ASM(128, "f16", BANKOPS_R0_63, 64, 65, 66, 67, BANKOPS_F64(0));
+  else
+    BANKOPS_WGMMA_ASM(128, "bf16", BANKOPS_R0_63, 64, 65, 66, 67, BANKOPS_F64(0));
+#undef BANKOPS_R256
 }
-#undef BANKOPS_WGMMA
+#undef BANKOPS_WGMMA_ASM
 #undef BANKOPS_R64_127
 #undef BANKOPS_R0_63
 #undef BANKOPS_F64

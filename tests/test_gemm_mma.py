@@ -96,8 +96,8 @@ def test_cuda_matches_float64(views, layout, dtype, batch, m, n, k):
 @pytest.mark.parametrize("shape", [(4095, 4097, 4093), (1024, 1024, 1024)], ids=["misaligned", "1024"])
 def test_cuda_bench_shapes(dtype, shape):
     m, n, k = shape
-    # 1024^3: too few tiles for wgmma (64 of 128 x 128); the misaligned shape's 4.12 waves of
-    # them, too ragged.
+    # 1024^3: too few tiles for wgmma (64 of 128 x 128); the misaligned shape: 4.12 waves of
+    # 128 x 256 tiles, too ragged for the realigning producer.
     route = "gemm_mma/realign" if k % 8 or n % 8 else "gemm_mma/cp.async"
     assert {row["kernel"] for row in bankops.explain("gemm", "swizzle", dtype, m=m, n=n, k=k).rows} == {route}
     a = torch.randn(m, k, device="cuda").to(dtype)
