@@ -117,7 +117,7 @@ inline bool wgmma_whole_waves(const GemmArgs& g) {
 //   plan (16-byte aligned rows, A k-contiguous) or the realigning one with B n-contiguous on
 //   a grid of whole waves;
 // - WgmmaMedium: the cp.async plan on grids too small for WgmmaLarge but of a wave or more of
-//   its own tiles (kWgmmaMediumTiles). Against the mma.sync kernel (H100, 2026-11-25, float16,
+//   its own tiles (mma_fills). Against the mma.sync kernel (H100, 2026-11-25, float16,
 //   CUDA graphs, bench/gemm_sweep.py): 1.25-1.73x on 128-224 of them (2048 x 1792 x 1024,
 //   1536^3, 1024 x 2048 x 1024, 16 x 256 x 512 x 1024, 1024 x 2048 x 4096), but 0.91-0.94x
 //   on 64 (1024^2 x 256, 8 x 256 x 512 x 1024, 1024^2 x 4096, 4 x 512^2 x 1024), where
@@ -131,13 +131,11 @@ inline bool wgmma_whole_waves(const GemmArgs& g) {
 // 16 whole waves, 6.25 ms against 6.75, cuBLAS 6.70; 4096^3 from offset pointers, 3.88
 // waves, 0.57 against 0.82).
 enum class WgmmaShape { None, Large, Medium };
-constexpr int64_t kWgmmaMediumTiles = 128;
 inline WgmmaShape wgmma_shape(const GemmArgs& g, const GemmMmaPlan& p, bool allowed) {
   if (!allowed || g.batch > 65535 || ceil_div(g.m, WgmmaLarge::kBM) > 65535) return WgmmaShape::None;
   const bool fill = p.async || (p.realign && p.b_kn && wgmma_whole_waves(g));
   if (fill && mma_fills(g, WgmmaLarge::kBM, WgmmaLarge::kBN)) return WgmmaShape::Large;
-  const int64_t medium = g.batch * ceil_div(g.m, WgmmaMedium::kBM) * ceil_div(g.n, WgmmaMedium::kBN);
-  if (p.async && medium >= kWgmmaMediumTiles) return WgmmaShape::Medium;
+  if (p.async && mma_fills(g, WgmmaMedium::kBM, WgmmaMedium::kBN)) return WgmmaShape::Medium;
   return WgmmaShape::None;
 }
 
