@@ -97,9 +97,10 @@ inline bool mma_realign_ok(int64_t s_fast, int64_t s_row, int64_t rows, int64_t 
   return (s_fast == 1 || cols <= 1) && (rows <= 1 || s_row >= kMmaChunk || s_row >= cols);
 }
 
-// Whether a grid of bm x bn tiles gives about every SM a block (kMmaMinTiles).
-inline bool mma_fills(const GemmArgs& g, int bm, int bn) {
-  return g.batch > 0 && ceil_div(g.m, bm) * ceil_div(g.n, bn) >= ceil_div(kMmaMinTiles, g.batch);
+// Whether a grid of bm x bn tiles, `blocks` blocks a tile, gives about every SM a block
+// (kMmaMinTiles).
+inline bool mma_fills(const GemmArgs& g, int bm, int bn, int blocks = 1) {
+  return g.batch > 0 && ceil_div(g.m, bm) * ceil_div(g.n, bn) * blocks >= ceil_div(kMmaMinTiles, g.batch);
 }
 
 inline GemmMmaPlan gemm_mma_plan(const GemmArgs& g, bool a_aligned16, bool b_aligned16) {

@@ -191,12 +191,14 @@ inline void trace_gemm_mma_shape(Layout layout, const GemmArgs& g, const GemmMma
 // or for rows off 16-byte boundaries its stores of the chunks it cut in registers (the same
 // lanes and tile offsets), then the shared epilogue. wgmma's own reads of the swizzled tiles
 // are the tensor cores' (no lds or ldmatrix): they are not shared-memory instructions of the
-// warps.
-template <class C>
+// warps. Split-K (SPLIT blocks a tile): the same copies, k-tiles shared out; each consumer's
+// rows are finished by one block, which reads the peers' partial sums (thread t's float4 i
+// at 16 (128 i + t)) and runs the epilogue of those 64 rows.
+template <class C, int SPLIT = 1>
 inline void trace_gemm_wgmma(const GemmArgs& g, const GemmMmaPlan& plan, SmemTrace& trace) {
   const int64_t tiles = g.batch * ceil_div(g.m, C::kBM) * ceil_div(g.n, C::kBN);
   const int64_t steps = tiles * ceil_div(g.k, C::kBK);
-  const char* kernel = plan.async ? "gemm_wgmma" : "gemm_wgmma/realign";
+  const char* kernel = SPLIT > 1 ? "gemm_wgmma/split-k" : plan.async ? "gemm_wgmma" : "gemm_wgmma/realign";
   const auto fill = [&](const char* name, auto tile, int64_t pitch) {
     using Tile = decltype(tile);
     const auto at = [](int t, int e) {
@@ -221,7 +223,14 @@ inline void trace_gemm_wgmma(const GemmArgs& g, const GemmMmaPlan& plan, SmemTra
   fill("As[m][k] <- A", WgmmaATile<C>{}, g.a_sm * 2);
   if (plan.b_kn) fill("Bs[k][n] <- B", WgmmaBTile<C, true>{}, g.b_sk * 2);
   else fill("Bs[n][k] <- B", WgmmaBTile<C, false>{}, g.b_sn * 2);
-  trace_mma_epilogue<WgmmaFrags<C>, WgmmaCTile<C>>(kernel, tiles, trace);
+  if constexpr (SPLIT == 1) {
+    trace_mma_epilogue<WgmmaFrags<C>, WgmmaCTile<C>>(kernel, tiles, trace);
+  } else {
+    const int64_t halves = tiles * C::kConsumers;
+    SmemInstr& sums = trace.instr(kernel, "lds partial sums <- peer block", SmemOp::Ld, 16, halves * (SPLIT - 1));
+    for (int i = 0; i < C::kAcc / 4; ++i) add_block(sums, 128, [&](int t) { return int64_t(16) * (128 * i + t); });
+    trace_mma_epilogue<WgmmaFrags<WgmmaRows<C>>, WgmmaCTile<WgmmaRows<C>>>(kernel, halves, trace);
+  }
 }
 
 // What the launcher runs: on a device that runs the Hopper kernel (hopper), the swizzle
@@ -230,6 +239,7 @@ inline void trace_gemm_mma(Layout layout, const GemmArgs& g, const GemmMmaPlan& 
   switch (wgmma_shape(g, plan, hopper && layout == Layout::Swizzle)) {
     case WgmmaShape::Large: return trace_gemm_wgmma<WgmmaLarge>(g, plan, trace);
     case WgmmaShape::Medium: return trace_gemm_wgmma<WgmmaMedium>(g, plan, trace);
+    case WgmmaShape::MediumSplit: return trace_gemm_wgmma<WgmmaMedium, kWgmmaSplit>(g, plan, trace);
     default: break;
   }
   switch (plan.shape) {

@@ -5,6 +5,7 @@
 #include "gemm_wgmma.h"
 #include "launch.h"
 #include "mma_epilogue.cuh"
+#include "pdl.cuh"
 #include "shift.cuh"
 
 namespace bankops {
@@ -35,15 +36,32 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
         : "memory");
   } while (!done);
 }
+
+// Clusters (the split kernel). The address in block `rank` of the cluster of this block's
+// shared address `addr`.
+__device__ __forceinline__ uint32_t peer_addr(uint32_t addr, uint32_t rank) {
+  uint32_t out;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(out) : "r"(addr), "r"(rank));
+  return out;
+}
+__device__ __forceinline__ void st_peer(uint32_t addr, float x, float y, float z, float w) {
+  asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "f"(x), "f"(y), "f"(z), "f"(w)
+               : "memory");
+}
+// The cluster barrier: every thread of the cluster arrives (releasing its writes) and then
+// waits (acquiring its peers'), phase after phase.
+__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive;\n" ::: "memory"); }
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait;\n" ::: "memory"); }
+
 // One arrival on `bar` once every cp.async this thread issued so far has landed (counted in
 // the barrier's expected arrivals: .noinc).
 __device__ __forceinline__ void cp_async_arrive(uint32_t bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
 }
-// Consumer threads only (the producer may have left): named barrier 1.
-template <int THREADS>
+// Consumer threads only (the producer may have left): named barrier ID.
+template <int THREADS, int ID = 1>
 __device__ __forceinline__ void consumer_sync() {
-  asm volatile("bar.sync 1, %0;\n" ::"n"(THREADS) : "memory");
+  asm volatile("bar.sync %0, %1;\n" ::"n"(ID), "n"(THREADS) : "memory");
 }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -311,19 +329,26 @@ __device__ __forceinline__ void realign_producer(const FA& fa, const FB& fb, int
   }
 }
 
-// One block tile per block: a producer warpgroup (warps 0-3) streams k-tiles into the stage
-// ring; consumer warpgroup w (1, 2) multiplies rows (w - 1) * 64.. of the block tile into
-// 128 float accumulators a thread, then the consumers write the tile out.
+// One block tile per block (SPLIT 1): a producer warpgroup (warps 0-3) streams k-tiles into
+// the stage ring; consumer warpgroup w (1, 2) multiplies rows (w - 1) * 64.. of the block tile
+// into float accumulators, then the consumers write the tile out.
 //   full[s]:  completes when the producer's 128 threads' copies into stage s have landed;
 //   empty[s]: completes when every consumer warp is done reading stage s (a warp arrives once
 //             its wgmma on the next k-tile is issued and the previous one has finished, so
 //             one k-tile of tensor work is always queued).
-template <class C, class T, bool KN, bool REALIGN>
+// Split-K (SPLIT blocks a tile, a cluster along x): block `rank` of the cluster runs the
+// rank-th share of the k-tiles; then consumer w's rows are finished by block w - 1: the other
+// blocks' consumers w store their accumulators into its shared memory (st.shared::cluster),
+// and after a cluster barrier it adds them to its own and writes those 64 rows. Every thread
+// of the cluster takes part in its two barriers (started; sums sent), so no block leaves
+// while a peer may still write into it.
+template <class C, class T, bool KN, bool REALIGN, int SPLIT>
 __global__ void __launch_bounds__(C::kThreads, 1) gemm_wgmma_kernel(const GemmArgs g, const bool out_vec) {
 #if defined(BANKOPS_WGMMA_BODY)
+  static_assert(SPLIT == 1 || (SPLIT == C::kConsumers && !REALIGN), "a block per consumer's rows; cp.async fill");
   using ATile = WgmmaATile<C>;
   using BTile = WgmmaBTile<C, KN>;
-  using Smem = WgmmaSmem<C, KN>;
+  using Smem = WgmmaSmem<C, KN, SPLIT>;
   using Frags = WgmmaFrags<C>;
   constexpr int kStages = C::kStages, kBK = C::kBK;
   // Registers: the launch gives each thread 65536 / threads in steps of 8 (168 for 384); the
@@ -343,14 +368,21 @@ __global__ void __launch_bounds__(C::kThreads, 1) gemm_wgmma_kernel(const GemmAr
       mbar_init(empty0 + 8 * s, 4 * C::kConsumers);
     }
   }
+  pdl_launch_next();
   __syncthreads();
+  if constexpr (SPLIT > 1) cluster_arrive();
+  pdl_wait_previous();
 
+  // The cluster is SPLIT consecutive blocks along x (cluster rank blockIdx.x % SPLIT), one tile.
+  const int rank = blockIdx.x % SPLIT;
   const int64_t bz = blockIdx.z;
-  const MmaTileIndex idx = mma_raster(blockIdx.x, blockIdx.y, gridDim.x, gridDim.y);
+  const MmaTileIndex idx = mma_raster(blockIdx.x / SPLIT, blockIdx.y, gridDim.x / SPLIT, gridDim.y);
   const int64_t m0 = idx.tm * C::kBM, n0 = idx.tn * C::kBN;
   const uint16_t* a = static_cast<const uint16_t*>(g.a) + bz * g.a_sb + m0 * g.a_sm;
   const uint16_t* b = static_cast<const uint16_t*>(g.b) + bz * g.b_sb + n0 * g.b_sn;
-  const int nk = static_cast<int>(ceil_div(g.k, kBK));
+  // This block's k-tiles: [kt0, kt0 + nk); its stages and parities count from its first.
+  const int nk_all = static_cast<int>(ceil_div(g.k, kBK));
+  const int kt0 = nk_all * rank / SPLIT, nk = nk_all * (rank + 1) / SPLIT - kt0;
   const int wg = threadIdx.x / 128;
 
   if (wg == 0) {
@@ -372,9 +404,9 @@ __global__ void __launch_bounds__(C::kThreads, 1) gemm_wgmma_kernel(const GemmAr
     const int nk_whole = static_cast<int>(g.k / kBK);
     const bool inner = C::kBM <= g.m - m0 && C::kBN <= g.n - n0;
     const int64_t b_kstep = KN ? kBK * g.b_sk : kBK;
-    for (int kt = 0; kt < nk; ++kt) {
-      const int s = kt % kStages;
-      if (kt >= kStages) mbar_wait(empty0 + 8 * s, (kt / kStages - 1) & 1);
+    for (int i = 0; i < nk; ++i) {
+      const int s = i % kStages, kt = kt0 + i;
+      if (i >= kStages) mbar_wait(empty0 + 8 * s, (i / kStages - 1) & 1);
       const uint32_t stage = s * Smem::kStage;
       const int64_t k0 = int64_t(kt) * kBK;
       if (inner && kt < nk_whole) {
@@ -388,6 +420,11 @@ __global__ void __launch_bounds__(C::kThreads, 1) gemm_wgmma_kernel(const GemmAr
       cp_async_arrive(full0 + 8 * s);
     }
     cp_async_wait<0>();
+    if constexpr (SPLIT > 1) {  // the consumers' two cluster barriers
+      cluster_wait();
+      cluster_arrive();
+      cluster_wait();
+    }
     return;
   }
 
@@ -417,40 +454,65 @@ __global__ void __launch_bounds__(C::kThreads, 1) gemm_wgmma_kernel(const GemmAr
   consumer_sync<Frags::kThreads>();  // every consumer is done reading the ring
   uint16_t* smem = reinterpret_cast<uint16_t*>(smem_raw + (base - smem_u32(smem_raw)));
   uint16_t* c = static_cast<uint16_t*>(g.c) + bz * g.m * g.n;
-  mma_epilogue<Frags, WgmmaCTile<C>, T>(smem, acc, ct, c, g, m0, n0, out_vec, [] { consumer_sync<Frags::kThreads>(); });
+  if constexpr (SPLIT == 1) {
+    mma_epilogue<Frags, WgmmaCTile<C>, T>(smem, acc, ct, c, g, m0, n0, out_vec, [] { consumer_sync<Frags::kThreads>(); });
+  } else {
+    // Thread t of consumer `half` keeps its float4 i at sums + 2048 i (WgmmaSmem).
+    const int half = wg - 1, t = ct % 128;
+    const uint32_t sums = base + Smem::kRing + 16 * t;
+    cluster_wait();  // every block of the cluster has started: its shared memory is there
+    if (half != rank) {
+      const uint32_t peer = peer_addr(sums, half);
+#pragma unroll
+      for (int i = 0; i < C::kAcc / 4; ++i) st_peer(peer + 2048 * i, d[4 * i], d[4 * i + 1], d[4 * i + 2], d[4 * i + 3]);
+    }
+    cluster_arrive();
+    cluster_wait();  // the peers' sums are in
+    if (half != rank) return;
+#pragma unroll
+    for (int i = 0; i < C::kAcc / 4; ++i) {
+      const uint4 v = lds128(sums + 2048 * i);
+      d[4 * i] += __uint_as_float(v.x);
+      d[4 * i + 1] += __uint_as_float(v.y);
+      d[4 * i + 2] += __uint_as_float(v.z);
+      d[4 * i + 3] += __uint_as_float(v.w);
+    }
+    using Rows = WgmmaRows<C>;
+    mma_epilogue<WgmmaFrags<Rows>, WgmmaCTile<Rows>, T>(smem, acc, t, c, g, m0 + 64 * half, n0, out_vec,
+                                                        [] { consumer_sync<128, 2>(); });
+  }
 #endif
 }
 
-template <class C, class T, bool KN, bool REALIGN>
+template <class C, class T, bool KN, bool REALIGN, int SPLIT>
 cudaError_t run(const GemmArgs& g, bool out_vec, cudaStream_t stream) {
-  constexpr auto kernel = gemm_wgmma_kernel<C, T, KN, REALIGN>;
-  constexpr int kSmem = WgmmaSmem<C, KN>::kBytes;
+  constexpr auto kernel = gemm_wgmma_kernel<C, T, KN, REALIGN, SPLIT>;
+  constexpr int kSmem = WgmmaSmem<C, KN, SPLIT>::kBytes;
   static_assert(kSmem <= 227 * 1024, "the stage ring exceeds a block's shared memory");
   const cudaError_t err = raise_smem_once<kernel>(kSmem);
   if (err != cudaSuccess) return err;
-  const dim3 grid(static_cast<unsigned>(ceil_div(g.n, C::kBN)), static_cast<unsigned>(ceil_div(g.m, C::kBM)),
+  const dim3 grid(static_cast<unsigned>(SPLIT * ceil_div(g.n, C::kBN)), static_cast<unsigned>(ceil_div(g.m, C::kBM)),
                   static_cast<unsigned>(g.batch));
-  kernel<<<grid, C::kThreads, kSmem, stream>>>(g, out_vec);
-  return cudaGetLastError();
+  return launch_pdl(kernel, grid, dim3(C::kThreads), kSmem, stream, SPLIT, g, out_vec);
 }
 
 // The configuration's kernels for one dtype: the realigning producer with B as Bs[BK][BN]
 // only, and on WgmmaLarge only (wgmma_shape).
-template <class C, class T>
+template <class C, class T, int SPLIT>
 cudaError_t run_fill(const GemmArgs& g, bool b_kn, bool realign, bool out_vec, cudaStream_t stream) {
   if (realign) {
-    if constexpr (std::is_same_v<C, WgmmaLarge>) {
-      if (b_kn) return run<C, T, true, true>(g, out_vec, stream);
+    if constexpr (std::is_same_v<C, WgmmaLarge> && SPLIT == 1) {
+      if (b_kn) return run<C, T, true, true, 1>(g, out_vec, stream);
     }
     return cudaErrorNotSupported;
   }
-  return b_kn ? run<C, T, true, false>(g, out_vec, stream) : run<C, T, false, false>(g, out_vec, stream);
+  return b_kn ? run<C, T, true, false, SPLIT>(g, out_vec, stream) : run<C, T, false, false, SPLIT>(g, out_vec, stream);
 }
 
-template <class C>
+template <class C, int SPLIT = 1>
 cudaError_t run_dtype(DType dtype, const GemmArgs& g, bool b_kn, bool realign, bool out_vec, cudaStream_t stream) {
-  return dtype == DType::F16 ? run_fill<C, __half>(g, b_kn, realign, out_vec, stream)
-                             : run_fill<C, __nv_bfloat16>(g, b_kn, realign, out_vec, stream);
+  return dtype == DType::F16 ? run_fill<C, __half, SPLIT>(g, b_kn, realign, out_vec, stream)
+                             : run_fill<C, __nv_bfloat16, SPLIT>(g, b_kn, realign, out_vec, stream);
 }
 
 }  // namespace
@@ -461,6 +523,8 @@ cudaError_t launch_gemm_wgmma(DType dtype, const GemmArgs& g, WgmmaShape shape, 
                               cudaStream_t stream) {
   const bool out_vec = reinterpret_cast<uintptr_t>(g.c) % 16 == 0 && g.n % kMmaChunk == 0;
   if (shape == WgmmaShape::Medium) return run_dtype<WgmmaMedium>(dtype, g, b_kn, realign, out_vec, stream);
+  if (shape == WgmmaShape::MediumSplit)
+    return run_dtype<WgmmaMedium, kWgmmaSplit>(dtype, g, b_kn, realign, out_vec, stream);
   if (shape == WgmmaShape::Large) return run_dtype<WgmmaLarge>(dtype, g, b_kn, realign, out_vec, stream);
   return cudaErrorNotSupported;
 }

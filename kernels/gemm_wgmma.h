@@ -102,26 +102,43 @@ BANKOPS_HD TileCoord wgmma_chunk(int t, int e) {
   return TileCoord{idx % kPerBlock / kPerRow, idx / kPerBlock * kWgmmaRowCols + idx % kPerRow * kMmaChunk};
 }
 
-// Whether a grid of WgmmaLarge tiles fills nine tenths of its last wave (of kWgmmaWaveSMs,
-// the H100's count, fixed like kMmaMinTiles so that bankops.explain needs no GPU).
+// Whether a grid of C's tiles fills nine tenths of its last wave (of kWgmmaWaveSMs, the
+// H100's count, fixed like kMmaMinTiles so that bankops.explain needs no GPU).
 constexpr int kWgmmaWaveSMs = 132;
+template <class C>
 inline bool wgmma_whole_waves(const GemmArgs& g) {
-  const int64_t tiles = g.batch * ceil_div(g.m, WgmmaLarge::kBM) * ceil_div(g.n, WgmmaLarge::kBN);
+  const int64_t tiles = g.batch * ceil_div(g.m, C::kBM) * ceil_div(g.n, C::kBN);
   return 10 * tiles >= 9 * ceil_div(tiles, kWgmmaWaveSMs) * kWgmmaWaveSMs;
 }
+
+// Split-K: a block tile's k-tiles shared by a cluster of kWgmmaSplit blocks, each of which
+// finishes the rows of one consumer (gemm_wgmma.cu); 4 or more k-tiles a block, as fewer
+// do not pay for the exchange of partial sums (1024^2 x 256, 2 a block: 5.41 us against
+// mma.sync's 4.41; H100, 2026-11-25, float16, CUDA graphs).
+constexpr int kWgmmaSplit = 2;
+constexpr int64_t kWgmmaSplitMinK = 512;
 
 // Which Hopper kernel configuration takes a call, if any: a caller that allows it (the
 // swizzle layout on compute capability 9.0, in a build with sm_90a), grids within the launch
 // limits (one block tile per block), and
-// - WgmmaLarge: a grid that fills the GPU with its tiles (mma_fills), and either the cp.async
-//   plan (16-byte aligned rows, A k-contiguous) or the realigning one with B n-contiguous on
-//   a grid of whole waves;
-// - WgmmaMedium: the cp.async plan on grids too small for WgmmaLarge but of a wave or more of
-//   its own tiles (mma_fills). Against the mma.sync kernel (H100, 2026-11-25, float16,
+// - Large (WgmmaLarge): a grid that fills the GPU with its tiles (mma_fills), and either the
+//   cp.async plan (16-byte aligned rows, A k-contiguous) or the realigning one with B
+//   n-contiguous on a grid of whole waves;
+// - Medium (WgmmaMedium): the cp.async plan on grids too small for WgmmaLarge but of a wave or
+//   more of its own tiles (mma_fills). Against the mma.sync kernel (H100, 2026-11-25, float16,
 //   CUDA graphs, bench/gemm_sweep.py): 1.25-1.73x on 128-224 of them (2048 x 1792 x 1024,
 //   1536^3, 1024 x 2048 x 1024, 16 x 256 x 512 x 1024, 1024 x 2048 x 4096), but 0.91-0.94x
 //   on 64 (1024^2 x 256, 8 x 256 x 512 x 1024, 1024^2 x 4096, 4 x 512^2 x 1024), where
-//   mma.sync's 64 x 128 tiles give every SM a block: 1024^3 stays there.
+//   mma.sync's 64 x 128 tiles give every SM a block;
+// - MediumSplit (WgmmaMedium, kWgmmaSplit blocks a tile): the cp.async plan on grids of half a
+//   wave of WgmmaMedium tiles (1024^3: 64), k of kWgmmaSplitMinK or more: every SM gets a
+//   block, and each streams half the operand bytes that one of mma.sync's 64 x 128 tiles
+//   would (its 128 x 128 tile reads 2/3 of their bytes per product). 1024^3 in 7.73 us
+//   against mma.sync's 8.61 and cuBLAS's 5.90, 1024^2 x 4096 17.7 against 25.9 and 15.6
+//   (H100, 2026-11-25, float16, CUDA graphs). cuBLAS runs 1024^3 as 128 x 64 tiles in
+//   clusters of 2 (nvjet_sm90_hsh_128x64_64x8_1x2, Nsight Compute): its blocks stream as
+//   many bytes as these (TMA, one operand multicast to the pair), and the rest of its lead is
+//   fixed cost this kernel's cp.async producer does not shed.
 // The realigning producer runs at L2's request rate rather than its bytes: a row of 128
 // bytes off 16-byte boundaries spans two lines, and the last lane of its row group asks for
 // a third granule. Per tile it is about as fast as the mma.sync kernel's realigning path,
@@ -130,23 +147,34 @@ inline bool wgmma_whole_waves(const GemmArgs& g) {
 // waves, 1.12 ms against mma.sync's 1.07 and, as B^T, 1.37 against 0.97; 8191 x 8193 x 8189,
 // 16 whole waves, 6.25 ms against 6.75, cuBLAS 6.70; 4096^3 from offset pointers, 3.88
 // waves, 0.57 against 0.82).
-enum class WgmmaShape { None, Large, Medium };
+enum class WgmmaShape { None, Large, Medium, MediumSplit };
 inline WgmmaShape wgmma_shape(const GemmArgs& g, const GemmMmaPlan& p, bool allowed) {
   if (!allowed || g.batch > 65535 || ceil_div(g.m, WgmmaLarge::kBM) > 65535) return WgmmaShape::None;
-  const bool fill = p.async || (p.realign && p.b_kn && wgmma_whole_waves(g));
+  const bool fill = p.async || (p.realign && p.b_kn && wgmma_whole_waves<WgmmaLarge>(g));
   if (fill && mma_fills(g, WgmmaLarge::kBM, WgmmaLarge::kBN)) return WgmmaShape::Large;
-  if (p.async && mma_fills(g, WgmmaMedium::kBM, WgmmaMedium::kBN)) return WgmmaShape::Medium;
+  if (!p.async) return WgmmaShape::None;
+  if (mma_fills(g, WgmmaMedium::kBM, WgmmaMedium::kBN)) return WgmmaShape::Medium;
+  if (g.k >= kWgmmaSplitMinK && mma_fills(g, WgmmaMedium::kBM, WgmmaMedium::kBN, kWgmmaSplit))
+    return WgmmaShape::MediumSplit;
   return WgmmaShape::None;
 }
 
+// One consumer's rows of a C configuration, as a block of their own: the split kernel's
+// epilogue, where each block of a cluster writes one consumer's rows.
+template <class C>
+using WgmmaRows = WgmmaConfig<64, C::kBN, C::kBK, 1, C::kStages>;
+
 // Shared memory: the stage ring (every tile 1024-byte aligned: the hardware anchors the
-// 128-byte swizzle to address bits), reused by the epilogue's C tile, plus 1024 bytes to
-// align the base (the mbarriers are static).
-template <class C, bool KN>
+// 128-byte swizzle to address bits), reused by the epilogue's C tile; split (SPLIT blocks a
+// tile): then one consumer's float accumulators, which the peer block sends (thread t's
+// float4 i at 16 (128 i + t): a warp's 32 lanes on 512 consecutive bytes); plus 1024 bytes
+// to align the base (the mbarriers are static).
+template <class C, bool KN, int SPLIT = 1>
 struct WgmmaSmem {
   static constexpr int kA = WgmmaATile<C>::kSize * 2, kB = WgmmaBTile<C, KN>::kSize * 2;
   static constexpr int kStage = kA + kB, kRing = C::kStages * kStage;
-  static constexpr int kBytes = kRing + 1024;
+  static constexpr int kSums = SPLIT > 1 ? 128 * C::kAcc * 4 : 0;
+  static constexpr int kBytes = kRing + kSums + 1024;
   static_assert(kA % 1024 == 0 && kB % 1024 == 0, "tiles on 1024-byte boundaries");
   static_assert(kRing >= WgmmaCTile<C>::kSize * 2, "the C tile fits the ring");
 };
