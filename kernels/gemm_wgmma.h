@@ -6,7 +6,10 @@
 // 16-byte cp.async; mbarriers hand each stage to the consumers (full) and back (empty).
 // Rows that start off 16-byte boundaries (odd K or N, offset views) take a realigning
 // producer instead: aligned 16-byte loads into registers, each chunk cut out of two
-// neighbouring lanes' loads and stored (gemm_wgmma.cu, WgmmaShiftFill).
+// neighbouring lanes' loads and stored (gemm_wgmma.cu, WgmmaShiftFill). Grids of half a
+// wave split K between the two blocks of a cluster, which add their partial sums through
+// distributed shared memory (MediumSplit). Launches are programmatic dependent launches
+// (pdl.cuh).
 //
 // Only the swizzle layout runs here. wgmma reads an operand as 8-row x 16-byte core
 // matrices, either 128-byte-swizzled (CuTe's Swizzle<3,4,3> on bytes: MmaSwizzle's

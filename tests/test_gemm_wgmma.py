@@ -157,14 +157,14 @@ WGMMA_SHAPES = [
     (None, 1024, 2048, 456), (None, 2040, 1016, 200), (16, 256, 520, 72), (64, 3, 136, 24),
 ]
 WGMMA_IDS = [("" if b is None else f"{b}x") + f"{m}x{n}x{k}" for b, m, n, k in WGMMA_SHAPES]
+WGMMA_VIEWS = [("contiguous", "contiguous"), ("contiguous", "transposed"), ("sliced", "sliced")]
 
 
 @requires_cuda
 @requires_hopper
 @pytest.mark.parametrize("batch,m,n,k", WGMMA_SHAPES, ids=WGMMA_IDS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("views", [("contiguous", "contiguous"), ("contiguous", "transposed"), ("sliced", "sliced")],
-                         ids="-".join)
+@pytest.mark.parametrize("views", WGMMA_VIEWS, ids="-".join)
 def test_cuda_wgmma(views, dtype, batch, m, n, k):
     check_wgmma_call(views, dtype, batch, m, n, k, "gemm_wgmma")
 
@@ -182,7 +182,7 @@ def check_wgmma_call(views, dtype, batch, m, n, k, route):
     return a, b, c
 
 
-# Split-K clusters (grids of 64-127 128 x 128 tiles, k >= 256): 1024^3; m and n edges with a
+# Split-K clusters (grids of 64-127 128 x 128 tiles, k >= 512): 1024^3; m and n edges with a
 # k tail and an odd count of k-tiles (17: 8 and 9); the least k (4 k-tiles a block); 65
 # k-tiles that wrap the 6-stage ring; a batch; 3-row matrices, whose second block finishes
 # rows past m (it only sends its partial sums and writes nothing).
@@ -197,8 +197,7 @@ WGMMA_SPLIT_IDS = [("" if b is None else f"{b}x") + f"{m}x{n}x{k}" for b, m, n, 
 @requires_hopper
 @pytest.mark.parametrize("batch,m,n,k", WGMMA_SPLIT_SHAPES, ids=WGMMA_SPLIT_IDS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("views", [("contiguous", "contiguous"), ("contiguous", "transposed"), ("sliced", "sliced")],
-                         ids="-".join)
+@pytest.mark.parametrize("views", WGMMA_VIEWS, ids="-".join)
 def test_cuda_wgmma_split(views, dtype, batch, m, n, k):
     """Beside the float64 check: the same bits on a second call (the two blocks' sums are
     added in one order)."""
