@@ -47,7 +47,14 @@ SHAPES = [
     (None, 100, 200, 300), (None, 300, 72, 520), (None, 257, 264, 1000),
     (3, 65, 130, 72), (2, 128, 264, 40), (2, 33, 17, 65), (0, 4, 4, 4),
 ]
-SHAPE_IDS = [("" if b is None else f"{b}x") + f"{m}x{n}x{k}" for b, m, n, k in SHAPES]
+
+
+def shape_ids(shapes):
+    """pytest ids of (batch or None, m, n, k) shapes: [BxMxNxK | MxNxK]."""
+    return [("" if b is None else f"{b}x") + f"{m}x{n}x{k}" for b, m, n, k in shapes]
+
+
+SHAPE_IDS = shape_ids(SHAPES)
 
 
 def operand(rows, cols, batch, dtype, how):
@@ -291,7 +298,7 @@ REALIGN_SHAPES = [
     (None, 65, 70, 9), (None, 257, 263, 1001), (None, 256, 137, 40), (None, 256, 136, 39), (None, 128, 128, 71),
     (None, 384, 392, 515), (None, 130, 263, 65), (3, 65, 130, 73), (2, 300, 257, 129), (None, 128, 136, 7),
 ]
-REALIGN_IDS = [("" if b is None else f"{b}x") + f"{m}x{n}x{k}" for b, m, n, k in REALIGN_SHAPES]
+REALIGN_IDS = shape_ids(REALIGN_SHAPES)
 
 
 def _kernels(report):

@@ -10,7 +10,7 @@ import torch
 
 import bankops
 from conftest import requires_cuda
-from test_gemm_mma import DTYPES, HOPPER, check_against_float64, gemm, offset_operand, operand
+from test_gemm_mma import DTYPES, HOPPER, check_against_float64, gemm, offset_operand, operand, shape_ids
 
 requires_hopper = pytest.mark.skipif(not HOPPER, reason="the wgmma kernel needs compute capability 9.0")
 
@@ -156,7 +156,7 @@ WGMMA_SHAPES = [
     (4, 512, 2048, 520), (200, 1, 8, 8), (130, 33, 136, 40),
     (None, 1024, 2048, 456), (None, 2040, 1016, 200), (16, 256, 520, 72), (64, 3, 136, 24),
 ]
-WGMMA_IDS = [("" if b is None else f"{b}x") + f"{m}x{n}x{k}" for b, m, n, k in WGMMA_SHAPES]
+WGMMA_IDS = shape_ids(WGMMA_SHAPES)
 WGMMA_VIEWS = [("contiguous", "contiguous"), ("contiguous", "transposed"), ("sliced", "sliced")]
 
 
@@ -190,7 +190,7 @@ WGMMA_SPLIT_SHAPES = [
     (None, 1024, 1024, 1024), (None, 1000, 1032, 1032), (None, 1024, 1024, 512), (None, 1024, 1024, 4160),
     (4, 512, 512, 1024), (32, 3, 136, 520),
 ]
-WGMMA_SPLIT_IDS = [("" if b is None else f"{b}x") + f"{m}x{n}x{k}" for b, m, n, k in WGMMA_SPLIT_SHAPES]
+WGMMA_SPLIT_IDS = shape_ids(WGMMA_SPLIT_SHAPES)
 
 
 @requires_cuda
@@ -227,7 +227,7 @@ def test_cuda_wgmma_expanded_batch(dtype):
 WGMMA_REALIGN_SHAPES = [
     (None, 2048, 4096, 77), (None, 2047, 4095, 130), (4, 512, 2048, 519), (250, 1, 9, 9), (130, 33, 137, 41),
 ]
-WGMMA_REALIGN_IDS = [("" if b is None else f"{b}x") + f"{m}x{n}x{k}" for b, m, n, k in WGMMA_REALIGN_SHAPES]
+WGMMA_REALIGN_IDS = shape_ids(WGMMA_REALIGN_SHAPES)
 
 
 @requires_cuda
