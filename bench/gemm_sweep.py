@@ -27,8 +27,8 @@ def route(dtype, batch, m, n, k):
     (kernel,) = {r["kernel"] for r in rep.rows}
     if not kernel.startswith("gemm_wgmma"):
         return kernel
-    b = sum(r["count"] for r in rep.rows if r["instruction"].startswith(("ldgsts Bs[", "sts Bs[")))
-    return f"{kernel} 128x{b * 32 * 8 // 64}"
+    lds = sum(r["count"] for r in rep.rows if r["instruction"] == "lds C tile -> 16-byte rows of C")
+    return f"{kernel} 128x{lds * 32 * 8 // 128}"
 
 
 def main():

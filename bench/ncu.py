@@ -71,6 +71,7 @@ def cases(quick=False, ops=None):
         out.append(("gemm", f16, dict(m=2048, n=2048, k=2048)))
         out.append(("gemm", f16, dict(m=2048, n=2048, k=2047)))  # odd K: its realigning producer
         out.append(("gemm", f16, dict(m=1024, n=2048, k=1024)))  # the Hopper kernel's 128x128 tile
+        # (and 1024^3 its 128x64 tile)
     return [c for c in out if ops is None or c[0] in ops]
 
 
@@ -186,7 +187,29 @@ def inputs(op, dtype, kw):
     return [torch.randint(-100, 100, kw["shape"], device="cuda").to(dtype)]
 
 
+# 16-bit gemm's swizzle layout on the mma.sync kernel: on Hopper swizzle runs the wgmma kernel,
+# whose tiles TMA fills and the tensor cores read without the warps' shared-memory
+# instructions, so this row is where swizzle's ldmatrix reads and cp.async copies show.
+MMA_SYNC = "swizzle/mma.sync"
+
+
+def layouts(op, dtype):
+    return bankops.LAYOUTS + ((MMA_SYNC,) if op == "gemm" and dtype in (torch.float16, torch.bfloat16) else ())
+
+
+def model(op, layout, dtype, kw):
+    if layout == MMA_SYNC:
+        return explain(op, "swizzle", dtype, hopper=False, **kw)
+    return explain(op, layout, dtype, **kw)
+
+
 def call(op, layout, kw, xs):
+    if layout == MMA_SYNC:
+        torch.ops.bankops._set_wgmma(False)
+        try:
+            return bankops.gemm(*xs, layout="swizzle")
+        finally:
+            torch.ops.bankops._set_wgmma(True)
     if op == "gemm":
         return bankops.gemm(*xs, layout=layout)
     if op == "reduce_sum":
@@ -196,7 +219,7 @@ def call(op, layout, kw, xs):
 
 def each_launch(quick, ops):
     for op, dtype, kw in cases(quick, ops):
-        for layout in bankops.LAYOUTS:
+        for layout in layouts(op, dtype):
             yield op, dtype, kw, layout
 
 
@@ -284,7 +307,7 @@ def run_cases(args, metrics):
     torch.manual_seed(0)
     plan = []
     for op, dtype, kw, layout in each_launch(args.quick, args.ops):
-        rep = explain(op, layout, dtype, **kw)
+        rep = model(op, layout, dtype, kw)
         xs = inputs(op, dtype, kw)
         ms = median_ms(lambda: call(op, layout, kw, xs))
         plan.append((op, dtype, kw, layout, rep, ms, len({r["kernel"] for r in rep.rows})))

@@ -186,51 +186,32 @@ inline void trace_gemm_mma_shape(Layout layout, const GemmArgs& g, const GemmMma
   });
 }
 
-// One call of the Hopper kernel: the producer's copies of each k-tile (lanes at
-// wgmma_chunk, tile rows at `pitch` bytes in global memory, corners taken as line-aligned),
-// or for rows off 16-byte boundaries its stores of the chunks it cut in registers (the same
-// lanes and tile offsets), then the shared epilogue. wgmma's own reads of the swizzled tiles
-// are the tensor cores' (no lds or ldmatrix): they are not shared-memory instructions of the
-// warps. Split-K (SPLIT blocks a tile): the same copies, k-tiles shared out; each consumer's
-// rows are finished by one block, which reads the peers' partial sums (thread t's float4 i
-// at 16 (128 i + t)) and runs the epilogue of those 64 rows.
-template <class C, int SPLIT = 1>
+// One call of the Hopper kernel: for rows off 16-byte boundaries, the realigning producer's
+// stores of the chunks it cut in registers (lanes at wgmma_chunk, tile offsets as the
+// layout's); then the shared epilogue. TMA's copies into the tiles and wgmma's reads of them
+// go through the Tensor Memory Accelerator and the tensor cores, not the warps' load/store
+// pipe: they are no shared-memory instructions (Nsight Compute counts none for them).
+template <class C>
 inline void trace_gemm_wgmma(const GemmArgs& g, const GemmMmaPlan& plan, SmemTrace& trace) {
   const int64_t tiles = g.batch * ceil_div(g.m, C::kBM) * ceil_div(g.n, C::kBN);
   const int64_t steps = tiles * ceil_div(g.k, C::kBK);
-  const char* kernel = SPLIT > 1 ? "gemm_wgmma/split-k" : plan.async ? "gemm_wgmma" : "gemm_wgmma/realign";
-  const auto fill = [&](const char* name, auto tile, int64_t pitch) {
+  const char* kernel = plan.async ? "gemm_wgmma" : "gemm_wgmma/realign";
+  const auto realigned = [&](const char* name, auto tile) {
     using Tile = decltype(tile);
-    const auto at = [](int t, int e) {
-      const TileCoord c = wgmma_chunk<C, Tile>(t, e);
-      return int64_t(Tile::offset(c.r, c.c)) * 2;
-    };
     const int chunks = Tile::kRows * Tile::kCols / (C::kProducerThreads * kMmaChunk);
-    if (!plan.async) {
-      SmemInstr& row = trace.instr(kernel, std::string("sts ") + name + " (realigned)", SmemOp::St, 16, steps);
-      for (int e = 0; e < chunks; ++e) add_block(row, C::kProducerThreads, [&](int t) { return at(t, e); });
-      return;
-    }
-    SmemInstr& row = trace.instr(kernel, std::string("ldgsts ") + name, SmemOp::Ldgsts, 16, steps);
+    SmemInstr& row = trace.instr(kernel, std::string("sts ") + name + " (realigned)", SmemOp::St, 16, steps);
     for (int e = 0; e < chunks; ++e)
-      add_block(
-          row, C::kProducerThreads, [&](int t) { return at(t, e); },
-          [&](int t) {
-            const TileCoord c = wgmma_chunk<C, Tile>(t, e);
-            return c.r * pitch + c.c * 2;
-          });
+      add_block(row, C::kProducerThreads, [&](int t) {
+        const TileCoord c = wgmma_chunk<C, Tile>(t, e);
+        return int64_t(Tile::offset(c.r, c.c)) * 2;
+      });
   };
-  fill("As[m][k] <- A", WgmmaATile<C>{}, g.a_sm * 2);
-  if (plan.b_kn) fill("Bs[k][n] <- B", WgmmaBTile<C, true>{}, g.b_sk * 2);
-  else fill("Bs[n][k] <- B", WgmmaBTile<C, false>{}, g.b_sn * 2);
-  if constexpr (SPLIT == 1) {
-    trace_mma_epilogue<WgmmaFrags<C>, WgmmaCTile<C>>(kernel, tiles, trace);
-  } else {
-    const int64_t halves = tiles * C::kConsumers;
-    SmemInstr& sums = trace.instr(kernel, "lds partial sums <- peer block", SmemOp::Ld, 16, halves * (SPLIT - 1));
-    for (int i = 0; i < C::kAcc / 4; ++i) add_block(sums, 128, [&](int t) { return int64_t(16) * (128 * i + t); });
-    trace_mma_epilogue<WgmmaFrags<WgmmaRows<C>>, WgmmaCTile<WgmmaRows<C>>>(kernel, halves, trace);
+  if (!plan.async) {
+    realigned("As[m][k] <- A", WgmmaATile<C>{});
+    if (plan.b_kn) realigned("Bs[k][n] <- B", WgmmaBTile<C, true>{});
+    else realigned("Bs[n][k] <- B", WgmmaBTile<C, false>{});
   }
+  trace_mma_epilogue<WgmmaFrags<C>, WgmmaCTile<C>>(kernel, tiles, trace);
 }
 
 // What the launcher runs: on a device that runs the Hopper kernel (hopper), the swizzle
@@ -239,7 +220,7 @@ inline void trace_gemm_mma(Layout layout, const GemmArgs& g, const GemmMmaPlan& 
   switch (wgmma_shape(g, plan, hopper && layout == Layout::Swizzle)) {
     case WgmmaShape::Large: return trace_gemm_wgmma<WgmmaLarge>(g, plan, trace);
     case WgmmaShape::Medium: return trace_gemm_wgmma<WgmmaMedium>(g, plan, trace);
-    case WgmmaShape::MediumSplit: return trace_gemm_wgmma<WgmmaMedium, kWgmmaSplit>(g, plan, trace);
+    case WgmmaShape::Narrow: return trace_gemm_wgmma<WgmmaNarrow>(g, plan, trace);
     default: break;
   }
   switch (plan.shape) {

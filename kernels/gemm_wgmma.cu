@@ -7,6 +7,7 @@
 #include "mma_epilogue.cuh"
 #include "pdl.cuh"
 #include "shift.cuh"
+#include "tma.cuh"
 
 namespace bankops {
 namespace {
@@ -21,6 +22,12 @@ namespace {
 
 __device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+// Makes the inits visible to the async proxy, whose TMA copies count their bytes on them.
+__device__ __forceinline__ void mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+// One arrival that also expects `bytes` more of transactions (the TMA copies of a stage).
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
 }
 __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
   asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(bar) : "memory");
@@ -37,31 +44,10 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
   } while (!done);
 }
 
-// Clusters (the split kernel). The address in block `rank` of the cluster of this block's
-// shared address `addr`.
-__device__ __forceinline__ uint32_t peer_addr(uint32_t addr, uint32_t rank) {
-  uint32_t out;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(out) : "r"(addr), "r"(rank));
-  return out;
-}
-__device__ __forceinline__ void st_peer(uint32_t addr, float x, float y, float z, float w) {
-  asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "f"(x), "f"(y), "f"(z), "f"(w)
-               : "memory");
-}
-// The cluster barrier: every thread of the cluster arrives (releasing its writes) and then
-// waits (acquiring its peers'), phase after phase.
-__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive;\n" ::: "memory"); }
-__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait;\n" ::: "memory"); }
-
-// One arrival on `bar` once every cp.async this thread issued so far has landed (counted in
-// the barrier's expected arrivals: .noinc).
-__device__ __forceinline__ void cp_async_arrive(uint32_t bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
-}
-// Consumer threads only (the producer may have left): named barrier ID.
-template <int THREADS, int ID = 1>
+// Consumer threads only (the producer may have left): named barrier 1.
+template <int THREADS>
 __device__ __forceinline__ void consumer_sync() {
-  asm volatile("bar.sync %0, %1;\n" ::"n"(ID), "n"(THREADS) : "memory");
+  asm volatile("bar.sync 1, %0;\n" ::"n"(THREADS) : "memory");
 }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -81,6 +67,9 @@ __device__ __forceinline__ void fence_acc(float (&d)[N]) {
 #define BANKOPS_F4(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
 #define BANKOPS_F16(i) BANKOPS_F4(i), BANKOPS_F4(i + 4), BANKOPS_F4(i + 8), BANKOPS_F4(i + 12)
 #define BANKOPS_F64(i) BANKOPS_F16(i), BANKOPS_F16(i + 16), BANKOPS_F16(i + 32), BANKOPS_F16(i + 48)
+#define BANKOPS_R0_31                                                                             \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                        \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
 #define BANKOPS_R0_63                                                                             \
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                        \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "              \
@@ -108,59 +97,23 @@ __device__ __forceinline__ void wgmma_mma(float (&d)[N / 2], uint64_t da, uint64
     BANKOPS_WGMMA_ASM(256, "f16", BANKOPS_R256, 128, 129, 130, 131, BANKOPS_F64(0), BANKOPS_F64(64));
   else if constexpr (N == 256)
     BANKOPS_WGMMA_ASM(256, "bf16", BANKOPS_R256, 128, 129, 130, 131, BANKOPS_F64(0), BANKOPS_F64(64));
-  else if constexpr (kHalf)
+  else if constexpr (N == 128 && kHalf)
     BANKOPS_WGMMA_ASM(128, "f16", BANKOPS_R0_63, 64, 65, 66, 67, BANKOPS_F64(0));
-  else
+  else if constexpr (N == 128)
     BANKOPS_WGMMA_ASM(128, "bf16", BANKOPS_R0_63, 64, 65, 66, 67, BANKOPS_F64(0));
+  else if constexpr (kHalf)
+    BANKOPS_WGMMA_ASM(64, "f16", BANKOPS_R0_31, 32, 33, 34, 35, BANKOPS_F16(0), BANKOPS_F16(16));
+  else
+    BANKOPS_WGMMA_ASM(64, "bf16", BANKOPS_R0_31, 32, 33, 34, 35, BANKOPS_F16(0), BANKOPS_F16(16));
 #undef BANKOPS_R256
 }
 #undef BANKOPS_WGMMA_ASM
 #undef BANKOPS_R64_127
 #undef BANKOPS_R0_63
+#undef BANKOPS_R0_31
 #undef BANKOPS_F64
 #undef BANKOPS_F16
 #undef BANKOPS_F4
-
-// The producer's copies of one operand tile: chunk (b, r) of thread t is its wgmma_chunk
-// moved r * 16 rows (a multiple of the swizzle's 8-row period) and b 64-column blocks, so its
-// tile offset is the thread's first plus a constant. `p`: the operand at the tile's corner; rows
-// and cols what is left of it from there. Whole tiles take each chunk's source offset from
-// `off` (computed once: the producer's loop is the kernel's critical path, so its copies
-// carry no address arithmetic beyond one add); edge tiles zero-fill the chunks past the rows
-// or the columns (cp.async's source size), reading nothing outside the operand.
-template <class C, class Tile>
-struct WgmmaFill {
-  static constexpr int kRowStep = C::kProducerThreads / 8;
-  static constexpr int kBlocks = Tile::kCols / kWgmmaRowCols, kPerBlock = Tile::kRows / kRowStep;
-  static constexpr int kChunks = kBlocks * kPerBlock;
-  static_assert(Tile::kRows % kRowStep == 0 && kRowStep % Tile::kRowPeriod == 0, "row steps are adds");
-  BANKOPS_HD static constexpr int at(int e) {
-    return Tile::offset(e % kPerBlock * kRowStep, e / kPerBlock * kWgmmaRowCols) * 2;
-  }
-  uint32_t dst;          // the thread's first chunk in stage 0
-  TileCoord first;       // its tile coordinates
-  int64_t off[kChunks];  // chunk e's source, in bytes from the tile's corner
-  __device__ __forceinline__ WgmmaFill(uint32_t tile, int64_t s_row) {
-    first = wgmma_chunk<C, Tile>(threadIdx.x, 0);
-    dst = tile + Tile::offset(first.r, first.c) * 2;
-#pragma unroll
-    for (int e = 0; e < kChunks; ++e)
-      off[e] = ((first.r + e % kPerBlock * kRowStep) * s_row + first.c + e / kPerBlock * kWgmmaRowCols) * 2;
-  }
-  __device__ __forceinline__ void whole(uint32_t stage, const uint16_t* p) const {
-#pragma unroll
-    for (int e = 0; e < kChunks; ++e) cp_async16(dst + stage + at(e), reinterpret_cast<const char*>(p) + off[e], 16);
-  }
-  __device__ __forceinline__ void edge(uint32_t stage, const uint16_t* p, int64_t rows, int64_t cols) const {
-#pragma unroll
-    for (int e = 0; e < kChunks; ++e) {
-      const int64_t left = cols - (first.c + e / kPerBlock * kWgmmaRowCols);
-      const bool in = first.r + e % kPerBlock * kRowStep < rows && left > 0;
-      const void* src = in ? static_cast<const void*>(reinterpret_cast<const char*>(p) + off[e]) : p;
-      cp_async16(dst + stage + at(e), src, in ? static_cast<int>(left < kMmaChunk ? left : kMmaChunk) * 2 : 0);
-    }
-  }
-};
 
 // 16 global bytes at a 16-byte aligned address; and the part of them inside [lo, hi), zeros
 // elsewhere (the granules at a matrix's first or last bytes, read element by element).
@@ -177,7 +130,7 @@ __device__ __forceinline__ uint4 ldg128_within(const char* p, uintptr_t lo, uint
 }
 
 // The realigning producer's view of one operand tile (rows at any 2-byte offset, unit-stride
-// columns): chunk e of the thread (wgmma_chunk's map, as WgmmaFill) in k-tile kt. The lane
+// columns): chunk e of the thread (wgmma_chunk's map) in k-tile kt. The lane
 // loads the aligned 16 bytes (granule) under its chunk's first byte, takes the next granule
 // from the lane to its right (the 8 lanes of a row group cover one 128-byte row segment; the
 // group's last lane loads the granule past it) and cuts its chunk out of the two
@@ -199,6 +152,9 @@ struct WgmmaShiftFill {
   static_assert(Tile::kRows % kRowStep == 0 && kRowStep % Tile::kRowPeriod == 0, "row steps are adds");
   BANKOPS_HD static constexpr int row_of(int e) { return e % kPerBlock * kRowStep; }
   BANKOPS_HD static constexpr int col_of(int e) { return e / kPerBlock * kWgmmaRowCols; }
+  // Chunk e's tile offset in bytes from the thread's first: it sits r * 16 rows (a multiple of
+  // the swizzle's 8-row period) and b 64-column blocks further, so the offset is a constant.
+  BANKOPS_HD static constexpr int at(int e) { return Tile::offset(row_of(e), col_of(e)) * 2; }
   const char* gran;      // the granule under the thread's chunk 0 in k-tile 0
   int64_t s_row;         // elements between the operand's rows
   int64_t k_left;        // k left from chunk 0 (its row for K_ROWS, else its first column) in k-tile 0
@@ -278,7 +234,7 @@ struct WgmmaShiftFill {
       const auto keep = [n](int i) { return n >= 2 * i + 2 ? ~0u : n == 2 * i + 1 ? 0xffffu : 0u; };
       v = uint4{v.x & keep(0), v.y & keep(1), v.z & keep(2), v.w & keep(3)};
     }
-    sts128(dst + stage + WgmmaFill<C, Tile>::at(e), v);
+    sts128(dst + stage + at(e), v);
   }
 };
 
@@ -329,31 +285,27 @@ __device__ __forceinline__ void realign_producer(const FA& fa, const FB& fb, int
   }
 }
 
-// One block tile per block (SPLIT 1): a producer warpgroup (warps 0-3) streams k-tiles into
-// the stage ring; consumer warpgroup w (1, 2) multiplies rows (w - 1) * 64.. of the block tile
-// into float accumulators, then the consumers write the tile out.
-//   full[s]:  completes when the producer's 128 threads' copies into stage s have landed;
+// One block tile per block: a producer (warps 0-3) streams k-tiles into the stage ring;
+// consumer warpgroup w (1, 2) multiplies rows (w - 1) * 64.. of the block tile into float
+// accumulators, then the consumers write the tile out.
+//   full[s]:  completes when stage s has landed: TMA's bytes (one arrival that expects them),
+//             or the realigning producer's 128 threads' stores;
 //   empty[s]: completes when every consumer warp is done reading stage s (a warp arrives once
 //             its wgmma on the next k-tile is issued and the previous one has finished, so
 //             one k-tile of tensor work is always queued).
-// Split-K (SPLIT blocks a tile, a cluster along x): block `rank` of the cluster runs the
-// rank-th share of the k-tiles; then consumer w's rows are finished by block w - 1: the other
-// blocks' consumers w store their accumulators into its shared memory (st.shared::cluster),
-// and after a cluster barrier it adds them to its own and writes those 64 rows. Every thread
-// of the cluster takes part in its two barriers (started; sums sent), so no block leaves
-// while a peer may still write into it.
-template <class C, class T, bool KN, bool REALIGN, int SPLIT>
-__global__ void __launch_bounds__(C::kThreads, 1) gemm_wgmma_kernel(const GemmArgs g, const bool out_vec) {
+template <class C, class T, bool KN, WgmmaLoad LOAD>
+__global__ void __launch_bounds__(C::kThreads, 1)
+    gemm_wgmma_kernel(const GemmArgs g, const bool out_vec, const __grid_constant__ CUtensorMap tma_a,
+                      const __grid_constant__ CUtensorMap tma_b) {
 #if defined(BANKOPS_WGMMA_BODY)
-  static_assert(SPLIT == 1 || (SPLIT == C::kConsumers && !REALIGN), "a block per consumer's rows; cp.async fill");
   using ATile = WgmmaATile<C>;
   using BTile = WgmmaBTile<C, KN>;
-  using Smem = WgmmaSmem<C, KN, SPLIT>;
+  using Smem = WgmmaSmem<C, KN>;
   using Frags = WgmmaFrags<C>;
   constexpr int kStages = C::kStages, kBK = C::kBK;
   // Registers: the launch gives each thread 65536 / threads in steps of 8 (168 for 384); the
-  // producer, which keeps two per chunk for its source offsets, hands the rest to the
-  // consumers' 128 accumulators.
+  // realigning producer keeps 152 (its register slots), and the rest go to the consumers'
+  // accumulators (128 a thread for 128 x 256).
   constexpr int kLaunchRegs = 65536 / C::kThreads / 8 * 8, kProducerRegs = 152;
   constexpr int kConsumerRegs =
       (kLaunchRegs * C::kThreads - C::kProducerThreads * kProducerRegs) / (C::kThreads - C::kProducerThreads) / 8 * 8;
@@ -363,67 +315,60 @@ __global__ void __launch_bounds__(C::kThreads, 1) gemm_wgmma_kernel(const GemmAr
   const uint32_t base = (smem_u32(smem_raw) + 1023) & ~uint32_t(1023);
   const uint32_t full0 = smem_u32(bars), empty0 = full0 + 8 * kStages;
   if (threadIdx.x == 0) {
+    // The maps are parameters, not the earlier kernel's output: fetch them while it runs.
+    if constexpr (LOAD == WgmmaLoad::Tma) {
+      tma_prefetch(tma_a);
+      tma_prefetch(tma_b);
+    }
     for (int s = 0; s < kStages; ++s) {
-      mbar_init(full0 + 8 * s, C::kProducerThreads);
+      mbar_init(full0 + 8 * s, LOAD == WgmmaLoad::Tma ? 1 : C::kProducerThreads);
       mbar_init(empty0 + 8 * s, 4 * C::kConsumers);
     }
+    mbar_init_fence();
   }
   pdl_launch_next();
   __syncthreads();
-  if constexpr (SPLIT > 1) cluster_arrive();
   pdl_wait_previous();
 
-  // The cluster is SPLIT consecutive blocks along x (cluster rank blockIdx.x % SPLIT), one tile.
-  const int rank = blockIdx.x % SPLIT;
   const int64_t bz = blockIdx.z;
-  const MmaTileIndex idx = mma_raster(blockIdx.x / SPLIT, blockIdx.y, gridDim.x / SPLIT, gridDim.y);
+  const MmaTileIndex idx = mma_raster(blockIdx.x, blockIdx.y, gridDim.x, gridDim.y);
   const int64_t m0 = idx.tm * C::kBM, n0 = idx.tn * C::kBN;
-  const uint16_t* a = static_cast<const uint16_t*>(g.a) + bz * g.a_sb + m0 * g.a_sm;
-  const uint16_t* b = static_cast<const uint16_t*>(g.b) + bz * g.b_sb + n0 * g.b_sn;
-  // This block's k-tiles: [kt0, kt0 + nk); its stages and parities count from its first.
-  const int nk_all = static_cast<int>(ceil_div(g.k, kBK));
-  const int kt0 = nk_all * rank / SPLIT, nk = nk_all * (rank + 1) / SPLIT - kt0;
+  const int nk = static_cast<int>(ceil_div(g.k, kBK));
   const int wg = threadIdx.x / 128;
 
   if (wg == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
-    if constexpr (REALIGN) {
+    if constexpr (LOAD == WgmmaLoad::Realign) {
       // The matrices' bytes (this batch's): nothing outside them is read.
       const uint16_t* am = static_cast<const uint16_t*>(g.a) + bz * g.a_sb;
       const uint16_t* bm = static_cast<const uint16_t*>(g.b) + bz * g.b_sb;
       const uintptr_t a_hi = addr_of(am + (g.m - 1) * g.a_sm + (g.k - 1) * g.a_sk + 1);
       const uintptr_t b_hi = addr_of(bm + (g.k - 1) * g.b_sk + (g.n - 1) * g.b_sn + 1);
-      const WgmmaShiftFill<C, ATile, false> fa(a, g.a_sm, g.k, addr_of(am), a_hi, base);
-      const WgmmaShiftFill<C, BTile, KN> fb(b, KN ? g.b_sk : g.b_sn, g.k, addr_of(bm), b_hi, base + Smem::kA);
+      const WgmmaShiftFill<C, ATile, false> fa(am + m0 * g.a_sm, g.a_sm, g.k, addr_of(am), a_hi, base);
+      const WgmmaShiftFill<C, BTile, KN> fb(bm + n0 * g.b_sn, KN ? g.b_sk : g.b_sn, g.k, addr_of(bm), b_hi,
+                                            base + Smem::kA);
       realign_producer<C, decltype(fa), decltype(fb), Smem::kStage>(fa, fb, nk, full0, empty0);
-      return;
-    }
-    const WgmmaFill<C, ATile> fa(base, g.a_sm);
-    const WgmmaFill<C, BTile> fb(base + Smem::kA, KN ? g.b_sk : g.b_sn);
-    // k-tiles [0, nk_whole) lie inside K; with the m (n) edge inside too, a tile is whole.
-    const int nk_whole = static_cast<int>(g.k / kBK);
-    const bool inner = C::kBM <= g.m - m0 && C::kBN <= g.n - n0;
-    const int64_t b_kstep = KN ? kBK * g.b_sk : kBK;
-    for (int i = 0; i < nk; ++i) {
-      const int s = i % kStages, kt = kt0 + i;
-      if (i >= kStages) mbar_wait(empty0 + 8 * s, (i / kStages - 1) & 1);
-      const uint32_t stage = s * Smem::kStage;
-      const int64_t k0 = int64_t(kt) * kBK;
-      if (inner && kt < nk_whole) {
-        fa.whole(stage, a + k0);
-        fb.whole(stage, b + kt * b_kstep);
-      } else {
-        fa.edge(stage, a + k0, g.m - m0, g.k - k0);
-        if (KN) fb.edge(stage, b + kt * b_kstep, g.k - k0, g.n - n0);
-        else fb.edge(stage, b + kt * b_kstep, g.n - n0, g.k - k0);
+    } else if (threadIdx.x == 0) {
+      // A stage's boxes: A's, then B's (one per 64-column block as Bs[BK][BN], one as
+      // Bs[BN][BK]). Coordinates past the operand's edges read as zeros. A batch stride of 0
+      // (a broadcast operand) is a map of one batch.
+      const int za = g.a_sb != 0 ? static_cast<int>(bz) : 0, zb = g.b_sb != 0 ? static_cast<int>(bz) : 0;
+      const int tm = static_cast<int>(m0), tn = static_cast<int>(n0);
+      for (int kt = 0; kt < nk; ++kt) {
+        const int s = kt % kStages, k0 = kt * kBK;
+        if (kt >= kStages) mbar_wait(empty0 + 8 * s, (kt / kStages - 1) & 1);
+        const uint32_t stage = base + s * Smem::kStage, bar = full0 + 8 * s;
+        mbar_expect_tx(bar, Smem::kStage);
+        tma_load(stage, tma_a, k0, tm, za, bar);
+        if constexpr (KN) {
+#pragma unroll
+          for (int j = 0; j < C::kBN / kWgmmaRowCols; ++j)
+            tma_load(stage + Smem::kA + BTile::offset(0, j * kWgmmaRowCols) * 2, tma_b, tn + j * kWgmmaRowCols, k0, zb,
+                     bar);
+        } else {
+          tma_load(stage + Smem::kA, tma_b, k0, tn, zb, bar);
+        }
       }
-      cp_async_arrive(full0 + 8 * s);
-    }
-    cp_async_wait<0>();
-    if constexpr (SPLIT > 1) {  // the consumers' two cluster barriers
-      cluster_wait();
-      cluster_arrive();
-      cluster_wait();
     }
     return;
   }
@@ -454,65 +399,56 @@ __global__ void __launch_bounds__(C::kThreads, 1) gemm_wgmma_kernel(const GemmAr
   consumer_sync<Frags::kThreads>();  // every consumer is done reading the ring
   uint16_t* smem = reinterpret_cast<uint16_t*>(smem_raw + (base - smem_u32(smem_raw)));
   uint16_t* c = static_cast<uint16_t*>(g.c) + bz * g.m * g.n;
-  if constexpr (SPLIT == 1) {
-    mma_epilogue<Frags, WgmmaCTile<C>, T>(smem, acc, ct, c, g, m0, n0, out_vec, [] { consumer_sync<Frags::kThreads>(); });
-  } else {
-    // Thread t of consumer `half` keeps its float4 i at sums + 2048 i (WgmmaSmem).
-    const int half = wg - 1, t = ct % 128;
-    const uint32_t sums = base + Smem::kRing + 16 * t;
-    cluster_wait();  // every block of the cluster has started: its shared memory is there
-    if (half != rank) {
-      const uint32_t peer = peer_addr(sums, half);
-#pragma unroll
-      for (int i = 0; i < C::kAcc / 4; ++i) st_peer(peer + 2048 * i, d[4 * i], d[4 * i + 1], d[4 * i + 2], d[4 * i + 3]);
-    }
-    cluster_arrive();
-    cluster_wait();  // the peers' sums are in
-    if (half != rank) return;
-#pragma unroll
-    for (int i = 0; i < C::kAcc / 4; ++i) {
-      const uint4 v = lds128(sums + 2048 * i);
-      d[4 * i] += __uint_as_float(v.x);
-      d[4 * i + 1] += __uint_as_float(v.y);
-      d[4 * i + 2] += __uint_as_float(v.z);
-      d[4 * i + 3] += __uint_as_float(v.w);
-    }
-    using Rows = WgmmaRows<C>;
-    mma_epilogue<WgmmaFrags<Rows>, WgmmaCTile<Rows>, T>(smem, acc, t, c, g, m0 + 64 * half, n0, out_vec,
-                                                        [] { consumer_sync<128, 2>(); });
-  }
+  mma_epilogue<Frags, WgmmaCTile<C>, T>(smem, acc, ct, c, g, m0, n0, out_vec, [] { consumer_sync<Frags::kThreads>(); });
 #endif
 }
 
-template <class C, class T, bool KN, bool REALIGN, int SPLIT>
-cudaError_t run(const GemmArgs& g, bool out_vec, cudaStream_t stream) {
-  constexpr auto kernel = gemm_wgmma_kernel<C, T, KN, REALIGN, SPLIT>;
-  constexpr int kSmem = WgmmaSmem<C, KN, SPLIT>::kBytes;
-  static_assert(kSmem <= 227 * 1024, "the stage ring exceeds a block's shared memory");
-  const cudaError_t err = raise_smem_once<kernel>(kSmem);
+// The operands' tensor maps: A as (k, m, batch), B as (n, k, batch) when KN, else
+// (k, n, batch); boxes of one k-tile of the block tile's rows (of a 64-column block of B when
+// KN). A batch stride of 0 maps one batch.
+template <class C, bool KN>
+cudaError_t tma_maps(const GemmArgs& g, CUtensorMap& a, CUtensorMap& b) {
+  const int64_t a_batch = g.a_sb != 0 ? g.batch : 1, b_batch = g.b_sb != 0 ? g.batch : 1;
+  const cudaError_t err = tma_map_16bit(&a, g.a, {g.k, g.m, a_batch}, {g.a_sm, g.a_sb}, C::kBM);
   if (err != cudaSuccess) return err;
-  const dim3 grid(static_cast<unsigned>(SPLIT * ceil_div(g.n, C::kBN)), static_cast<unsigned>(ceil_div(g.m, C::kBM)),
+  if (KN) return tma_map_16bit(&b, g.b, {g.n, g.k, b_batch}, {g.b_sk, g.b_sb}, C::kBK);
+  return tma_map_16bit(&b, g.b, {g.k, g.n, b_batch}, {g.b_sn, g.b_sb}, C::kBN);
+}
+
+template <class C, class T, bool KN, WgmmaLoad LOAD>
+cudaError_t run(const GemmArgs& g, bool out_vec, cudaStream_t stream) {
+  constexpr auto kernel = gemm_wgmma_kernel<C, T, KN, LOAD>;
+  constexpr int kSmem = WgmmaSmem<C, KN>::kBytes;
+  static_assert(kSmem <= 227 * 1024, "the stage ring exceeds a block's shared memory");
+  cudaError_t err = raise_smem_once<kernel>(kSmem);
+  if (err != cudaSuccess) return err;
+  CUtensorMap map_a{}, map_b{};  // unused by the realigning producer
+  if constexpr (LOAD == WgmmaLoad::Tma) {
+    err = tma_maps<C, KN>(g, map_a, map_b);
+    if (err != cudaSuccess) return err;
+  }
+  const dim3 grid(static_cast<unsigned>(ceil_div(g.n, C::kBN)), static_cast<unsigned>(ceil_div(g.m, C::kBM)),
                   static_cast<unsigned>(g.batch));
-  return launch_pdl(kernel, grid, dim3(C::kThreads), kSmem, stream, SPLIT, g, out_vec);
+  return launch_pdl(kernel, grid, dim3(C::kThreads), kSmem, stream, g, out_vec, map_a, map_b);
 }
 
 // The configuration's kernels for one dtype: the realigning producer with B as Bs[BK][BN]
 // only, and on WgmmaLarge only (wgmma_shape).
-template <class C, class T, int SPLIT>
+template <class C, class T>
 cudaError_t run_fill(const GemmArgs& g, bool b_kn, bool realign, bool out_vec, cudaStream_t stream) {
   if (realign) {
-    if constexpr (std::is_same_v<C, WgmmaLarge> && SPLIT == 1) {
-      if (b_kn) return run<C, T, true, true, 1>(g, out_vec, stream);
+    if constexpr (std::is_same_v<C, WgmmaLarge>) {
+      if (b_kn) return run<C, T, true, WgmmaLoad::Realign>(g, out_vec, stream);
     }
     return cudaErrorNotSupported;
   }
-  return b_kn ? run<C, T, true, false, SPLIT>(g, out_vec, stream) : run<C, T, false, false, SPLIT>(g, out_vec, stream);
+  return b_kn ? run<C, T, true, WgmmaLoad::Tma>(g, out_vec, stream) : run<C, T, false, WgmmaLoad::Tma>(g, out_vec, stream);
 }
 
-template <class C, int SPLIT = 1>
+template <class C>
 cudaError_t run_dtype(DType dtype, const GemmArgs& g, bool b_kn, bool realign, bool out_vec, cudaStream_t stream) {
-  return dtype == DType::F16 ? run_fill<C, __half, SPLIT>(g, b_kn, realign, out_vec, stream)
-                             : run_fill<C, __nv_bfloat16, SPLIT>(g, b_kn, realign, out_vec, stream);
+  return dtype == DType::F16 ? run_fill<C, __half>(g, b_kn, realign, out_vec, stream)
+                             : run_fill<C, __nv_bfloat16>(g, b_kn, realign, out_vec, stream);
 }
 
 }  // namespace
@@ -523,8 +459,7 @@ cudaError_t launch_gemm_wgmma(DType dtype, const GemmArgs& g, WgmmaShape shape, 
                               cudaStream_t stream) {
   const bool out_vec = reinterpret_cast<uintptr_t>(g.c) % 16 == 0 && g.n % kMmaChunk == 0;
   if (shape == WgmmaShape::Medium) return run_dtype<WgmmaMedium>(dtype, g, b_kn, realign, out_vec, stream);
-  if (shape == WgmmaShape::MediumSplit)
-    return run_dtype<WgmmaMedium, kWgmmaSplit>(dtype, g, b_kn, realign, out_vec, stream);
+  if (shape == WgmmaShape::Narrow) return run_dtype<WgmmaNarrow>(dtype, g, b_kn, realign, out_vec, stream);
   if (shape == WgmmaShape::Large) return run_dtype<WgmmaLarge>(dtype, g, b_kn, realign, out_vec, stream);
   return cudaErrorNotSupported;
 }

@@ -2,14 +2,13 @@
 // accumulation), the swizzle layout's kernel on compute capability 9.0: wgmma.mma_async reads
 // both operands straight from shared memory, so a consumer warpgroup issues one instruction
 // per 64 x BN x 16 product instead of the mma.sync path's ldmatrix + mma stream (gemm_mma.h),
-// whose tensor rate is 2/3 of wgmma's. A producer warpgroup fills a ring of stages with
-// 16-byte cp.async; mbarriers hand each stage to the consumers (full) and back (empty).
-// Rows that start off 16-byte boundaries (odd K or N, offset views) take a realigning
-// producer instead: aligned 16-byte loads into registers, each chunk cut out of two
-// neighbouring lanes' loads and stored (gemm_wgmma.cu, WgmmaShiftFill). Grids of half a
-// wave split K between the two blocks of a cluster, which add their partial sums through
-// distributed shared memory (MediumSplit). Launches are programmatic dependent launches
-// (pdl.cuh).
+// whose tensor rate is 2/3 of wgmma's. A producer fills a ring of stages and mbarriers hand
+// each stage to the consumers (full) and back (empty). Operands with 16-byte aligned rows are
+// copied by the Tensor Memory Accelerator (tma.cuh): one thread issues a stage's boxes, which
+// land 128-byte swizzled. Rows that start off 16-byte boundaries (odd K or N, offset views)
+// take a realigning producer warpgroup instead: aligned 16-byte loads into registers, each
+// chunk cut out of two neighbouring lanes' loads and stored (gemm_wgmma.cu, WgmmaShiftFill).
+// Launches are programmatic dependent launches (pdl.cuh).
 //
 // Only the swizzle layout runs here. wgmma reads an operand as 8-row x 16-byte core
 // matrices, either 128-byte-swizzled (CuTe's Swizzle<3,4,3> on bytes: MmaSwizzle's
@@ -22,6 +21,10 @@
 // faster on the mma.sync kernel (110 and 400 TFLOP/s), whose ldmatrix reads are where their
 // bank conflicts show.
 //
+// The TMA producer replaced a warpgroup of 16-byte cp.async copies (H100, 2026-11-25,
+// float16, CUDA graphs, bench/gemm_sweep.py, cp.async -> TMA): 4096^3 192 -> 188 us, 1536^3
+// 23.3 -> 20.7 us, and it made the 128 x 64 tile worth running (1024^3: 6.45 -> 5.9 us).
+//
 // Built for sm_90a only (BANKOPS_WGMMA, setup.py); launch_gemm_mma takes it where wgmma_shape
 // says so.
 #pragma once
@@ -33,23 +36,28 @@
 namespace bankops {
 
 // BM x BN x BK block tiles; CONSUMERS warpgroups split BM (64 rows each, m64nBNk16
-// instructions); one producer warpgroup fills STAGES ring slots.
+// instructions); one producer warpgroup fills STAGES ring slots (one of its threads, for TMA).
 template <int BM, int BN, int BK, int CONSUMERS, int STAGES>
 struct WgmmaConfig {
   static constexpr int kBM = BM, kBN = BN, kBK = BK, kConsumers = CONSUMERS, kStages = STAGES;
   static constexpr int kProducerThreads = 128, kThreads = 128 * (CONSUMERS + 1);
   static constexpr int kSteps = BK / 16, kAcc = BN / 2;  // k16 steps per k-tile, floats per consumer thread
-  static_assert(BM == 64 * CONSUMERS && BK % 64 == 0 && (BN == 128 || BN == 256), "m64n128 or m64n256 per consumer");
+  static_assert(BM == 64 * CONSUMERS && BK % 64 == 0 && (BN == 64 || BN == 128 || BN == 256),
+                "m64n64, m64n128 or m64n256 per consumer");
 };
 // 128 x 256: two consumers of 64 x 256 (128 accumulators a thread), four 48 KB stages, for
 // grids of 128 or more of its tiles.
 using WgmmaLarge = WgmmaConfig<128, 256, 64, 2, 4>;
 // 128 x 128 for grids with too few 128 x 256 tiles (2048 x 1792: 112; 224 of these): two
 // consumers of 64 x 128 and six 32 KB stages, so that more of a tile's k-tiles are in flight.
-// Per product it reads 4/3 of what a 128 x 256 tile reads and 2/3 of a 64 x 128 tile's (a
-// 64 x 128 variant with one consumer ran 1024^3 in 12.5 us against mma.sync's 64 x 128 tile's
-// 8.7 us, H100, 2026-11-25). Only the cp.async fill runs it.
+// Per product it reads 4/3 of what a 128 x 256 tile reads (a 64 x 128 variant with one
+// consumer ran 1024^3 in 12.5 us against mma.sync's 64 x 128 tile's 8.7 us, H100,
+// 2026-11-25). Only TMA fills it.
 using WgmmaMedium = WgmmaConfig<128, 128, 64, 2, 6>;
+// 128 x 64 for grids with too few 128 x 128 tiles (1024^3: 64; 128 of these), cuBLAS's own
+// tile there (nvjet_sm90_hsh_128x64_64x8_1x2, Nsight Compute): two consumers of 64 x 64 and
+// eight 24 KB stages. Only TMA fills it.
+using WgmmaNarrow = WgmmaConfig<128, 64, 64, 2, 8>;
 
 constexpr int kWgmmaRowCols = 64;  // halves in one 128-byte swizzled row
 using WgmmaSwizzle = Swizzle<3, 3, 3>;
@@ -95,7 +103,7 @@ struct WgmmaFrags {
   static constexpr int kOutChunks = C::kBM * C::kBN / kMmaChunk / kThreads;
 };
 
-// The producer's chunk e of thread t in a tile: lanes walk the 8 chunks of a row of a
+// The realigning producer's chunk e of thread t in a tile: lanes walk the 8 chunks of a row of a
 // 64-column block, then the block's rows, then the next block: each 8-lane phase reads one
 // 128-byte line of a row and writes one swizzled row.
 template <class C, class Tile>
@@ -114,34 +122,39 @@ inline bool wgmma_whole_waves(const GemmArgs& g) {
   return 10 * tiles >= 9 * ceil_div(tiles, kWgmmaWaveSMs) * kWgmmaWaveSMs;
 }
 
-// Split-K: a block tile's k-tiles shared by a cluster of kWgmmaSplit blocks, each of which
-// finishes the rows of one consumer (gemm_wgmma.cu); 4 or more k-tiles a block, as fewer
-// do not pay for the exchange of partial sums (1024^2 x 256, 2 a block: 5.41 us against
-// mma.sync's 4.41; H100, 2026-11-25, float16, CUDA graphs).
-constexpr int kWgmmaSplit = 2;
-constexpr int64_t kWgmmaSplitMinK = 512;
+// Whether TMA can copy a call's operands (tma.cuh), beyond the cp.async plan's 16-byte
+// aligned rows: row strides of 1 element or more (a stride of 0, a broadcast row, has no
+// tensor map; a batch stride of 0 is a map of one batch), coordinates within int32 and
+// strides within 2^40 bytes.
+inline bool wgmma_tma_ok(const GemmArgs& g, const GemmMmaPlan& p) {
+  constexpr int64_t kCoord = int64_t(1) << 31, kStride = int64_t(1) << 39;  // 2-byte elements: 2^40 bytes
+  const auto stride_ok = [](int64_t stride, int64_t size, bool zero) {
+    return size <= 1 || ((stride > 0 || (zero && stride == 0)) && stride < kStride);
+  };
+  return g.m < kCoord && g.n < kCoord && g.k < kCoord && stride_ok(g.a_sm, g.m, false) &&
+         (p.b_kn ? stride_ok(g.b_sk, g.k, false) : stride_ok(g.b_sn, g.n, false)) &&
+         stride_ok(g.a_sb, g.batch, true) && stride_ok(g.b_sb, g.batch, true);
+}
 
 // Which Hopper kernel configuration takes a call, if any: a caller that allows it (the
 // swizzle layout on compute capability 9.0, in a build with sm_90a), grids within the launch
 // limits (one block tile per block), and
-// - Large (WgmmaLarge): a grid that fills the GPU with its tiles (mma_fills), and either the
-//   cp.async plan (16-byte aligned rows, A k-contiguous) or the realigning one with B
-//   n-contiguous on a grid of whole waves;
-// - Medium (WgmmaMedium): the cp.async plan on grids too small for WgmmaLarge but of a wave or
-//   more of its own tiles (mma_fills). Against the mma.sync kernel (H100, 2026-11-25, float16,
-//   CUDA graphs, bench/gemm_sweep.py): 1.25-1.73x on 128-224 of them (2048 x 1792 x 1024,
-//   1536^3, 1024 x 2048 x 1024, 16 x 256 x 512 x 1024, 1024 x 2048 x 4096), but 0.91-0.94x
-//   on 64 (1024^2 x 256, 8 x 256 x 512 x 1024, 1024^2 x 4096, 4 x 512^2 x 1024), where
-//   mma.sync's 64 x 128 tiles give every SM a block;
-// - MediumSplit (WgmmaMedium, kWgmmaSplit blocks a tile): the cp.async plan on grids of half a
-//   wave of WgmmaMedium tiles (1024^3: 64), k of kWgmmaSplitMinK or more: every SM gets a
-//   block, and each streams half the operand bytes that one of mma.sync's 64 x 128 tiles
-//   would (its 128 x 128 tile reads 2/3 of their bytes per product). 1024^3 in 7.73 us
-//   against mma.sync's 8.61 and cuBLAS's 5.90, 1024^2 x 4096 17.7 against 25.9 and 15.6
-//   (H100, 2026-11-25, float16, CUDA graphs). cuBLAS runs 1024^3 as 128 x 64 tiles in
-//   clusters of 2 (nvjet_sm90_hsh_128x64_64x8_1x2, Nsight Compute): its blocks stream as
-//   many bytes as these (TMA, one operand multicast to the pair), and the rest of its lead is
-//   fixed cost this kernel's cp.async producer does not shed.
+// - Large (WgmmaLarge): a grid that fills the GPU with its tiles (mma_fills), and either TMA
+//   (the cp.async plan's 16-byte aligned rows, A k-contiguous, and wgmma_tma_ok) or the
+//   realigning producer with B n-contiguous on a grid of whole waves;
+// - Medium (WgmmaMedium): TMA on grids too small for WgmmaLarge but of a wave or more of its
+//   own tiles (mma_fills). Against the mma.sync kernel (H100, 2026-11-25, float16, CUDA
+//   graphs, bench/gemm_sweep.py, with its earlier cp.async producer): 1.25-1.73x on 128-224
+//   of them (2048 x 1792 x 1024, 1536^3, 1024 x 2048 x 1024, 16 x 256 x 512 x 1024,
+//   1024 x 2048 x 4096), but 0.91-0.94x on 64, where mma.sync's 64 x 128 tiles give every SM
+//   a block;
+// - Narrow (WgmmaNarrow): TMA on grids of 128 or more of its tiles, too few of WgmmaMedium's.
+//   1024^3 in 5.9 us against mma.sync's 8.6 and cuBLAS's 5.8; 1024^2 x 512 4.2 against 5.9;
+//   1024^2 x 256 3.45 against 4.48; 4 x 512^2 x 1024 6.7 against 8.6 (H100, 2026-11-25,
+//   float16, CUDA graphs). It replaced
+//   split-K clusters of two blocks a 128 x 128 tile, each taking half of K (7.8, 6.2 and
+//   8.3 us there with cp.async), which were 3% faster only at 1024^2 x 4096 (17.8 us
+//   against 18.3) and gave bits that differed from the other layouts'.
 // The realigning producer runs at L2's request rate rather than its bytes: a row of 128
 // bytes off 16-byte boundaries spans two lines, and the last lane of its row group asks for
 // a third granule. Per tile it is about as fast as the mma.sync kernel's realigning path,
@@ -150,34 +163,28 @@ constexpr int64_t kWgmmaSplitMinK = 512;
 // waves, 1.12 ms against mma.sync's 1.07 and, as B^T, 1.37 against 0.97; 8191 x 8193 x 8189,
 // 16 whole waves, 6.25 ms against 6.75, cuBLAS 6.70; 4096^3 from offset pointers, 3.88
 // waves, 0.57 against 0.82).
-enum class WgmmaShape { None, Large, Medium, MediumSplit };
+enum class WgmmaShape { None, Large, Medium, Narrow };
+// How the producer fills the stage ring: TMA boxes, or chunks realigned in registers.
+enum class WgmmaLoad { Tma, Realign };
 inline WgmmaShape wgmma_shape(const GemmArgs& g, const GemmMmaPlan& p, bool allowed) {
   if (!allowed || g.batch > 65535 || ceil_div(g.m, WgmmaLarge::kBM) > 65535) return WgmmaShape::None;
-  const bool fill = p.async || (p.realign && p.b_kn && wgmma_whole_waves<WgmmaLarge>(g));
+  const bool tma = p.async && wgmma_tma_ok(g, p);
+  const bool fill = tma || (p.realign && p.b_kn && wgmma_whole_waves<WgmmaLarge>(g));
   if (fill && mma_fills(g, WgmmaLarge::kBM, WgmmaLarge::kBN)) return WgmmaShape::Large;
-  if (!p.async) return WgmmaShape::None;
+  if (!tma) return WgmmaShape::None;
   if (mma_fills(g, WgmmaMedium::kBM, WgmmaMedium::kBN)) return WgmmaShape::Medium;
-  if (g.k >= kWgmmaSplitMinK && mma_fills(g, WgmmaMedium::kBM, WgmmaMedium::kBN, kWgmmaSplit))
-    return WgmmaShape::MediumSplit;
+  if (mma_fills(g, WgmmaNarrow::kBM, WgmmaNarrow::kBN)) return WgmmaShape::Narrow;
   return WgmmaShape::None;
 }
 
-// One consumer's rows of a C configuration, as a block of their own: the split kernel's
-// epilogue, where each block of a cluster writes one consumer's rows.
-template <class C>
-using WgmmaRows = WgmmaConfig<64, C::kBN, C::kBK, 1, C::kStages>;
-
 // Shared memory: the stage ring (every tile 1024-byte aligned: the hardware anchors the
-// 128-byte swizzle to address bits), reused by the epilogue's C tile; split (SPLIT blocks a
-// tile): then one consumer's float accumulators, which the peer block sends (thread t's
-// float4 i at 16 (128 i + t): a warp's 32 lanes on 512 consecutive bytes); plus 1024 bytes
-// to align the base (the mbarriers are static).
-template <class C, bool KN, int SPLIT = 1>
+// 128-byte swizzle to address bits), reused by the epilogue's C tile, plus 1024 bytes to align
+// the base (the mbarriers are static).
+template <class C, bool KN>
 struct WgmmaSmem {
   static constexpr int kA = WgmmaATile<C>::kSize * 2, kB = WgmmaBTile<C, KN>::kSize * 2;
   static constexpr int kStage = kA + kB, kRing = C::kStages * kStage;
-  static constexpr int kSums = SPLIT > 1 ? 128 * C::kAcc * 4 : 0;
-  static constexpr int kBytes = kRing + kSums + 1024;
+  static constexpr int kBytes = kRing + 1024;
   static_assert(kA % 1024 == 0 && kB % 1024 == 0, "tiles on 1024-byte boundaries");
   static_assert(kRing >= WgmmaCTile<C>::kSize * 2, "the C tile fits the ring");
 };

@@ -1,10 +1,10 @@
 // Programmatic dependent launch (compute capability 9.0), for the Hopper gemm kernel
 // (gemm_wgmma.cu): a kernel launched with launch_pdl may be scheduled while the kernel before
 // it in the stream still runs, once that one's blocks have all called pdl_launch_next; its
-// blocks then take SMs as the earlier ones leave, with no launch gap between (split-K 1024^3
-// in 7.73 us instead of 8.63; H100, 2026-11-25, float16, CUDA graphs). Every read and write
-// of global memory must come after pdl_wait_previous, which returns once the earlier kernel
-// has finished and its writes are visible.
+// blocks then take SMs as the earlier ones leave, with no launch gap between (a split-K
+// version of the kernel ran 1024^3 in 7.73 us instead of 8.63; H100, 2026-11-25, float16,
+// CUDA graphs). Every read and write of global memory must come after pdl_wait_previous,
+// which returns once the earlier kernel has finished and its writes are visible.
 //
 // It pays where a block fills an SM (the Hopper kernel's 200+ KB of shared memory). The
 // mma.sync kernel runs 2 blocks an SM: launched this way, 1024^3 took 12.6 us instead of
@@ -20,23 +20,20 @@ namespace bankops {
 __device__ __forceinline__ void pdl_launch_next() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
 __device__ __forceinline__ void pdl_wait_previous() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 
-// kernel<<<grid, block, smem, stream>>>(args...) as a programmatic dependent launch, in
-// clusters of cluster_x blocks along x when that is above 1.
+// kernel<<<grid, block, smem, stream>>>(args...) as a programmatic dependent launch.
 template <class... Params, class... Args>
 cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, int smem, cudaStream_t stream,
-                       unsigned cluster_x, Args&&... args) {
-  cudaLaunchAttribute attrs[2];
+                       Args&&... args) {
+  cudaLaunchAttribute attrs[1];
   attrs[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attrs[0].val.programmaticStreamSerializationAllowed = 1;
-  attrs[1].id = cudaLaunchAttributeClusterDimension;
-  attrs[1].val.clusterDim = {cluster_x, 1, 1};
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cfg.attrs = attrs;
-  cfg.numAttrs = cluster_x > 1 ? 2 : 1;
+  cfg.numAttrs = 1;
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
 }
 

@@ -1,8 +1,8 @@
 """The Hopper gemm kernel (kernels/gemm_wgmma.h): which calls take it, the bank model's
 account of its copies and epilogue, and its results against float64 on a compute capability
 9.0 GPU: both B orientations, m / n / k edges, batches, sliced views; rows off 16-byte
-boundaries (odd K or N, offset pointers) through the realigning producer; grids of half a
-wave through split-K clusters."""
+boundaries (odd K or N, offset pointers) through the realigning producer; operands TMA
+cannot map (rows of stride 0) on the mma.sync kernel."""
 import warnings
 
 import pytest
@@ -20,15 +20,11 @@ def _kernels(rep):
 
 
 def _tile(rep):
-    """The block tile (BM, BN) of a Hopper kernel call: its per-k-tile copies of A (BM rows
-    of 64 k) and B (BN rows), 16 bytes a lane, 32 lanes an instruction."""
+    """The block tile (128, BN) of a Hopper kernel call: its epilogue reads the C tile back
+    in 16-byte rows, 8 halves a lane, 32 lanes an instruction."""
     (kernel,) = _kernels(rep)
     assert kernel.startswith("gemm_wgmma"), str(rep)
-    per_k_tile = lambda prefix: sum(r["count"] for r in rep.rows if r["instruction"].startswith(prefix))  # noqa: E731
-    ops = ("ldgsts", "sts")
-    a = sum(per_k_tile(f"{op} As[m][k]") for op in ops)
-    b = sum(per_k_tile(f"{op} Bs[") for op in ops)
-    return a * 32 * 8 // 64, b * 32 * 8 // 64
+    return 128, _count(rep, "lds C tile -> 16-byte rows of C") * 32 * 8 // 128
 
 
 def _count(rep, instruction):
@@ -39,10 +35,9 @@ def _count(rep, instruction):
 def test_explain_route(b_t):
     """swizzle with 16-byte aligned rows takes the Hopper kernel: its 128 x 256 tiles once
     they fill the GPU (128 of them, over the batch too), its 128 x 128 tiles on smaller grids
-    of 128 or more of those, and split-K clusters of 2 blocks a 128 x 128 tile on grids of 64
-    or more with k of 512 or more; smaller grids still, none and pad, misaligned rows A as a
-    transposed view, grids past 65535 batches and other GPUs (hopper=False) keep the mma.sync
-    kernel; misaligned rows (odd K) take the realigning producer with B row-major on grids of
+    of 128 or more of those, its 128 x 64 tiles on smaller grids of 128 or more of those, at
+    any k; smaller grids still, none and pad, misaligned rows A as a transposed view, grids
+    past 65535 batches and other GPUs (hopper=False) keep the mma.sync kernel; misaligned rows (odd K) take the realigning producer with B row-major on grids of
     whole waves of 128 x 256 tiles (512 tiles: 3.88 waves of 132 SMs), and the mma.sync
     kernel's realigning path as B^T or on a ragged grid (544 tiles: 4.12 waves)."""
     ex = lambda layout, **kw: _kernels(bankops.explain("gemm", layout, torch.float16, b_transposed=b_t, **kw))  # noqa: E731
@@ -55,11 +50,10 @@ def test_explain_route(b_t):
     assert tile(m=2048, n=1792, k=64) == (128, 128)  # 112 tiles of 128 x 256, 224 of 128 x 128
     assert tile(m=1024, n=2048, k=1024) == (128, 128)  # 64 and 128
     assert tile(m=256, n=256, k=64, batch=32) == (128, 128)
-    assert ex("swizzle", m=1024, n=1024, k=1024, hopper=True) == {"gemm_wgmma/split-k"}  # 64 of 128 x 128
-    assert tile(m=1024, n=1024, k=1024) == (128, 128)
-    assert ex("swizzle", m=512, n=512, k=512, batch=4, hopper=True) == {"gemm_wgmma/split-k"}
-    assert ex("swizzle", m=1024, n=1024, k=504, hopper=True) == {"gemm_mma/cp.async"}  # k below 512
-    assert ex("swizzle", m=512, n=1024, k=1024, hopper=True) == {"gemm_mma/cp.async"}  # 32 tiles
+    assert tile(m=1024, n=1024, k=1024) == (128, 64)  # 64 of 128 x 128, 128 of 128 x 64
+    assert tile(m=512, n=512, k=512, batch=4) == (128, 64)
+    assert tile(m=1024, n=1024, k=8) == (128, 64)
+    assert ex("swizzle", m=512, n=1024, k=1024, hopper=True) == {"gemm_mma/cp.async"}  # 64 of 128 x 64
     assert ex("swizzle", m=1024, n=2048, k=1024, hopper=False) == {"gemm_mma/cp.async"}
     for layout in ("none", "pad"):
         assert ex(layout, m=4096, n=4096, k=4096, hopper=True) == {"gemm_mma/cp.async"}
@@ -74,43 +68,21 @@ def test_explain_route(b_t):
 
 @pytest.mark.parametrize("b_t", [False, True], ids=["b", "b^T"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("m,n,k,bn", [(4096, 4096, 4096, 256), (1024, 2048, 1024, 128)], ids=["128x256", "128x128"])
-def test_explain_copies_and_epilogue(m, n, k, bn, dtype, b_t):
-    """Per 128 x BN x 64 k-tile the producer's 4 warps copy every 16-byte chunk once (A 1024
-    chunks: 32 warp instructions, B 8 BN: BN / 4), per tile the 8 consumer warps write the C
-    tile as float pairs (BN / 8 n8 tiles, 2 rows each) and read it back in 16-byte rows, all
-    conflict-free; nothing else touches shared memory from the warps (the tensor cores read
-    the swizzled tiles themselves)."""
-    b_row = "ldgsts Bs[n][k] <- B" if b_t else "ldgsts Bs[k][n] <- B"
+@pytest.mark.parametrize("m,n,k,bn", [(4096, 4096, 4096, 256), (1024, 2048, 1024, 128), (1024, 1024, 1024, 64)],
+                         ids=["128x256", "128x128", "128x64"])
+def test_explain_epilogue(m, n, k, bn, dtype, b_t):
+    """Aligned rows: TMA fills the tiles and the tensor cores read them, neither through the
+    warps' shared-memory instructions, so the epilogue is all there is: per tile the 8
+    consumer warps write the C tile as float pairs (BN / 8 n8 tiles, 2 rows each) and read it
+    back in 16-byte rows, conflict-free."""
     rep = bankops.explain("gemm", "swizzle", dtype, m=m, n=n, k=k, b_transposed=b_t, hopper=True)
     assert _kernels(rep) == {"gemm_wgmma"}, str(rep)
-    assert _count(rep, "ldgsts As[m][k] <- A") == 32
-    assert _count(rep, b_row) == bn // 4
+    assert [r["instruction"] for r in rep.rows] == ["sts C tile <- accumulator pairs",
+                                                    "lds C tile -> 16-byte rows of C"], str(rep)
     assert _count(rep, "sts C tile <- accumulator pairs") == 8 * bn // 8 * 2
     assert _count(rep, "lds C tile -> 16-byte rows of C") == 128 * bn // 8 // 32
-    assert set(rep.totals) == {"ld", "st", "ldgsts"}, str(rep)
     assert rep.conflicts == 0, str(rep)
-    assert rep.rows[0]["iterations"] == (m // 128) * (n // bn) * (k // 64)
-
-
-@pytest.mark.parametrize("b_t", [False, True], ids=["b", "b^T"])
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_explain_split_k(dtype, b_t):
-    """Split-K: the two blocks of a 128 x 128 tile copy its k-tiles once between them (A 32
-    warp instructions per k-tile, B 32); each consumer's 64 rows are finished by one block,
-    whose 4 warps read the peer's float32 partial sums (16 float4s a thread, a warp on 512
-    consecutive bytes) and run the epilogue of those rows, all conflict-free."""
-    m = n = k = 1024
-    rep = bankops.explain("gemm", "swizzle", dtype, m=m, n=n, k=k, b_transposed=b_t, hopper=True)
-    assert _kernels(rep) == {"gemm_wgmma/split-k"}, str(rep)
-    assert _count(rep, "ldgsts As[m][k] <- A") == 32
-    assert _count(rep, "ldgsts Bs[n][k] <- B" if b_t else "ldgsts Bs[k][n] <- B") == 32
-    assert _count(rep, "lds partial sums <- peer block") == 4 * 16
-    assert _count(rep, "sts C tile <- accumulator pairs") == 4 * 16 * 2
-    assert _count(rep, "lds C tile -> 16-byte rows of C") == 64 * 128 // 8 // 32
-    assert rep.rows[0]["iterations"] == 64 * 16
-    assert {r["iterations"] for r in rep.rows[2:]} == {128}  # 64 tiles, 2 halves
-    assert rep.conflicts == 0, str(rep)
+    assert {r["iterations"] for r in rep.rows} == {(m // 128) * (n // bn)}
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -182,27 +154,25 @@ def check_wgmma_call(views, dtype, batch, m, n, k, route):
     return a, b, c
 
 
-# Split-K clusters (grids of 64-127 128 x 128 tiles, k >= 512): 1024^3; m and n edges with a
-# k tail and an odd count of k-tiles (17: 8 and 9); the least k (4 k-tiles a block); 65
-# k-tiles that wrap the 6-stage ring; a batch; 3-row matrices, whose second block finishes
-# rows past m (it only sends its partial sums and writes nothing).
-WGMMA_SPLIT_SHAPES = [
-    (None, 1024, 1024, 1024), (None, 1000, 1032, 1032), (None, 1024, 1024, 512), (None, 1024, 1024, 4160),
-    (4, 512, 512, 1024), (32, 3, 136, 520),
+# The 128 x 64 tiles (grids of 128 or more, too few 128 x 128 ones): 1024^3; m and n edges
+# with a k tail; k below one k-tile; 65 k-tiles that wrap the 8-stage ring; a batch; 3-row
+# matrices whose second tile holds 8 columns.
+WGMMA_NARROW_SHAPES = [
+    (None, 1024, 1024, 1024), (None, 1000, 1032, 1032), (None, 1040, 1000, 24), (None, 1024, 1024, 4160),
+    (4, 512, 512, 1024), (64, 3, 72, 520),
 ]
-WGMMA_SPLIT_IDS = shape_ids(WGMMA_SPLIT_SHAPES)
+WGMMA_NARROW_IDS = shape_ids(WGMMA_NARROW_SHAPES)
 
 
 @requires_cuda
 @requires_hopper
-@pytest.mark.parametrize("batch,m,n,k", WGMMA_SPLIT_SHAPES, ids=WGMMA_SPLIT_IDS)
+@pytest.mark.parametrize("batch,m,n,k", WGMMA_NARROW_SHAPES, ids=WGMMA_NARROW_IDS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("views", WGMMA_VIEWS, ids="-".join)
-def test_cuda_wgmma_split(views, dtype, batch, m, n, k):
-    """Beside the float64 check: the same bits on a second call (the two blocks' sums are
-    added in one order)."""
-    a, b, c = check_wgmma_call(views, dtype, batch, m, n, k, "gemm_wgmma/split-k")
-    assert torch.equal(bankops.gemm(a, b), c)
+def test_cuda_wgmma_narrow(views, dtype, batch, m, n, k):
+    a, b, _ = check_wgmma_call(views, dtype, batch, m, n, k, "gemm_wgmma")
+    assert _tile(bankops.explain("gemm", "swizzle", dtype, m=m, n=n, k=k, batch=batch or 1,
+                                 b_transposed=views[1] == "transposed")) == (128, 64)
 
 
 @requires_cuda
@@ -218,6 +188,19 @@ def test_cuda_wgmma_expanded_batch(dtype):
     kernels = launched_kernels(lambda: gemm(a, b, "swizzle/mma.sync"))
     assert kernels is None or all("gemm_mma_kernel" in name for name in kernels), kernels
     check_against_float64(gemm(a, b, "swizzle/mma.sync"), a, b)
+
+
+@requires_cuda
+@requires_hopper
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_cuda_wgmma_broadcast_rows(dtype):
+    """A row broadcast down A (row stride 0) has 16-byte aligned rows but no tensor map: the
+    call keeps the mma.sync kernel, and its result."""
+    a = torch.randn(1, 72, device="cuda").to(dtype).expand(2048, 72)
+    b = torch.randn(72, 2048, device="cuda").to(dtype)
+    kernels = launched_kernels(lambda: bankops.gemm(a, b))
+    assert kernels is None or all("gemm_mma_kernel" in name for name in kernels), kernels
+    check_against_float64(bankops.gemm(a, b), a, b)
 
 
 # The realigning producer (rows off 16-byte boundaries, B row-major), on grids of whole waves
@@ -266,15 +249,14 @@ def test_cuda_wgmma_realign_exact_allocations(shape, dtype):
 
 @requires_cuda
 @requires_hopper
-@pytest.mark.parametrize("n", [1024, 2048], ids=["split-k", "128x256"])
+@pytest.mark.parametrize("n", [1024, 2048], ids=["128x64", "128x256"])
 def test_cuda_wgmma_back_to_back(n):
     """Programmatic dependent launch: each call may be scheduled while the one before it still
     runs, so every global read and write must wait for it. A chain of calls, each reading the
     one before's output, queued with no sync gives the bits of the same calls run one at a time."""
     a = torch.randn(n, n, device="cuda").half()
     b = (torch.randn(n, n, device="cuda") / n**0.5).half()  # keeps the chain's magnitudes
-    assert _kernels(bankops.explain("gemm", "swizzle", torch.float16, m=n, n=n, k=n)) == {
-        "gemm_wgmma/split-k" if n == 1024 else "gemm_wgmma"}
+    assert _kernels(bankops.explain("gemm", "swizzle", torch.float16, m=n, n=n, k=n)) == {"gemm_wgmma"}
     one_at_a_time = [a]
     for _ in range(4):
         one_at_a_time.append(bankops.gemm(one_at_a_time[-1], b))

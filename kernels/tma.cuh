@@ -1,0 +1,60 @@
+// The Tensor Memory Accelerator (compute capability 9.0), for the Hopper gemm kernel
+// (gemm_wgmma.cu): a tensor map describes an operand in global memory (the host encodes it,
+// the kernel takes it as a __grid_constant__ parameter), and one thread copies a whole box of
+// it into shared memory with one instruction, 128-byte swizzled on the way (the swizzle
+// layout's own tiles: CuTe's Swizzle<3,4,3> on bytes, anchored to 1024-byte boundaries),
+// zero-filling the parts of the box outside the operand; the copy completes on an mbarrier as
+// a count of bytes. The driver's encoder is looked up through the runtime, so the build links
+// no libcuda.
+#pragma once
+#include <cstdint>
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_runtime_api.h>
+
+namespace bankops {
+
+// A 3-D map of 16-bit elements: dims[0] contiguous, dims[1] and dims[2] `strides` elements
+// apart; boxes of 64 x rows x 1 (128-byte rows), swizzled by 128 bytes. Strides of dimensions
+// of size 1 are never used: they are given valid values.
+inline cudaError_t tma_map_16bit(CUtensorMap* map, const void* base, const int64_t (&dims)[3],
+                                 const int64_t (&strides)[2], int rows) {
+  static const auto encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    const cudaError_t err =
+        cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found);
+    return err == cudaSuccess && found == cudaDriverEntryPointSuccess
+               ? reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn)
+               : nullptr;
+  }();
+  if (encode == nullptr) return cudaErrorNotSupported;
+  cuuint64_t size[3], stride[2];
+  uint64_t dense = 2;
+  for (int i = 0; i < 3; ++i) {
+    size[i] = static_cast<cuuint64_t>(dims[i] > 0 ? dims[i] : 1);
+    dense *= size[i];
+    if (i < 2) stride[i] = dims[i + 1] > 1 ? static_cast<cuuint64_t>(strides[i]) * 2 : (dense + 15) / 16 * 16;
+  }
+  const cuuint32_t box[3] = {64, static_cast<cuuint32_t>(rows), 1}, step[3] = {1, 1, 1};
+  const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 3, const_cast<void*>(base), size, stride, box, step,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+// The box at element coordinates (c0, c1, c2) of `map` into shared memory at `dst` (1024-byte
+// aligned); its bytes count towards the transaction of the mbarrier at `bar`.
+__device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap& map, int c0, int c1, int c2, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
+      "[%5];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(&map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+      : "memory");
+}
+__device__ __forceinline__ void tma_prefetch(const CUtensorMap& map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&map)) : "memory");
+}
+
+}  // namespace bankops
