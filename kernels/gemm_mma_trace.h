@@ -219,7 +219,9 @@ inline void trace_gemm_wgmma(const GemmArgs& g, const GemmMmaPlan& plan, SmemTra
 inline void trace_gemm_mma(Layout layout, const GemmArgs& g, const GemmMmaPlan& plan, bool hopper, SmemTrace& trace) {
   switch (wgmma_shape(g, plan, hopper && layout == Layout::Swizzle)) {
     case WgmmaShape::Large: return trace_gemm_wgmma<WgmmaLarge>(g, plan, trace);
-    case WgmmaShape::Medium: return trace_gemm_wgmma<WgmmaMedium>(g, plan, trace);
+    case WgmmaShape::Medium:
+      return plan.async ? trace_gemm_wgmma<WgmmaMedium>(g, plan, trace)
+                        : trace_gemm_wgmma<WgmmaMediumRealign>(g, plan, trace);
     case WgmmaShape::Narrow: return trace_gemm_wgmma<WgmmaNarrow>(g, plan, trace);
     default: break;
   }

@@ -24,7 +24,9 @@ __device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
 }
 // Makes the inits visible to the async proxy, whose TMA copies count their bytes on them.
-__device__ __forceinline__ void mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+__device__ __forceinline__ void mbar_init_fence() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
 // One arrival that also expects `bytes` more of transactions (the TMA copies of a stage).
 __device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
@@ -130,13 +132,13 @@ __device__ __forceinline__ uint4 ldg128_within(const char* p, uintptr_t lo, uint
 }
 
 // The realigning producer's view of one operand tile (rows at any 2-byte offset, unit-stride
-// columns): chunk e of the thread (wgmma_chunk's map) in k-tile kt. The lane
-// loads the aligned 16 bytes (granule) under its chunk's first byte, takes the next granule
-// from the lane to its right (the 8 lanes of a row group cover one 128-byte row segment; the
-// group's last lane loads the granule past it) and cuts its chunk out of the two
-// (shift_bytes). The cut, `shift`, is one per thread: its chunks sit 16 rows (32 row
-// strides of bytes), 64 columns (128 bytes) or whole k-tiles (64 columns, or 64 rows)
-// apart, all multiples of 16 bytes. K_ROWS: k runs down the tile's rows (B as Bs[BK][BN]).
+// columns): chunk e of the thread (wgmma_chunk's map) in k-tile kt. The lane loads the
+// aligned 16 bytes (granule) under its chunk's first byte, takes the next granule from the
+// lane to its right (the 8 lanes of a row group cover one 128-byte row segment; the group's
+// last lane loads the granule past it) and cuts its chunk out of the two (shift_bytes). The
+// cut, `shift`, is one per thread: its chunks sit kRowStep rows (16 or 32: a multiple of 8
+// rows is a multiple of 16 bytes), 64 columns (128 bytes) or whole k-tiles (64 columns, or
+// 64 rows) apart. K_ROWS: k runs down the tile's rows (B as Bs[BK][BN]).
 //
 // Only k needs zeros past the operand's edge (the products of padding would reach real
 // outputs); rows (m, n) or columns (n) past it feed outputs that the epilogue drops, so
@@ -239,15 +241,18 @@ struct WgmmaShiftFill {
 };
 
 // The realigning producer's loop: a k-tile's chunks (A's, then B's: kJobs per thread) pass
-// through kJobs / 2 register slots, each loaded half a k-tile of cuts before its own (the
-// loads of k-tile kt + 1's first half go out while kt's second half is cut, before kt + 1's
-// stage is free). k-tiles whose loads and cuts are all whole (both operands, kt and kt + 1)
-// skip the checks. The cuts are generic-proxy stores that wgmma reads through the async
-// proxy: each thread fences them before it arrives on the stage's full barrier.
+// through kSlots register slots, each loaded kSlots cuts before its own: half a k-tile for
+// WgmmaLarge's 24 chunks a thread (the loads of k-tile kt + 1's first half go out while kt's
+// second half is cut), a whole one for two producer warpgroups' 8 (all of kt + 1's loads go
+// out while kt is cut); either way before kt + 1's stage is free. k-tiles whose loads and
+// cuts are all whole (both operands, kt and kt + 1) skip the checks. The cuts are
+// generic-proxy stores that wgmma reads through the async proxy: each thread fences them
+// before it arrives on the stage's full barrier.
 template <class C, class FA, class FB, int kStageBytes>
 __device__ __forceinline__ void realign_producer(const FA& fa, const FB& fb, int nk, uint32_t full0, uint32_t empty0) {
-  constexpr int kStages = C::kStages, kJobs = FA::kChunks + FB::kChunks, kSlots = kJobs / 2;
-  static_assert(kJobs % 2 == 0, "two halves per k-tile");
+  constexpr int kStages = C::kStages, kJobs = FA::kChunks + FB::kChunks;
+  constexpr int kSlots = kJobs > 8 ? kJobs / 2 : kJobs;
+  static_assert(kJobs % kSlots == 0, "whole rounds of slots per k-tile");
   uint4 x[kSlots], nx[kSlots];
   const auto load = [&](auto whole, int j, int kt) {
     constexpr bool W = decltype(whole)::value;
@@ -260,8 +265,8 @@ __device__ __forceinline__ void realign_producer(const FA& fa, const FB& fb, int
     for (int j = 0; j < kJobs; ++j) {
       if (j < FA::kChunks) fa.template store<W>(x[j % kSlots], nx[j % kSlots], j, kt, stage);
       else fb.template store<W>(x[j % kSlots], nx[j % kSlots], j - FA::kChunks, kt, stage);
-      if (j < kSlots) load(whole, j + kSlots, kt);
-      else if (more) load(whole, j - kSlots, kt + 1);
+      if (j + kSlots < kJobs) load(whole, j + kSlots, kt);
+      else if (more) load(whole, j + kSlots - kJobs, kt + 1);
     }
   };
   const auto whole = [&](int kt) { return fa.whole(kt) && fb.whole(kt); };
@@ -285,11 +290,11 @@ __device__ __forceinline__ void realign_producer(const FA& fa, const FB& fb, int
   }
 }
 
-// One block tile per block: a producer (warps 0-3) streams k-tiles into the stage ring;
-// consumer warpgroup w (1, 2) multiplies rows (w - 1) * 64.. of the block tile into float
-// accumulators, then the consumers write the tile out.
+// One block tile per block: the producer warpgroups (the first kProducers) stream k-tiles
+// into the stage ring; consumer warpgroup w multiplies rows 64 w.. of the block tile into
+// float accumulators, then the consumers write the tile out.
 //   full[s]:  completes when stage s has landed: TMA's bytes (one arrival that expects them),
-//             or the realigning producer's 128 threads' stores;
+//             or the realigning producers' stores (an arrival from each thread);
 //   empty[s]: completes when every consumer warp is done reading stage s (a warp arrives once
 //             its wgmma on the next k-tile is issued and the previous one has finished, so
 //             one k-tile of tensor work is always queued).
@@ -305,8 +310,10 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   constexpr int kStages = C::kStages, kBK = C::kBK;
   // Registers: the launch gives each thread 65536 / threads in steps of 8 (168 for 384); the
   // realigning producer keeps 152 (its register slots), and the rest go to the consumers'
-  // accumulators (128 a thread for 128 x 256).
-  constexpr int kLaunchRegs = 65536 / C::kThreads / 8 * 8, kProducerRegs = 152;
+  // accumulators (128 a thread for 128 x 256). With 512 threads (two producers) everyone
+  // keeps the launch's 128.
+  constexpr int kLaunchRegs = 65536 / C::kThreads / 8 * 8;
+  constexpr int kProducerRegs = kLaunchRegs < 152 ? kLaunchRegs : 152;
   constexpr int kConsumerRegs =
       (kLaunchRegs * C::kThreads - C::kProducerThreads * kProducerRegs) / (C::kThreads - C::kProducerThreads) / 8 * 8;
   static_assert(kConsumerRegs >= kLaunchRegs && kConsumerRegs <= 256, "setmaxnreg's range");
@@ -336,8 +343,9 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   const int nk = static_cast<int>(ceil_div(g.k, kBK));
   const int wg = threadIdx.x / 128;
 
-  if (wg == 0) {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
+  if (wg < C::kProducers) {
+    if constexpr (kProducerRegs < kLaunchRegs)
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
     if constexpr (LOAD == WgmmaLoad::Realign) {
       // The matrices' bytes (this batch's): nothing outside them is read.
       const uint16_t* am = static_cast<const uint16_t*>(g.a) + bz * g.a_sb;
@@ -373,12 +381,13 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     return;
   }
 
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
+  if constexpr (kConsumerRegs > kLaunchRegs)
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
   const int ct = threadIdx.x - C::kProducerThreads;  // consumer thread
   float acc[1][C::kBN / 8][4] = {};
   float(&d)[C::kAcc] = reinterpret_cast<float(&)[C::kAcc]>(acc);
   constexpr uint64_t kDescA = wgmma_desc_fields<ATile, true>(), kDescB = wgmma_desc_fields<BTile, !KN>();
-  const int a_row = (wg - 1) * 64;
+  const int a_row = (wg - C::kProducers) * 64;
   for (int kt = 0; kt < nk; ++kt) {
     const int s = kt % kStages;
     const uint32_t stage = base + s * Smem::kStage;
@@ -437,12 +446,17 @@ cudaError_t run(const GemmArgs& g, bool out_vec, cudaStream_t stream) {
 template <class C, class T>
 cudaError_t run_fill(const GemmArgs& g, bool b_kn, bool realign, bool out_vec, cudaStream_t stream) {
   if (realign) {
-    if constexpr (std::is_same_v<C, WgmmaLarge>) {
+    if constexpr (std::is_same_v<C, WgmmaLarge> || std::is_same_v<C, WgmmaMediumRealign>) {
       if (b_kn) return run<C, T, true, WgmmaLoad::Realign>(g, out_vec, stream);
     }
     return cudaErrorNotSupported;
   }
-  return b_kn ? run<C, T, true, WgmmaLoad::Tma>(g, out_vec, stream) : run<C, T, false, WgmmaLoad::Tma>(g, out_vec, stream);
+  if constexpr (C::kProducers > 1) {
+    return cudaErrorNotSupported;  // a realigning configuration: TMA takes one thread
+  } else {
+    return b_kn ? run<C, T, true, WgmmaLoad::Tma>(g, out_vec, stream)
+                : run<C, T, false, WgmmaLoad::Tma>(g, out_vec, stream);
+  }
 }
 
 template <class C>
@@ -458,6 +472,8 @@ bool gemm_wgmma_built() { return true; }
 cudaError_t launch_gemm_wgmma(DType dtype, const GemmArgs& g, WgmmaShape shape, bool b_kn, bool realign,
                               cudaStream_t stream) {
   const bool out_vec = reinterpret_cast<uintptr_t>(g.c) % 16 == 0 && g.n % kMmaChunk == 0;
+  if (shape == WgmmaShape::Medium && realign)
+    return run_dtype<WgmmaMediumRealign>(dtype, g, b_kn, realign, out_vec, stream);
   if (shape == WgmmaShape::Medium) return run_dtype<WgmmaMedium>(dtype, g, b_kn, realign, out_vec, stream);
   if (shape == WgmmaShape::Narrow) return run_dtype<WgmmaNarrow>(dtype, g, b_kn, realign, out_vec, stream);
   if (shape == WgmmaShape::Large) return run_dtype<WgmmaLarge>(dtype, g, b_kn, realign, out_vec, stream);

@@ -6,7 +6,7 @@
 // each stage to the consumers (full) and back (empty). Operands with 16-byte aligned rows are
 // copied by the Tensor Memory Accelerator (tma.cuh): one thread issues a stage's boxes, which
 // land 128-byte swizzled. Rows that start off 16-byte boundaries (odd K or N, offset views)
-// take a realigning producer warpgroup instead: aligned 16-byte loads into registers, each
+// take realigning producer warpgroups instead: aligned 16-byte loads into registers, each
 // chunk cut out of two neighbouring lanes' loads and stored (gemm_wgmma.cu, WgmmaShiftFill).
 // Launches are programmatic dependent launches (pdl.cuh).
 //
@@ -36,11 +36,12 @@
 namespace bankops {
 
 // BM x BN x BK block tiles; CONSUMERS warpgroups split BM (64 rows each, m64nBNk16
-// instructions); one producer warpgroup fills STAGES ring slots (one of its threads, for TMA).
-template <int BM, int BN, int BK, int CONSUMERS, int STAGES>
+// instructions); PRODUCERS warpgroups fill STAGES ring slots (one thread of them, for TMA).
+template <int BM, int BN, int BK, int CONSUMERS, int STAGES, int PRODUCERS = 1>
 struct WgmmaConfig {
   static constexpr int kBM = BM, kBN = BN, kBK = BK, kConsumers = CONSUMERS, kStages = STAGES;
-  static constexpr int kProducerThreads = 128, kThreads = 128 * (CONSUMERS + 1);
+  static constexpr int kProducers = PRODUCERS, kProducerThreads = 128 * PRODUCERS;
+  static constexpr int kThreads = 128 * (CONSUMERS + PRODUCERS);
   static constexpr int kSteps = BK / 16, kAcc = BN / 2;  // k16 steps per k-tile, floats per consumer thread
   static_assert(BM == 64 * CONSUMERS && BK % 64 == 0 && (BN == 64 || BN == 128 || BN == 256),
                 "m64n64, m64n128 or m64n256 per consumer");
@@ -58,6 +59,15 @@ using WgmmaMedium = WgmmaConfig<128, 128, 64, 2, 6>;
 // tile there (nvjet_sm90_hsh_128x64_64x8_1x2, Nsight Compute): two consumers of 64 x 64 and
 // eight 24 KB stages. Only TMA fills it.
 using WgmmaNarrow = WgmmaConfig<128, 64, 64, 2, 8>;
+// 128 x 128 with two realigning producer warpgroups, for rows off 16-byte boundaries on
+// grids of whole waves of these tiles (4095 x 4097: 1056, 8 waves) but not of 128 x 256
+// ones. Two producers keep a whole 32 KB stage of loads in flight (WgmmaLarge's one: half of
+// a 48 KB stage) and split the shuffles and selects over two warps a scheduler; 512 threads
+// leave each the launch's 128 registers. 4095 x 4097 x 4093 in 0.973 ms against the mma.sync
+// realigning path's 1.053 and cuBLAS's 0.901; 1407 x 1535 x 519 33.0 us against 41.7 (H100,
+// 2026-11-25, float16, CUDA graphs): twice the loads in flight per product bought 8%, so
+// they are not what bounds a realigning producer (see wgmma_shape).
+using WgmmaMediumRealign = WgmmaConfig<128, 128, 64, 2, 6, 2>;
 
 constexpr int kWgmmaRowCols = 64;  // halves in one 128-byte swizzled row
 using WgmmaSwizzle = Swizzle<3, 3, 3>;
@@ -154,7 +164,9 @@ inline bool wgmma_tma_ok(const GemmArgs& g, const GemmMmaPlan& p) {
 //   float16, CUDA graphs). It replaced
 //   split-K clusters of two blocks a 128 x 128 tile, each taking half of K (7.8, 6.2 and
 //   8.3 us there with cp.async), which were 3% faster only at 1024^2 x 4096 (17.8 us
-//   against 18.3) and gave bits that differed from the other layouts'.
+//   against 18.3) and gave bits that differed from the other layouts';
+// - Medium with rows off 16-byte boundaries (WgmmaMediumRealign): B n-contiguous on a grid
+//   of whole waves of its tiles, too ragged for WgmmaLarge's.
 // The realigning producer runs at L2's request rate rather than its bytes: a row of 128
 // bytes off 16-byte boundaries spans two lines, and the last lane of its row group asks for
 // a third granule. Per tile it is about as fast as the mma.sync kernel's realigning path,
@@ -162,7 +174,8 @@ inline bool wgmma_tma_ok(const GemmArgs& g, const GemmMmaPlan& p) {
 // k-tile make it slower (H100, 2026-11-25, float16, CUDA graphs: 4095 x 4097 x 4093, 4.12
 // waves, 1.12 ms against mma.sync's 1.07 and, as B^T, 1.37 against 0.97; 8191 x 8193 x 8189,
 // 16 whole waves, 6.25 ms against 6.75, cuBLAS 6.70; 4096^3 from offset pointers, 3.88
-// waves, 0.57 against 0.82).
+// waves, 0.57 against 0.82). Twice the loads in flight per product (WgmmaMediumRealign)
+// gained 8%: a rate bound, not a latency one.
 enum class WgmmaShape { None, Large, Medium, Narrow };
 // How the producer fills the stage ring: TMA boxes, or chunks realigned in registers.
 enum class WgmmaLoad { Tma, Realign };
@@ -171,6 +184,9 @@ inline WgmmaShape wgmma_shape(const GemmArgs& g, const GemmMmaPlan& p, bool allo
   const bool tma = p.async && wgmma_tma_ok(g, p);
   const bool fill = tma || (p.realign && p.b_kn && wgmma_whole_waves<WgmmaLarge>(g));
   if (fill && mma_fills(g, WgmmaLarge::kBM, WgmmaLarge::kBN)) return WgmmaShape::Large;
+  if (!tma && p.realign && p.b_kn && wgmma_whole_waves<WgmmaMediumRealign>(g) &&
+      mma_fills(g, WgmmaMediumRealign::kBM, WgmmaMediumRealign::kBN))
+    return WgmmaShape::Medium;
   if (!tma) return WgmmaShape::None;
   if (mma_fills(g, WgmmaMedium::kBM, WgmmaMedium::kBN)) return WgmmaShape::Medium;
   if (mma_fills(g, WgmmaNarrow::kBM, WgmmaNarrow::kBN)) return WgmmaShape::Narrow;

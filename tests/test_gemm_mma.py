@@ -103,9 +103,12 @@ def test_cuda_matches_float64(views, layout, dtype, batch, m, n, k):
 @pytest.mark.parametrize("shape", [(4095, 4097, 4093), (1024, 1024, 1024)], ids=["misaligned", "1024"])
 def test_cuda_bench_shapes(dtype, shape):
     m, n, k = shape
-    # 1024^3: the Hopper kernel's 128 x 64 tiles on compute capability 9.0; the misaligned
-    # shape: 4.12 waves of 128 x 256 tiles, too ragged for the realigning producer.
-    route = "gemm_mma/realign" if k % 8 or n % 8 else "gemm_wgmma" if HOPPER else "gemm_mma/cp.async"
+    # On compute capability 9.0 the Hopper kernel: 1024^3 as 128 x 64 tiles, the misaligned
+    # shape as 128 x 128 tiles with two realigning producers (8 whole waves).
+    if HOPPER:
+        route = "gemm_wgmma/realign" if k % 8 or n % 8 else "gemm_wgmma"
+    else:
+        route = "gemm_mma/realign" if k % 8 or n % 8 else "gemm_mma/cp.async"
     assert {row["kernel"] for row in bankops.explain("gemm", "swizzle", dtype, m=m, n=n, k=k).rows} == {route}
     a = torch.randn(m, k, device="cuda").to(dtype)
     b = torch.randn(k, n, device="cuda").to(dtype)

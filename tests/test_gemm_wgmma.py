@@ -37,9 +37,11 @@ def test_explain_route(b_t):
     they fill the GPU (128 of them, over the batch too), its 128 x 128 tiles on smaller grids
     of 128 or more of those, its 128 x 64 tiles on smaller grids of 128 or more of those, at
     any k; smaller grids still, none and pad, misaligned rows A as a transposed view, grids
-    past 65535 batches and other GPUs (hopper=False) keep the mma.sync kernel; misaligned rows (odd K) take the realigning producer with B row-major on grids of
-    whole waves of 128 x 256 tiles (512 tiles: 3.88 waves of 132 SMs), and the mma.sync
-    kernel's realigning path as B^T or on a ragged grid (544 tiles: 4.12 waves)."""
+    past 65535 batches and other GPUs (hopper=False) keep the mma.sync kernel. Misaligned
+    rows (odd K) take the realigning producer with B row-major on grids of whole waves of
+    128 x 256 tiles (512 tiles: 3.88 waves of 132 SMs), else of 128 x 128 tiles with two
+    producers (4095 x 4097: 544 and 1056 tiles, 4.12 and 8 waves), and the mma.sync kernel's
+    realigning path as B^T or on a grid ragged for both (2047 x 2049: 144 and 272 tiles)."""
     ex = lambda layout, **kw: _kernels(bankops.explain("gemm", layout, torch.float16, b_transposed=b_t, **kw))  # noqa: E731
     tile = lambda **kw: _tile(bankops.explain("gemm", "swizzle", torch.float16, b_transposed=b_t, hopper=True, **kw))  # noqa: E731
     assert ex("swizzle", m=4096, n=4096, k=4096, hopper=True) == {"gemm_wgmma"}
@@ -61,7 +63,10 @@ def test_explain_route(b_t):
     assert ex("swizzle", m=4096, n=4096, k=4093, hopper=True) == {"gemm_mma/realign" if b_t else "gemm_wgmma/realign"}
     assert ex("swizzle", m=4096, n=4096, k=4093, hopper=False) == {"gemm_mma/realign"}
     assert ex("pad", m=4096, n=4096, k=4093, hopper=True) == {"gemm_mma/realign"}
-    assert ex("swizzle", m=4095, n=4097, k=4093, hopper=True) == {"gemm_mma/realign"}
+    assert ex("swizzle", m=4095, n=4097, k=4093, hopper=True) == {"gemm_mma/realign" if b_t else "gemm_wgmma/realign"}
+    if not b_t:
+        assert tile(m=4095, n=4097, k=4093) == (128, 128)
+    assert ex("swizzle", m=2047, n=2049, k=4093, hopper=True) == {"gemm_mma/realign"}
     assert ex("swizzle", m=4096, n=4096, k=4096, a_transposed=True, hopper=True) == {"gemm_mma/registers"}
     assert ex("swizzle", m=8, n=8, k=8, batch=70_000, hopper=True) == {"gemm_mma/cp.async"}
 
@@ -86,19 +91,20 @@ def test_explain_epilogue(m, n, k, bn, dtype, b_t):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_explain_realigned_stores(dtype):
-    """Rows off 16-byte boundaries: per k-tile the producer's 4 warps store every chunk it cut
-    in registers once, on the cp.async path's lanes and tile offsets (A 32 warp instructions,
-    B 64), conflict-free, beside the same epilogue."""
-    m, n, k = 4096, 4096, 4093
+@pytest.mark.parametrize("m,n,k,bn", [(4096, 4096, 4093, 256), (4095, 4097, 4093, 128)], ids=["128x256", "128x128"])
+def test_explain_realigned_stores(m, n, k, bn, dtype):
+    """Rows off 16-byte boundaries: per k-tile the producers' warps store every chunk they
+    cut in registers once (A 32 warp instructions, B BN / 4), conflict-free, beside the same
+    epilogue; 128 x 128 tiles with two producer warpgroups, each warp's 32 lanes on 4 rows
+    of 8 chunks as with one."""
     rep = bankops.explain("gemm", "swizzle", dtype, m=m, n=n, k=k, hopper=True)
     assert _kernels(rep) == {"gemm_wgmma/realign"}, str(rep)
     assert _count(rep, "sts As[m][k] <- A (realigned)") == 32
-    assert _count(rep, "sts Bs[k][n] <- B (realigned)") == 64
-    assert _count(rep, "lds C tile -> 16-byte rows of C") == 128 * 256 // 8 // 32
+    assert _count(rep, "sts Bs[k][n] <- B (realigned)") == bn // 4
+    assert _count(rep, "lds C tile -> 16-byte rows of C") == 128 * bn // 8 // 32
     assert set(rep.totals) == {"ld", "st"}, str(rep)
     assert rep.conflicts == 0, str(rep)
-    assert rep.rows[0]["iterations"] == 32 * 16 * 64
+    assert rep.rows[0]["iterations"] == -(-m // 128) * -(-n // bn) * -(-k // 64)
 
 
 def launched_kernels(fn):
@@ -206,9 +212,12 @@ def test_cuda_wgmma_broadcast_rows(dtype):
 # The realigning producer (rows off 16-byte boundaries, B row-major), on grids of whole waves
 # (wgmma_whole_waves): odd K (every row offset in A), odd N too with m / n edges, a batch
 # whose 9 k-tiles wrap the ring, one-tile matrices of a row or a few (every chunk an edge: K
-# and the matrix's bytes both end inside a chunk), and data pointers at odd offsets.
+# and the matrix's bytes both end inside a chunk), and data pointers at odd offsets. The last
+# two take 128 x 128 tiles with two producers (one wave of them, too few 128 x 256 ones): odd
+# m, n and K with 9 k-tiles that wrap its 6-stage ring, and a batch of one-tile-row matrices.
 WGMMA_REALIGN_SHAPES = [
     (None, 2048, 4096, 77), (None, 2047, 4095, 130), (4, 512, 2048, 519), (250, 1, 9, 9), (130, 33, 137, 41),
+    (None, 1407, 1535, 519), (12, 128, 1408, 67),
 ]
 WGMMA_REALIGN_IDS = shape_ids(WGMMA_REALIGN_SHAPES)
 
