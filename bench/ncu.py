@@ -63,7 +63,7 @@ def cases(quick=False, ops=None):
         out.append(("reduce_sum", dt, dict(shape=(8192, 1024), dim=-1)))
         out.append(("reduce_sum", dt, dict(shape=(1024, 8192), dim=0)))
         out.append(("reduce_sum", dt, dict(shape=(64, 512, 256), dim=1)))
-    for dt in (f32,) if quick else (f16, bf16, f32, torch.float64):
+    for dt in (f32,) if quick else (f16, bf16, f32, torch.float64):  # 16-bit swizzle: the Hopper kernel's 128x64 tile
         out.append(("gemm", dt, dict(m=1024, n=1024, k=1024)))
     if not quick:  # float32's 128x256 tile, which copies A one element per cp.async; the
         # Hopper kernel (swizzle; none and pad run mma.sync's 128x256 tile there)
@@ -71,7 +71,6 @@ def cases(quick=False, ops=None):
         out.append(("gemm", f16, dict(m=2048, n=2048, k=2048)))
         out.append(("gemm", f16, dict(m=2048, n=2048, k=2047)))  # odd K: its realigning producer
         out.append(("gemm", f16, dict(m=1024, n=2048, k=1024)))  # the Hopper kernel's 128x128 tile
-        # (and 1024^3 its 128x64 tile)
     return [c for c in out if ops is None or c[0] in ops]
 
 

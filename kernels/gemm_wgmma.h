@@ -113,9 +113,9 @@ struct WgmmaFrags {
   static constexpr int kOutChunks = C::kBM * C::kBN / kMmaChunk / kThreads;
 };
 
-// The realigning producer's chunk e of thread t in a tile: lanes walk the 8 chunks of a row of a
-// 64-column block, then the block's rows, then the next block: each 8-lane phase reads one
-// 128-byte line of a row and writes one swizzled row.
+// The realigning producer's chunk e of thread t in a tile: lanes walk the 8 chunks of a row
+// of a 64-column block, then the block's rows, then the next block: each 8-lane phase reads
+// one 128-byte line of a row and writes one swizzled row.
 template <class C, class Tile>
 BANKOPS_HD TileCoord wgmma_chunk(int t, int e) {
   constexpr int kPerRow = kWgmmaRowCols / kMmaChunk, kPerBlock = Tile::kRows * kPerRow;
@@ -161,10 +161,9 @@ inline bool wgmma_tma_ok(const GemmArgs& g, const GemmMmaPlan& p) {
 // - Narrow (WgmmaNarrow): TMA on grids of 128 or more of its tiles, too few of WgmmaMedium's.
 //   1024^3 in 5.9 us against mma.sync's 8.6 and cuBLAS's 5.8; 1024^2 x 512 4.2 against 5.9;
 //   1024^2 x 256 3.45 against 4.48; 4 x 512^2 x 1024 6.7 against 8.6 (H100, 2026-11-25,
-//   float16, CUDA graphs). It replaced
-//   split-K clusters of two blocks a 128 x 128 tile, each taking half of K (7.8, 6.2 and
-//   8.3 us there with cp.async), which were 3% faster only at 1024^2 x 4096 (17.8 us
-//   against 18.3) and gave bits that differed from the other layouts';
+//   float16, CUDA graphs). It replaced split-K clusters of two blocks a 128 x 128 tile, each
+//   taking half of K (7.8, 6.2 and 8.3 us there with cp.async), which were 3% faster only at
+//   1024^2 x 4096 (17.8 us against 18.3) and gave bits that differed from the other layouts';
 // - Medium with rows off 16-byte boundaries (WgmmaMediumRealign): B n-contiguous on a grid
 //   of whole waves of its tiles, too ragged for WgmmaLarge's.
 // The realigning producer runs at L2's request rate rather than its bytes: a row of 128
