@@ -147,17 +147,17 @@ def test_cuda_wgmma(views, dtype, batch, m, n, k):
     check_wgmma_call(views, dtype, batch, m, n, k, "gemm_wgmma")
 
 
-def check_wgmma_call(views, dtype, batch, m, n, k, route):
+def check_wgmma_call(views, dtype, batch, m, n, k, route, tile=None):
+    """The call takes `route` (and the block tile `tile`, when given) and matches float64."""
     a = operand(m, k, batch, dtype, views[0])
     b = operand(k, n, batch, dtype, views[1])
     rep = bankops.explain("gemm", "swizzle", dtype, m=m, n=n, k=k, batch=batch or 1,
                           b_transposed=views[1] == "transposed")
     assert _kernels(rep) == {route}, str(rep)
+    assert tile is None or _tile(rep) == tile, str(rep)
     kernels = launched_kernels(lambda: bankops.gemm(a, b))
     assert kernels is None or all("gemm_wgmma_kernel" in name for name in kernels), kernels
-    c = bankops.gemm(a, b)
-    check_against_float64(c, a, b)
-    return a, b, c
+    check_against_float64(bankops.gemm(a, b), a, b)
 
 
 # The 128 x 64 tiles (grids of 128 or more, too few 128 x 128 ones): 1024^3; m and n edges
@@ -176,9 +176,7 @@ WGMMA_NARROW_IDS = shape_ids(WGMMA_NARROW_SHAPES)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("views", WGMMA_VIEWS, ids="-".join)
 def test_cuda_wgmma_narrow(views, dtype, batch, m, n, k):
-    a, b, _ = check_wgmma_call(views, dtype, batch, m, n, k, "gemm_wgmma")
-    assert _tile(bankops.explain("gemm", "swizzle", dtype, m=m, n=n, k=k, batch=batch or 1,
-                                 b_transposed=views[1] == "transposed")) == (128, 64)
+    check_wgmma_call(views, dtype, batch, m, n, k, "gemm_wgmma", tile=(128, 64))
 
 
 @requires_cuda
