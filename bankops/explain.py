@@ -169,7 +169,11 @@ def explain(op, layout="swizzle", dtype=torch.float32, num_sms=None, hopper=None
     an H100's 132 without one. ``hopper``: whether float16/bfloat16 gemm under swizzle runs
     the Hopper kernel (wgmma) where it applies, as on compute capability 9.0; defaults to
     the current GPU, or True without one. False describes the mma.sync kernel, which other
-    GPUs run (and any under ``torch.ops.bankops._set_wgmma(False)``).
+    GPUs run (and any under ``torch.ops.bankops._set_wgmma(False)``). Its calls on
+    matrices of 256 x 256 or more whose rows start off 16-byte boundaries first copy those
+    operands into aligned rows (kernel ``gemm_wgmma/repacked``; the copy uses no shared
+    memory) unless ``torch.ops.bankops._set_repack(False)`` (then ``gemm_wgmma/realign``,
+    which explain follows too).
     """
     problem = problem_of(op, **shape)
     sms = _num_sms(num_sms)

@@ -1,9 +1,11 @@
 """16-bit gemm under swizzle across shapes: the kernel the dispatch picks (bankops.explain's
-route and block tile), the same call on the mma.sync kernel (`_set_wgmma(False)`) and cuBLAS,
-timed alike in one process (bench/run.py's CUDA-graph timing). For setting the dispatch rules
-between the kernels (kernels/gemm_wgmma.h's wgmma_shape), not for RESULTS.md.
+route and block tile), the same call with one switch off (`--off wgmma`: on the mma.sync
+kernel, `_set_wgmma(False)`; `--off repack`: misaligned rows realigned in the Hopper kernel's
+producers instead of copied first, `_set_repack(False)`) and cuBLAS, timed alike in one
+process (bench/run.py's CUDA-graph timing). For setting the dispatch rules between the
+kernels (kernels/gemm_wgmma.h's wgmma_shape, kernels/gemm_repack.h), not for RESULTS.md.
 
-    python3 bench/gemm_sweep.py [--dtype float16] [MxNxK | BxMxNxK ...]
+    python3 bench/gemm_sweep.py [--dtype float16] [--off wgmma|repack] [MxNxK | BxMxNxK ...]
 """
 import argparse
 import os
@@ -27,19 +29,23 @@ def route(dtype, batch, m, n, k):
     (kernel,) = {r["kernel"] for r in rep.rows}
     if not kernel.startswith("gemm_wgmma"):
         return kernel
-    lds = sum(r["count"] for r in rep.rows if r["instruction"] == "lds C tile -> 16-byte rows of C")
-    return f"{kernel} 128x{lds * 32 * 8 // 128}"
+    # The epilogue reads the C tile back in 16-byte rows, or (odd N) an element a lane.
+    per_lane = {"lds C tile -> 16-byte rows of C": 8, "lds C tile -> elements of C (rows off 16 bytes)": 1}
+    reads = sum(r["count"] * per_lane.get(r["instruction"], 0) for r in rep.rows)
+    return f"{kernel} 128x{reads * 32 // 128}"
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dtype", default="float16", choices=["float16", "bfloat16"])
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--off", default="wgmma", choices=["wgmma", "repack"], help="the switch the third column turns off")
     ap.add_argument("shapes", nargs="*", default=SHAPES)
     args = ap.parse_args()
     dtype = getattr(torch, args.dtype)
     print(f"{torch.cuda.get_device_name()}; {args.dtype}; us per call (CUDA graphs, median)")
-    print(f"{'shape':>18} {'route':>22} {'bankops':>9} {'mma.sync':>9} {'cuBLAS':>9} {'x mma':>7} {'x cuBLAS':>9}")
+    switch = getattr(torch.ops.bankops, f"_set_{args.off}")
+    print(f"{'shape':>18} {'route':>28} {'bankops':>9} {'no ' + args.off:>10} {'cuBLAS':>9} {'x off':>7} {'x cuBLAS':>9}")
     # The first shape a process timed came out slow on every side (1024^3 on mma.sync: 9.1 and
     # 18.4 us, 8.4 when timed again later in the same process; H100, 2026-11-25), even after 2 s
     # of other products: its first round is timed and dropped (a guard not yet checked there).
@@ -50,16 +56,16 @@ def main():
         a = torch.randn(*lead, m, k, device="cuda", dtype=dtype)
         b = torch.randn(*lead, k, n, device="cuda", dtype=dtype)
         ours, _ = time_ms(lambda: bankops.gemm(a, b, "swizzle"), True, args.reps)
-        torch.ops.bankops._set_wgmma(False)
+        switch(False)
         try:
-            mma, _ = time_ms(lambda: bankops.gemm(a, b, "swizzle"), True, args.reps)
+            off, _ = time_ms(lambda: bankops.gemm(a, b, "swizzle"), True, args.reps)
         finally:
-            torch.ops.bankops._set_wgmma(True)
+            switch(True)
         peer, _ = time_ms(lambda: torch.matmul(a, b), True, args.reps)
         if i == 0:
             continue
-        print(f"{shape:>18} {route(dtype, batch, m, n, k):>22} {ours * 1e3:9.2f} {mma * 1e3:9.2f} {peer * 1e3:9.2f}"
-              f" {mma / ours:7.3f} {peer / ours:9.3f}", flush=True)
+        print(f"{shape:>18} {route(dtype, batch, m, n, k):>28} {ours * 1e3:9.2f} {off * 1e3:10.2f} {peer * 1e3:9.2f}"
+              f" {off / ours:7.3f} {peer / ours:9.3f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -103,17 +103,24 @@ inline bool mma_fills(const GemmArgs& g, int bm, int bn, int blocks = 1) {
   return g.batch > 0 && ceil_div(g.m, bm) * ceil_div(g.n, bn) * blocks >= ceil_div(kMmaMinTiles, g.batch);
 }
 
+// Whether every tile row of A (of B, Bs[BK][BN] or Bs[BN][BK]) starts 16-byte aligned: a
+// unit-stride contiguous dim, rows and batches 16 bytes apart, an aligned data pointer.
+inline bool mma_a_aligned(const GemmArgs& g, bool aligned16) {
+  return aligned16 && (g.a_sk == 1 || g.k <= 1) && mma_stride16(g.a_sm, g.m) && mma_stride16(g.a_sb, g.batch);
+}
+inline bool mma_b_kn(const GemmArgs& g) { return g.b_sn == 1 || (g.b_sk != 1 && g.b_sn <= g.b_sk); }
+inline bool mma_b_aligned(const GemmArgs& g, bool aligned16) {
+  return aligned16 && mma_stride16(g.b_sb, g.batch) &&
+         (mma_b_kn(g) ? (g.b_sn == 1 || g.n <= 1) && mma_stride16(g.b_sk, g.k)
+                      : (g.b_sk == 1 || g.k <= 1) && mma_stride16(g.b_sn, g.n));
+}
+
 inline GemmMmaPlan gemm_mma_plan(const GemmArgs& g, bool a_aligned16, bool b_aligned16) {
   GemmMmaPlan p;
-  p.b_kn = g.b_sn == 1 || (g.b_sk != 1 && g.b_sn <= g.b_sk);
+  p.b_kn = mma_b_kn(g);
   p.a_along = mma_along(g.a_sk, g.a_sm);
   p.b_along = p.b_kn ? mma_along(g.b_sn, g.b_sk) : mma_along(g.b_sk, g.b_sn);
-  const bool a_ok = a_aligned16 && (g.a_sk == 1 || g.k <= 1) && mma_stride16(g.a_sm, g.m) &&
-                    mma_stride16(g.a_sb, g.batch);
-  const bool b_ok = b_aligned16 && mma_stride16(g.b_sb, g.batch) &&
-                    (p.b_kn ? (g.b_sn == 1 || g.n <= 1) && mma_stride16(g.b_sk, g.k)
-                            : (g.b_sk == 1 || g.k <= 1) && mma_stride16(g.b_sn, g.n));
-  p.async = a_ok && b_ok;
+  p.async = mma_a_aligned(g, a_aligned16) && mma_b_aligned(g, b_aligned16);
   p.realign = !p.async && mma_realign_ok(g.a_sk, g.a_sm, g.m, g.k) &&
               (p.b_kn ? mma_realign_ok(g.b_sn, g.b_sk, g.k, g.n) : mma_realign_ok(g.b_sk, g.b_sn, g.n, g.k));
   p.shape = !p.async                                        ? MmaShape::Small
@@ -141,6 +148,13 @@ template <class C>
 BANKOPS_HD TileCoord mma_chunk(int t, int e, int cols) {
   const int idx = t + e * C::kThreads, per_row = cols / kMmaChunk;
   return TileCoord{idx / per_row, idx % per_row * kMmaChunk};
+}
+// The epilogue's element e of thread t when C's rows are off 16-byte boundaries: the lanes of
+// a warp on consecutive columns of a row, the block's warps on consecutive rows.
+template <class C>
+BANKOPS_HD TileCoord mma_out_elem(int t, int e) {
+  constexpr int kPerRow = C::kBN / 32, kWarps = C::kThreads / 32;
+  return TileCoord{e / kPerRow * kWarps + t / 32, e % kPerRow * 32 + t % 32};
 }
 // Register path, along: element e of thread t; lanes on consecutive columns.
 template <class C>

@@ -4,19 +4,27 @@
 #include <string>
 
 #include "gemm_mma.h"
+#include "gemm_repack.h"
 #include "gemm_wgmma.h"
 #include "smem_trace.h"
 
 namespace bankops {
 
-// The shared epilogue (mma_epilogue.cuh) of `tiles` block tiles: C: the fragment arrangement.
+// The shared epilogue (mma_epilogue.cuh) of `tiles` block tiles: C: the fragment arrangement;
+// out_vec: C's rows 16-byte aligned (N % 8 == 0: the output is a fresh tensor).
 template <class C, class CTile>
-inline void trace_mma_epilogue(const char* kernel, int64_t tiles, SmemTrace& trace) {
+inline void trace_mma_epilogue(const char* kernel, int64_t tiles, bool out_vec, SmemTrace& trace) {
   const auto ct = [](TileCoord c) { return int64_t(CTile::offset(c.r, c.c)) * 2; };
   SmemInstr& cs = trace.instr(kernel, "sts C tile <- accumulator pairs", SmemOp::St, 4, tiles);
   for (int i = 0; i < C::kFragM; ++i)
     for (int j = 0; j < C::kFragN; ++j)
       for (int h = 0; h < 2; ++h) add_block(cs, C::kThreads, [&](int t) { return ct(mma_acc<C>(t, i, j, h)); });
+  if (!out_vec) {
+    SmemInstr& ce = trace.instr(kernel, "lds C tile -> elements of C (rows off 16 bytes)", SmemOp::Ld, 2, tiles);
+    for (int e = 0; e < C::kOutChunks * kMmaChunk; ++e)
+      add_block(ce, C::kThreads, [&](int t) { return ct(mma_out_elem<C>(t, e)); });
+    return;
+  }
   SmemInstr& cl = trace.instr(kernel, "lds C tile -> 16-byte rows of C", SmemOp::Ld, 16, tiles);
   for (int e = 0; e < C::kOutChunks; ++e)
     add_block(cl, C::kThreads, [&](int t) { return ct(mma_chunk<C>(t, e, C::kBN)); });
@@ -179,7 +187,7 @@ inline void trace_gemm_mma_shape(Layout layout, const GemmArgs& g, const GemmMma
       };
       fragments("", steps, 0, C::kSteps);
       if (plan.async) fragments(" (step 0 ahead, per block tile)", tiles, 0, 1);
-      trace_mma_epilogue<C, CTile>(kernel, tiles, trace);
+      trace_mma_epilogue<C, CTile>(kernel, tiles, g.n % kMmaChunk == 0, trace);
     };
     if (plan.b_kn) body(std::true_type{});
     else body(std::false_type{});
@@ -191,11 +199,12 @@ inline void trace_gemm_mma_shape(Layout layout, const GemmArgs& g, const GemmMma
 // layout's); then the shared epilogue. TMA's copies into the tiles and wgmma's reads of them
 // go through the Tensor Memory Accelerator and the tensor cores, not the warps' load/store
 // pipe: they are no shared-memory instructions (Nsight Compute counts none for them).
+// `kernel` names the route: gemm_wgmma (TMA), gemm_wgmma/realign, gemm_wgmma/repacked (TMA
+// on copies of the operands, whose copy kernel uses no shared memory).
 template <class C>
-inline void trace_gemm_wgmma(const GemmArgs& g, const GemmMmaPlan& plan, SmemTrace& trace) {
+inline void trace_gemm_wgmma(const GemmArgs& g, const GemmMmaPlan& plan, const char* kernel, SmemTrace& trace) {
   const int64_t tiles = g.batch * ceil_div(g.m, C::kBM) * ceil_div(g.n, C::kBN);
   const int64_t steps = tiles * ceil_div(g.k, C::kBK);
-  const char* kernel = plan.async ? "gemm_wgmma" : "gemm_wgmma/realign";
   const auto realigned = [&](const char* name, auto tile) {
     using Tile = decltype(tile);
     const int chunks = Tile::kRows * Tile::kCols / (C::kProducerThreads * kMmaChunk);
@@ -211,20 +220,34 @@ inline void trace_gemm_wgmma(const GemmArgs& g, const GemmMmaPlan& plan, SmemTra
     if (plan.b_kn) realigned("Bs[k][n] <- B", WgmmaBTile<C, true>{});
     else realigned("Bs[n][k] <- B", WgmmaBTile<C, false>{});
   }
-  trace_mma_epilogue<WgmmaFrags<C>, WgmmaCTile<C>>(kernel, tiles, trace);
+  trace_mma_epilogue<WgmmaFrags<C>, WgmmaCTile<C>>(kernel, tiles, g.n % kMmaChunk == 0, trace);
+}
+
+// The Hopper kernel's configuration for a call that takes it.
+inline void trace_wgmma_shape(WgmmaShape shape, const GemmArgs& g, const GemmMmaPlan& plan, const char* kernel,
+                              SmemTrace& trace) {
+  switch (shape) {
+    case WgmmaShape::Large: return trace_gemm_wgmma<WgmmaLarge>(g, plan, kernel, trace);
+    case WgmmaShape::Medium:
+      return plan.async ? trace_gemm_wgmma<WgmmaMedium>(g, plan, kernel, trace)
+                        : trace_gemm_wgmma<WgmmaMediumRealign>(g, plan, kernel, trace);
+    case WgmmaShape::Narrow: return trace_gemm_wgmma<WgmmaNarrow>(g, plan, kernel, trace);
+    default: return;
+  }
 }
 
 // What the launcher runs: on a device that runs the Hopper kernel (hopper), the swizzle
-// layout takes it where wgmma_shape allows.
-inline void trace_gemm_mma(Layout layout, const GemmArgs& g, const GemmMmaPlan& plan, bool hopper, SmemTrace& trace) {
-  switch (wgmma_shape(g, plan, hopper && layout == Layout::Swizzle)) {
-    case WgmmaShape::Large: return trace_gemm_wgmma<WgmmaLarge>(g, plan, trace);
-    case WgmmaShape::Medium:
-      return plan.async ? trace_gemm_wgmma<WgmmaMedium>(g, plan, trace)
-                        : trace_gemm_wgmma<WgmmaMediumRealign>(g, plan, trace);
-    case WgmmaShape::Narrow: return trace_gemm_wgmma<WgmmaNarrow>(g, plan, trace);
-    default: break;
-  }
+// layout takes it where wgmma_shape allows, after copying misaligned operands where
+// gemm_repack_plan says so (repack: the op's switch, torch.ops.bankops._set_repack).
+inline void trace_gemm_mma(Layout layout, const GemmArgs& g, const GemmMmaPlan& plan, bool hopper, bool repack,
+                           SmemTrace& trace) {
+  const bool hopper_swizzle = hopper && layout == Layout::Swizzle;
+  GemmRepack r;
+  if (repack && gemm_repack_plan(g, true, true, hopper_swizzle, r))
+    return trace_wgmma_shape(r.shape, r.args, r.plan, "gemm_wgmma/repacked", trace);
+  const WgmmaShape shape = wgmma_shape(g, plan, hopper_swizzle);
+  if (shape != WgmmaShape::None)
+    return trace_wgmma_shape(shape, g, plan, plan.async ? "gemm_wgmma" : "gemm_wgmma/realign", trace);
   switch (plan.shape) {
     case MmaShape::Large: return trace_gemm_mma_shape<MmaLarge>(layout, g, plan, trace);
     case MmaShape::Narrow: return trace_gemm_mma_shape<MmaNarrow>(layout, g, plan, trace);
@@ -235,10 +258,10 @@ inline void trace_gemm_mma(Layout layout, const GemmArgs& g, const GemmMmaPlan& 
 // The plan of a call on contiguous inputs (a_k_fast: A row-major, else a transposed view;
 // b_k_fast: B a transposed view, else row-major), with 16-byte aligned data pointers.
 inline void trace_gemm_mma(Layout layout, int64_t batch, int64_t m, int64_t n, int64_t k, bool a_k_fast,
-                           bool b_k_fast, bool hopper, SmemTrace& trace) {
+                           bool b_k_fast, bool hopper, bool repack, SmemTrace& trace) {
   GemmArgs g{batch, m, n, k, nullptr, m * k, a_k_fast ? k : 1, a_k_fast ? 1 : m,
              nullptr, k * n, b_k_fast ? 1 : n, b_k_fast ? k : 1, nullptr};
-  trace_gemm_mma(layout, g, gemm_mma_plan(g, true, true), hopper, trace);
+  trace_gemm_mma(layout, g, gemm_mma_plan(g, true, true), hopper, repack, trace);
 }
 
 }  // namespace bankops

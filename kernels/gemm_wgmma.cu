@@ -117,20 +117,6 @@ __device__ __forceinline__ void wgmma_mma(float (&d)[N / 2], uint64_t da, uint64
 #undef BANKOPS_F16
 #undef BANKOPS_F4
 
-// 16 global bytes at a 16-byte aligned address; and the part of them inside [lo, hi), zeros
-// elsewhere (the granules at a matrix's first or last bytes, read element by element).
-__device__ __forceinline__ uint4 ldg128(const char* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
-__device__ __forceinline__ uint4 ldg128_within(const char* p, uintptr_t lo, uintptr_t hi) {
-  if (addr_of(p) >= lo && addr_of(p) + 16 <= hi) return ldg128(p);
-  uint32_t w[4] = {0, 0, 0, 0};
-#pragma unroll
-  for (int q = 0; q < kMmaChunk; ++q) {
-    const uintptr_t at = addr_of(p) + 2 * q;
-    if (at >= lo && at < hi) w[q / 2] |= uint32_t(__ldg(reinterpret_cast<const uint16_t*>(at))) << (q % 2 * 16);
-  }
-  return uint4{w[0], w[1], w[2], w[3]};
-}
-
 // The realigning producer's view of one operand tile (rows at any 2-byte offset, unit-stride
 // columns): chunk e of the thread (wgmma_chunk's map) in k-tile kt. The lane loads the
 // aligned 16 bytes (granule) under its chunk's first byte, takes the next granule from the

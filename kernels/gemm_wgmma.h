@@ -7,7 +7,8 @@
 // copied by the Tensor Memory Accelerator (tma.cuh): one thread issues a stage's boxes, which
 // land 128-byte swizzled. Rows that start off 16-byte boundaries (odd K or N, offset views)
 // take realigning producer warpgroups instead: aligned 16-byte loads into registers, each
-// chunk cut out of two neighbouring lanes' loads and stored (gemm_wgmma.cu, WgmmaShiftFill).
+// chunk cut out of two neighbouring lanes' loads and stored (gemm_wgmma.cu, WgmmaShiftFill),
+// or, on large matrices, are copied into aligned rows before the launch (gemm_repack.h).
 // Launches are programmatic dependent launches (pdl.cuh).
 //
 // Only the swizzle layout runs here. wgmma reads an operand as 8-row x 16-byte core
@@ -174,7 +175,9 @@ inline bool wgmma_tma_ok(const GemmArgs& g, const GemmMmaPlan& p) {
 // waves, 1.12 ms against mma.sync's 1.07 and, as B^T, 1.37 against 0.97; 8191 x 8193 x 8189,
 // 16 whole waves, 6.25 ms against 6.75, cuBLAS 6.70; 4096^3 from offset pointers, 3.88
 // waves, 0.57 against 0.82). Twice the loads in flight per product (WgmmaMediumRealign)
-// gained 8%: a rate bound, not a latency one.
+// gained 8%: a rate bound, not a latency one. So on matrices of 256 x 256 or more the op
+// copies such operands into aligned rows first and calls take the TMA configurations
+// (gemm_repack.h); the realigning producers take the smaller ones.
 enum class WgmmaShape { None, Large, Medium, Narrow };
 // How the producer fills the stage ring: TMA boxes, or chunks realigned in registers.
 enum class WgmmaLoad { Tma, Realign };

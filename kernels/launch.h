@@ -8,6 +8,7 @@
 #include "gemm_wgmma.h"
 #include "probe.h"
 #include "reduce.h"
+#include "repack.h"
 #include "transpose.h"
 
 namespace bankops {
@@ -44,5 +45,9 @@ bool gemm_wgmma_built();
 // take the realigning producer.
 cudaError_t launch_gemm_wgmma(DType dtype, const GemmArgs& args, WgmmaShape shape, bool b_kn, bool realign,
                               cudaStream_t stream);
+
+// Copies jobs (1 or 2) of 2-byte elements into rows on 128-byte lines (repack.h), as a
+// programmatic dependent launch, so that the gemm kernel launched next overlaps its start.
+cudaError_t launch_repack(const RepackJob* job, int jobs, int elem_bytes, cudaStream_t stream);
 
 }  // namespace bankops

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <vector_types.h>
 
+#include "async_copy.cuh"
+
 namespace bankops {
 
 // Bytes [s, s + 16) of the 32 bytes lo:hi, for E-byte elements (only s mod 16, a multiple of
@@ -25,6 +27,21 @@ __device__ __forceinline__ uint4 shift_bytes(const uint4& lo, const uint4& hi, i
   const uint32_t bits = (s & 3) * 8;
   return uint4{__funnelshift_r(y[0], y[1], bits), __funnelshift_r(y[1], y[2], bits), __funnelshift_r(y[2], y[3], bits),
                __funnelshift_r(y[3], y[4], bits)};
+}
+
+// 16 global bytes at a 16-byte aligned address; and the part of them inside [lo, hi) (a
+// row's bytes, at even addresses), zeros elsewhere: the granules at a row's or a matrix's
+// ends, read element by element so that nothing outside is touched.
+__device__ __forceinline__ uint4 ldg128(const char* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
+__device__ __forceinline__ uint4 ldg128_within(const char* p, uintptr_t lo, uintptr_t hi) {
+  if (addr_of(p) >= lo && addr_of(p) + 16 <= hi) return ldg128(p);
+  uint32_t w[4] = {0, 0, 0, 0};
+#pragma unroll
+  for (int q = 0; q < 8; ++q) {
+    const uintptr_t at = addr_of(p) + 2 * q;
+    if (at >= lo && at < hi) w[q / 2] |= uint32_t(__ldg(reinterpret_cast<const uint16_t*>(at))) << (q % 2 * 16);
+  }
+  return uint4{w[0], w[1], w[2], w[3]};
 }
 
 }  // namespace bankops

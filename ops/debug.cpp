@@ -159,6 +159,7 @@ TORCH_LIBRARY_IMPL(bankops, CompositeExplicitAutograd, m) {
   m.impl("_tile_info", &tile_info);
   m.impl("_set_poison", &set_poison);
   m.impl("_set_wgmma", &set_wgmma);
+  m.impl("_set_repack", &set_repack);
 }
 
 }  // namespace bankops

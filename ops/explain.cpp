@@ -52,7 +52,7 @@ SmemTrace trace_op(std::string_view op, Layout layout, at::ScalarType dtype, con
     // runs the Hopper kernel).
     if (dtype == at::kHalf || dtype == at::kBFloat16) {
       check_gemm_mma(to_dtype(dtype), GemmArgs{batch, m, n, k, nullptr, 0, 0, 0, nullptr, 0, 0, 0, nullptr}, "_smem_trace");
-      trace_gemm_mma(layout, batch, m, n, k, p[4] != 0, p[5] != 0, hopper, trace);
+      trace_gemm_mma(layout, batch, m, n, k, p[4] != 0, p[5] != 0, hopper, repack_enabled(), trace);
     } else {
       trace_gemm(layout, static_cast<int>(c10::elementSize(dtype)), batch, m, n, k, p[4] != 0, p[5] != 0,
                  static_cast<int>(num_sms), trace);

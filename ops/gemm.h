@@ -26,6 +26,12 @@ void check_gemm_mma(DType dtype, const GemmArgs& g, const char* op);
 void set_wgmma(bool on);
 bool wgmma_enabled();
 
+// Test hook (torch.ops.bankops._set_repack): whether the Hopper kernel's route copies operands
+// whose rows start off 16-byte boundaries into aligned scratch rows first (gemm_repack.h; on
+// by default); off, such calls realign in the kernel's producers (bankops.explain follows).
+void set_repack(bool on);
+bool repack_enabled();
+
 // Element strides (batch, rows, cols) of a 2-D or 3-D operand; batch stride 0 for 2-D.
 std::array<int64_t, 3> gemm_strides(const at::Tensor& t);
 

@@ -5,12 +5,15 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
+#include "../kernels/gemm_repack.h"
 #include "../kernels/launch.h"
 #include "common.h"
 #include "gemm.h"
 
 namespace bankops {
 namespace {
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 at::Tensor gemm_cuda(const at::Tensor& a, const at::Tensor& b, std::string_view layout) {
   const Layout l = parse_layout(layout, "gemm");
@@ -30,6 +33,17 @@ at::Tensor gemm_cuda(const at::Tensor& a, const at::Tensor& b, std::string_view 
     check_gemm_mma(dtype, args, "gemm");
     const cudaDeviceProp* prop = at::cuda::getDeviceProperties(a.get_device());
     const bool hopper = wgmma_enabled() && gemm_wgmma_built() && prop->major == 9 && prop->minor == 0;
+    // Misaligned rows on the Hopper route: the copies live in scratch from the caching
+    // allocator, freed (for this stream's later work) once both launches are queued.
+    GemmRepack r;
+    const bool hopper_swizzle = hopper && l == Layout::Swizzle;
+    if (repack_enabled() && gemm_repack_plan(args, aligned16(args.a), aligned16(args.b), hopper_swizzle, r)) {
+      const at::Tensor scratch = new_output({r.bytes}, a.options().dtype(at::kByte));
+      r.place(scratch.mutable_data_ptr());
+      C10_CUDA_CHECK(launch_repack(r.job, r.jobs, 2, stream));
+      C10_CUDA_CHECK(launch_gemm_mma(l, dtype, r.args, hopper, stream));
+      return out;
+    }
     C10_CUDA_CHECK(launch_gemm_mma(l, dtype, args, hopper, stream));
   } else {
     C10_CUDA_CHECK(launch_gemm(l, dtype, args, stream));

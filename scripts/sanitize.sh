@@ -20,6 +20,7 @@ subset='(test_cuda_matches_reference and (torch.float32- or torch.int8- or torch
   or (test_cuda_wgmma and float16 and (2040x2056x200 or 200x1x8x8 or 4x512x2048x520 or 1024x2048x456 or 64x3x136x24)) or test_cuda_wgmma_expanded_batch
   or (test_cuda_wgmma_realign and float16 and (2047x4095x130 or 250x1x9x9 or 4x512x2048x519 or 1407x1535x519))
   or (test_cuda_wgmma_realign_exact_allocations and float16)
+  or (test_cuda_wgmma_repacked_views and float16)
   or (test_cuda_wgmma_narrow and float16 and (1000x1032x1032 or 64x3x72x520 or 1040x1000x24))
   or (test_cuda_wgmma_back_to_back and 128x64)'
 subset=$(echo $subset)  # one line for pytest -k

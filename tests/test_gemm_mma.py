@@ -104,9 +104,9 @@ def test_cuda_matches_float64(views, layout, dtype, batch, m, n, k):
 def test_cuda_bench_shapes(dtype, shape):
     m, n, k = shape
     # On compute capability 9.0 the Hopper kernel: 1024^3 as 128 x 64 tiles, the misaligned
-    # shape as 128 x 128 tiles with two realigning producers (8 whole waves).
+    # shape on copies of its operands in aligned rows (128 x 256 tiles).
     if HOPPER:
-        route = "gemm_wgmma/realign" if k % 8 or n % 8 else "gemm_wgmma"
+        route = "gemm_wgmma/repacked" if k % 8 or n % 8 else "gemm_wgmma"
     else:
         route = "gemm_mma/realign" if k % 8 or n % 8 else "gemm_mma/cp.async"
     assert {row["kernel"] for row in bankops.explain("gemm", "swizzle", dtype, m=m, n=n, k=k).rows} == {route}
@@ -168,12 +168,13 @@ def test_cuda_mid_tiles(views, layout, dtype, batch, m, n, k, b_fragments):
 
 @requires_cuda
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("shape", [(200, 300, 130), (1024, 2048, 96), (1024, 1024, 1024)],
-                         ids=["registers", "cp.async-small", "cp.async-narrow"])
+@pytest.mark.parametrize("shape", [(200, 300, 130), (1024, 2048, 96), (1024, 1024, 1024), (1023, 2049, 517)],
+                         ids=["registers", "cp.async-small", "cp.async-narrow", "realign-repacked"])
 def test_cuda_layouts_same_bits(dtype, shape):
     """The layout moves where values sit in shared memory, never the order they are summed
     in; the Hopper kernel's k16 products and float32 sums come out the same as mma.sync's
-    (1024^3: its 128 x 64 tiles on Hopper)."""
+    (1024^3: its 128 x 64 tiles on Hopper; 1023 x 2049 x 517: on copies of the operands in
+    aligned rows, beside mma.sync's realigning path)."""
     m, n, k = shape
     a = torch.randn(m, k, device="cuda").to(dtype)
     b = torch.randn(k, n, device="cuda").to(dtype)

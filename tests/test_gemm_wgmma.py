@@ -1,8 +1,10 @@
 """The Hopper gemm kernel (kernels/gemm_wgmma.h): which calls take it, the bank model's
 account of its copies and epilogue, and its results against float64 on a compute capability
 9.0 GPU: both B orientations, m / n / k edges, batches, sliced views; rows off 16-byte
-boundaries (odd K or N, offset pointers) through the realigning producer; operands TMA
-cannot map (rows of stride 0) on the mma.sync kernel."""
+boundaries (odd K or N, offset pointers) copied into aligned rows first on matrices of
+256 x 256 or more, through the realigning producer on smaller ones (and on any with
+`_set_repack(False)`); operands TMA cannot map (rows of stride 0) on the mma.sync kernel."""
+import contextlib
 import warnings
 
 import pytest
@@ -19,16 +21,29 @@ def _kernels(rep):
     return {row["kernel"] for row in rep.rows}
 
 
+C_ROWS, C_ELEMENTS = "lds C tile -> 16-byte rows of C", "lds C tile -> elements of C (rows off 16 bytes)"
+
+
 def _tile(rep):
     """The block tile (128, BN) of a Hopper kernel call: its epilogue reads the C tile back
-    in 16-byte rows, 8 halves a lane, 32 lanes an instruction."""
+    in 16-byte rows, 8 halves a lane, or (odd N) an element a lane, 32 lanes an instruction."""
     (kernel,) = _kernels(rep)
     assert kernel.startswith("gemm_wgmma"), str(rep)
-    return 128, _count(rep, "lds C tile -> 16-byte rows of C") * 32 * 8 // 128
+    return 128, (_count(rep, C_ROWS) * 8 + _count(rep, C_ELEMENTS)) * 32 // 128
 
 
 def _count(rep, instruction):
     return sum(row["count"] for row in rep.rows if row["instruction"] == instruction)
+
+
+@contextlib.contextmanager
+def repack(on):
+    """Calls (and explain) with the copy of misaligned operands on or off."""
+    torch.ops.bankops._set_repack(on)
+    try:
+        yield
+    finally:
+        torch.ops.bankops._set_repack(True)
 
 
 @pytest.mark.parametrize("b_t", [False, True], ids=["b", "b^T"])
@@ -38,10 +53,13 @@ def test_explain_route(b_t):
     of 128 or more of those, its 128 x 64 tiles on smaller grids of 128 or more of those, at
     any k; smaller grids still, none and pad, misaligned rows A as a transposed view, grids
     past 65535 batches and other GPUs (hopper=False) keep the mma.sync kernel. Misaligned
-    rows (odd K) take the realigning producer with B row-major on grids of whole waves of
-    128 x 256 tiles (512 tiles: 3.88 waves of 132 SMs), else of 128 x 128 tiles with two
-    producers (4095 x 4097: 544 and 1056 tiles, 4.12 and 8 waves), and the mma.sync kernel's
-    realigning path as B^T or on a grid ragged for both (2047 x 2049: 144 and 272 tiles)."""
+    rows (odd K) on matrices of 256 x 256 or more are copied into aligned rows first and
+    take the aligned routes (4095 x 4097: 544 tiles of 128 x 256); on smaller ones, or with
+    the copy switched off, the realigning producer with B row-major on grids of whole waves
+    of 128 x 256 tiles (512 tiles: 3.88 waves of 132 SMs), else of 128 x 128 tiles with two
+    producers (4095 x 4097: 544 and 1056 tiles, 4.12 and 8 waves; 255 x 8192: 128 tiles),
+    and the mma.sync kernel's realigning path as B^T or on a grid ragged for both
+    (2047 x 2049: 144 and 272 tiles)."""
     ex = lambda layout, **kw: _kernels(bankops.explain("gemm", layout, torch.float16, b_transposed=b_t, **kw))  # noqa: E731
     tile = lambda **kw: _tile(bankops.explain("gemm", "swizzle", torch.float16, b_transposed=b_t, hopper=True, **kw))  # noqa: E731
     assert ex("swizzle", m=4096, n=4096, k=4096, hopper=True) == {"gemm_wgmma"}
@@ -60,13 +78,23 @@ def test_explain_route(b_t):
     for layout in ("none", "pad"):
         assert ex(layout, m=4096, n=4096, k=4096, hopper=True) == {"gemm_mma/cp.async"}
     assert ex("swizzle", m=4096, n=4096, k=4096, hopper=False) == {"gemm_mma/cp.async"}
-    assert ex("swizzle", m=4096, n=4096, k=4093, hopper=True) == {"gemm_mma/realign" if b_t else "gemm_wgmma/realign"}
+    for m, n in ((4096, 4096), (4095, 4097), (2047, 2049)):
+        assert ex("swizzle", m=m, n=n, k=4093, hopper=True) == {"gemm_wgmma/repacked"}
+    assert ex("swizzle", m=512, n=512, k=4093, batch=4, hopper=True) == {"gemm_wgmma/repacked"}  # 128 x 64 tiles
+    assert ex("swizzle", m=512, n=512, k=4093, hopper=True) == {"gemm_mma/realign"}  # too few tiles for any
+    assert tile(m=4095, n=4097, k=4093) == (128, 256)
+    assert tile(m=1024, n=1023, k=1021) == (128, 64)
     assert ex("swizzle", m=4096, n=4096, k=4093, hopper=False) == {"gemm_mma/realign"}
     assert ex("pad", m=4096, n=4096, k=4093, hopper=True) == {"gemm_mma/realign"}
-    assert ex("swizzle", m=4095, n=4097, k=4093, hopper=True) == {"gemm_mma/realign" if b_t else "gemm_wgmma/realign"}
-    if not b_t:
-        assert tile(m=4095, n=4097, k=4093) == (128, 128)
-    assert ex("swizzle", m=2047, n=2049, k=4093, hopper=True) == {"gemm_mma/realign"}
+    assert ex("swizzle", m=511, n=4096, k=4093, hopper=True) == {"gemm_wgmma/repacked"}
+    # A 255-row matrix: each operand read by too few block tiles to pay for a copy.
+    assert ex("swizzle", m=255, n=8192, k=4093, hopper=True) == {"gemm_mma/realign" if b_t else "gemm_wgmma/realign"}
+    with repack(False):
+        assert ex("swizzle", m=4096, n=4096, k=4093, hopper=True) == {"gemm_mma/realign" if b_t else "gemm_wgmma/realign"}
+        assert ex("swizzle", m=4095, n=4097, k=4093, hopper=True) == {"gemm_mma/realign" if b_t else "gemm_wgmma/realign"}
+        if not b_t:
+            assert tile(m=4095, n=4097, k=4093) == (128, 128)
+        assert ex("swizzle", m=2047, n=2049, k=4093, hopper=True) == {"gemm_mma/realign"}
     assert ex("swizzle", m=4096, n=4096, k=4096, a_transposed=True, hopper=True) == {"gemm_mma/registers"}
     assert ex("swizzle", m=8, n=8, k=8, batch=70_000, hopper=True) == {"gemm_mma/cp.async"}
 
@@ -82,10 +110,9 @@ def test_explain_epilogue(m, n, k, bn, dtype, b_t):
     back in 16-byte rows, conflict-free."""
     rep = bankops.explain("gemm", "swizzle", dtype, m=m, n=n, k=k, b_transposed=b_t, hopper=True)
     assert _kernels(rep) == {"gemm_wgmma"}, str(rep)
-    assert [r["instruction"] for r in rep.rows] == ["sts C tile <- accumulator pairs",
-                                                    "lds C tile -> 16-byte rows of C"], str(rep)
+    assert [r["instruction"] for r in rep.rows] == ["sts C tile <- accumulator pairs", C_ROWS], str(rep)
     assert _count(rep, "sts C tile <- accumulator pairs") == 8 * bn // 8 * 2
-    assert _count(rep, "lds C tile -> 16-byte rows of C") == 128 * bn // 8 // 32
+    assert _count(rep, C_ROWS) == 128 * bn // 8 // 32
     assert rep.conflicts == 0, str(rep)
     assert {r["iterations"] for r in rep.rows} == {(m // 128) * (n // bn)}
 
@@ -96,15 +123,33 @@ def test_explain_realigned_stores(m, n, k, bn, dtype):
     """Rows off 16-byte boundaries: per k-tile the producers' warps store every chunk they
     cut in registers once (A 32 warp instructions, B BN / 4), conflict-free, beside the same
     epilogue; 128 x 128 tiles with two producer warpgroups, each warp's 32 lanes on 4 rows
-    of 8 chunks as with one."""
-    rep = bankops.explain("gemm", "swizzle", dtype, m=m, n=n, k=k, hopper=True)
+    of 8 chunks as with one (the copy of misaligned operands switched off)."""
+    with repack(False):
+        rep = bankops.explain("gemm", "swizzle", dtype, m=m, n=n, k=k, hopper=True)
     assert _kernels(rep) == {"gemm_wgmma/realign"}, str(rep)
     assert _count(rep, "sts As[m][k] <- A (realigned)") == 32
     assert _count(rep, "sts Bs[k][n] <- B (realigned)") == bn // 4
-    assert _count(rep, "lds C tile -> 16-byte rows of C") == 128 * bn // 8 // 32
+    assert _tile(rep) == (128, bn)
     assert set(rep.totals) == {"ld", "st"}, str(rep)
     assert rep.conflicts == 0, str(rep)
     assert rep.rows[0]["iterations"] == -(-m // 128) * -(-n // bn) * -(-k // 64)
+
+
+@pytest.mark.parametrize("b_t", [False, True], ids=["b", "b^T"])
+@pytest.mark.parametrize("m,n,k,bn", [(4096, 4096, 4093, 256), (4095, 4097, 4093, 256), (2047, 1025, 4093, 128),
+                                      (1024, 1023, 1021, 64)], ids=["128x256", "misaligned", "128x128", "128x64"])
+def test_explain_repacked(m, n, k, bn, b_t):
+    """Misaligned rows copied into aligned ones: the kernel that runs on the copies is the
+    aligned one (TMA, no shared-memory instruction of the warps but the epilogue's, at the
+    aligned shape's tile), and the copy itself uses no shared memory. Odd N: the epilogue
+    reads the C tile an element a lane, lanes along a row, conflict-free too."""
+    rep = bankops.explain("gemm", "swizzle", torch.bfloat16, m=m, n=n, k=k, b_transposed=b_t, hopper=True)
+    assert _kernels(rep) == {"gemm_wgmma/repacked"}, str(rep)
+    reads = C_ROWS if n % 8 == 0 else C_ELEMENTS
+    assert [r["instruction"] for r in rep.rows] == ["sts C tile <- accumulator pairs", reads], str(rep)
+    assert _tile(rep) == (128, bn)
+    assert rep.conflicts == 0, str(rep)
+    assert {r["iterations"] for r in rep.rows} == {-(-m // 128) * -(-n // bn)}
 
 
 def launched_kernels(fn):
@@ -213,6 +258,8 @@ def test_cuda_wgmma_broadcast_rows(dtype):
 # and the matrix's bytes both end inside a chunk), and data pointers at odd offsets. The last
 # two take 128 x 128 tiles with two producers (one wave of them, too few 128 x 256 ones): odd
 # m, n and K with 9 k-tiles that wrap its 6-stage ring, and a batch of one-tile-row matrices.
+# With the copy on, the matrices of 256 x 256 or more are copied into aligned rows first
+# (their bits: the pad layout's, as every route's).
 WGMMA_REALIGN_SHAPES = [
     (None, 2048, 4096, 77), (None, 2047, 4095, 130), (4, 512, 2048, 519), (250, 1, 9, 9), (130, 33, 137, 41),
     (None, 1407, 1535, 519), (12, 128, 1408, 67),
@@ -225,33 +272,74 @@ WGMMA_REALIGN_IDS = shape_ids(WGMMA_REALIGN_SHAPES)
 @pytest.mark.parametrize("batch,m,n,k", WGMMA_REALIGN_SHAPES, ids=WGMMA_REALIGN_IDS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("off_a,off_b", [(0, 0), (1, 3), (7, 6)], ids=["offsets0-0", "offsets1-3", "offsets7-6"])
-def test_cuda_wgmma_realign(off_a, off_b, dtype, batch, m, n, k):
-    if (off_a, off_b) == (0, 0):
-        rep = bankops.explain("gemm", "swizzle", dtype, m=m, n=n, k=k, batch=batch or 1)
-        assert _kernels(rep) == {"gemm_wgmma/realign"}, str(rep)
+@pytest.mark.parametrize("copy", [False, True], ids=["realign", "repack"])
+def test_cuda_wgmma_realign(copy, off_a, off_b, dtype, batch, m, n, k):
+    copied = copy and m >= 256 and n >= 256
     a = offset_operand(m, k, batch, dtype, off_a)
     b = offset_operand(k, n, batch, dtype, off_b)
-    kernels = launched_kernels(lambda: bankops.gemm(a, b))
-    assert kernels is None or all("gemm_wgmma_kernel" in name for name in kernels), kernels
-    check_against_float64(bankops.gemm(a, b), a, b)
+    with repack(copy):
+        if (off_a, off_b) == (0, 0):
+            rep = bankops.explain("gemm", "swizzle", dtype, m=m, n=n, k=k, batch=batch or 1)
+            assert _kernels(rep) == {"gemm_wgmma/repacked" if copied else "gemm_wgmma/realign"}, str(rep)
+        check_route(lambda: bankops.gemm(a, b), copied)
+        got = bankops.gemm(a, b)
+    check_against_float64(got, a, b)
+    if copied:
+        assert torch.equal(got.view(torch.int16), bankops.gemm(a, b, "pad").view(torch.int16))
+
+
+def check_route(fn, copied):
+    """fn() launches the Hopper kernel, after one copy kernel if `copied`."""
+    kernels = launched_kernels(fn)
+    if kernels is None:
+        return
+    assert all("gemm_wgmma_kernel" in name or "repack_rows_kernel" in name for name in kernels), kernels
+    assert sum("repack_rows_kernel" in name for name in kernels) == int(copied), kernels
 
 
 @requires_cuda
 @requires_hopper
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("shape", [(None, 1023, 4095, 67), (2, 1023, 2047, 35)], ids=lambda s: "x".join(map(str, s)))
-def test_cuda_wgmma_realign_exact_allocations(shape, dtype):
+@pytest.mark.parametrize("copy", [False, True], ids=["realign", "repack"])
+def test_cuda_wgmma_realign_exact_allocations(copy, shape, dtype):
     """Operands that end where their allocations do (under compute-sanitizer memcheck, which
     runs without the caching allocator): A starts 2 bytes past its allocation's start, B at
     its own, and the aligned 16 bytes under their last rows' tails reach past both ends: the
-    realigning producer must read those element by element."""
+    realigning producer, or the copy, must read those element by element."""
     batch, m, n, k = shape
     lead = () if batch is None else (batch,)
     a = torch.randn((batch or 1) * m * k + 1, device="cuda").to(dtype)[1:].view(*lead, m, k)
     b = torch.randn(*lead, k, n, device="cuda").to(dtype)
-    kernels = launched_kernels(lambda: bankops.gemm(a, b))
-    assert kernels is None or all("gemm_wgmma_kernel" in name for name in kernels), kernels
-    check_against_float64(bankops.gemm(a, b), a, b)
+    with repack(copy):
+        check_route(lambda: bankops.gemm(a, b), copy)
+        got = bankops.gemm(a, b)
+    check_against_float64(got, a, b)
+
+
+@requires_cuda
+@requires_hopper
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("case", ["sliced-transposed", "broadcast-batch", "only-b", "offset-batch"])
+def test_cuda_wgmma_repacked_views(case, dtype):
+    """The copy takes views as they are: A a slice starting mid-row with rows K + 3 apart and
+    B^T of odd K (its rows n, k contiguous); a batch of misaligned A beside B broadcast over
+    it (batch stride 0: one batch copied); an aligned A beside a misaligned B (only B is
+    copied); a batch whose matrices start at odd offsets (batch stride odd). Bits as pad's."""
+    make = lambda *s: torch.randn(*s, device="cuda").to(dtype)  # noqa: E731
+    m, n, k = 1030, 1100, 517
+    if case == "sliced-transposed":
+        a, b = make(m, k + 3)[:, 1 : k + 1], make(n, k).t()
+    elif case == "broadcast-batch":
+        a, b = make(3, m, k), make(1, k, n + 1)[..., :n].expand(3, k, n)
+    elif case == "only-b":
+        a, b = make(m, 520)[:, :k], make(k, n + 1)  # A's rows 16-byte aligned, B's 1101 halves apart
+    else:
+        a, b = make(2 * m * k + 1)[1:].view(2, m, k), make(2 * k * n + 3)[3:].view(2, k, n)
+    check_route(lambda: bankops.gemm(a, b), True)
+    got = bankops.gemm(a, b)
+    check_against_float64(got, a, b)
+    assert torch.equal(got.view(torch.int16), bankops.gemm(a, b, "pad").view(torch.int16))
 
 
 @requires_cuda
