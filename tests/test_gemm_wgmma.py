@@ -325,7 +325,8 @@ def test_cuda_wgmma_repacked_views(case, dtype):
     """The copy takes views as they are: A a slice starting mid-row with rows K + 3 apart and
     B^T of odd K (its rows n, k contiguous); a batch of misaligned A beside B broadcast over
     it (batch stride 0: one batch copied); an aligned A beside a misaligned B (only B is
-    copied); a batch whose matrices start at odd offsets (batch stride odd). Bits as pad's."""
+    copied); batches whose data starts 1 and 3 elements in and whose matrices are M K and K N
+    elements apart, off 16 bytes. Bits as pad's."""
     make = lambda *s: torch.randn(*s, device="cuda").to(dtype)  # noqa: E731
     m, n, k = 1030, 1100, 517
     if case == "sliced-transposed":
