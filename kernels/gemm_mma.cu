@@ -566,17 +566,15 @@ cudaError_t dispatch(const GemmArgs& g, const GemmMmaPlan& p, const MmaFlags& f,
                 : run<L, MmaSmall, T, false, MmaFill::Registers>(g, f, stream);
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 }  // namespace
 
 cudaError_t launch_gemm_mma(Layout layout, DType dtype, const GemmArgs& g, bool hopper, cudaStream_t stream) {
   if (!gemm_mma_supports(dtype, g)) return cudaErrorNotSupported;
   if (g.batch == 0 || g.m == 0 || g.n == 0) return cudaSuccess;
-  const GemmMmaPlan p = gemm_mma_plan(g, aligned16(g.a), aligned16(g.b));
+  const GemmMmaPlan p = gemm_mma_plan(g, mma_aligned16(g.a), mma_aligned16(g.b));
   const WgmmaShape wgmma = wgmma_shape(g, p, hopper && layout == Layout::Swizzle);
   if (wgmma != WgmmaShape::None) return launch_gemm_wgmma(dtype, g, wgmma, p.b_kn, !p.async, stream);
-  const MmaFlags f{p.a_along, p.b_along, aligned16(g.c) && g.n % kMmaChunk == 0};
+  const MmaFlags f{p.a_along, p.b_along, mma_aligned16(g.c) && g.n % kMmaChunk == 0};
   return with_layout(layout, [&](auto tag) {
     constexpr Layout L = decltype(tag)::value;
     return dtype == DType::F16 ? dispatch<L, __half>(g, p, f, stream) : dispatch<L, __nv_bfloat16>(g, p, f, stream);

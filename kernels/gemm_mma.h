@@ -103,6 +103,9 @@ inline bool mma_fills(const GemmArgs& g, int bm, int bn, int blocks = 1) {
   return g.batch > 0 && ceil_div(g.m, bm) * ceil_div(g.n, bn) * blocks >= ceil_div(kMmaMinTiles, g.batch);
 }
 
+// Whether a data pointer is 16-byte aligned (the plan's a_aligned16 / b_aligned16).
+inline bool mma_aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 // Whether every tile row of A (of B, Bs[BK][BN] or Bs[BN][BK]) starts 16-byte aligned: a
 // unit-stride contiguous dim, rows and batches 16 bytes apart, an aligned data pointer.
 inline bool mma_a_aligned(const GemmArgs& g, bool aligned16) {

@@ -457,7 +457,7 @@ bool gemm_wgmma_built() { return true; }
 
 cudaError_t launch_gemm_wgmma(DType dtype, const GemmArgs& g, WgmmaShape shape, bool b_kn, bool realign,
                               cudaStream_t stream) {
-  const bool out_vec = reinterpret_cast<uintptr_t>(g.c) % 16 == 0 && g.n % kMmaChunk == 0;
+  const bool out_vec = mma_aligned16(g.c) && g.n % kMmaChunk == 0;
   if (shape == WgmmaShape::Medium && realign)
     return run_dtype<WgmmaMediumRealign>(dtype, g, b_kn, realign, out_vec, stream);
   if (shape == WgmmaShape::Medium) return run_dtype<WgmmaMedium>(dtype, g, b_kn, realign, out_vec, stream);

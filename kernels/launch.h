@@ -48,6 +48,6 @@ cudaError_t launch_gemm_wgmma(DType dtype, const GemmArgs& args, WgmmaShape shap
 
 // Copies jobs (1 or 2) of 2-byte elements into rows on 128-byte lines (repack.h), as a
 // programmatic dependent launch, so that the gemm kernel launched next overlaps its start.
-cudaError_t launch_repack(const RepackJob* job, int jobs, int elem_bytes, cudaStream_t stream);
+cudaError_t launch_repack(const RepackJob* job, int jobs, cudaStream_t stream);
 
 }  // namespace bankops

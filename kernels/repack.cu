@@ -8,14 +8,14 @@ namespace bankops {
 namespace {
 
 constexpr int kRepackWarps = 8;                    // a block: 256 threads
+constexpr int kRepackAlign = 16;                   // bytes: the vectors the copy moves
 constexpr int kRepackSegment = 32 * kRepackAlign;  // bytes of a copied row one warp instruction writes
 constexpr int kRepackUnroll = 4;                   // segments of one warp item, all loaded before any is stored
 
 struct RepackJobs {
   RepackJob job[2];
   int64_t groups[2];  // warp items per copied row
-  int64_t items[2];   // warp items, every row and batch
-  int jobs;
+  int64_t items[2];   // warp items, every row and batch (0: no second job)
 };
 
 // One segment of a copied row: lane l writes the 16 bytes at `at` + 16 l, cut out of the
@@ -39,7 +39,7 @@ __global__ void __launch_bounds__(32 * kRepackWarps) repack_rows_kernel(const Re
   pdl_wait_previous();
   pdl_launch_next();
   const int lane = threadIdx.x % 32;
-  const int64_t total = jobs.items[0] + (jobs.jobs > 1 ? jobs.items[1] : 0);
+  const int64_t total = jobs.items[0] + jobs.items[1];
   const int64_t warps = int64_t(gridDim.x) * kRepackWarps;
   for (int64_t w = int64_t(blockIdx.x) * kRepackWarps + threadIdx.x / 32; w < total; w += warps) {
     const int j = w < jobs.items[0] ? 0 : 1;
@@ -69,14 +69,14 @@ __global__ void __launch_bounds__(32 * kRepackWarps) repack_rows_kernel(const Re
 
 }  // namespace
 
-cudaError_t launch_repack(const RepackJob* job, int jobs, int elem_bytes, cudaStream_t stream) {
-  if (jobs < 1 || jobs > 2 || elem_bytes != 2) return cudaErrorInvalidValue;
+cudaError_t launch_repack(const RepackJob* job, int jobs, cudaStream_t stream) {
+  if (jobs < 1 || jobs > 2) return cudaErrorInvalidValue;
+  constexpr int kBytes = 2;  // float16 / bfloat16
   RepackJobs p{};
-  p.jobs = jobs;
   int64_t total = 0;
   for (int j = 0; j < jobs; ++j) {
     p.job[j] = job[j];
-    p.groups[j] = (job[j].d_row * elem_bytes + kRepackUnroll * kRepackSegment - 1) / (kRepackUnroll * kRepackSegment);
+    p.groups[j] = (job[j].d_row * kBytes + kRepackUnroll * kRepackSegment - 1) / (kRepackUnroll * kRepackSegment);
     p.items[j] = job[j].batch * job[j].rows * p.groups[j];
     total += p.items[j];
   }
@@ -85,7 +85,7 @@ cudaError_t launch_repack(const RepackJob* job, int jobs, int elem_bytes, cudaSt
   // gemm launched after this (pdl.cuh) is scheduled as soon as they have all started.
   static const int per_sm = [] {
     int n = 0;
-    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, repack_rows_kernel<2>, 32 * kRepackWarps, 0) ==
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, repack_rows_kernel<kBytes>, 32 * kRepackWarps, 0) ==
                    cudaSuccess && n > 0
                ? n
                : 1;
@@ -96,7 +96,7 @@ cudaError_t launch_repack(const RepackJob* job, int jobs, int elem_bytes, cudaSt
   if (err != cudaSuccess) return err;
   const int64_t want = (total + kRepackWarps - 1) / kRepackWarps, cap = int64_t(sms) * per_sm;
   const dim3 grid(static_cast<unsigned>(want < cap ? want : cap));
-  return launch_pdl(repack_rows_kernel<2>, grid, dim3(32 * kRepackWarps), 0, stream, p);
+  return launch_pdl(repack_rows_kernel<kBytes>, grid, dim3(32 * kRepackWarps), 0, stream, p);
 }
 
 }  // namespace bankops

@@ -11,8 +11,7 @@
 
 namespace bankops {
 
-constexpr int kRepackAlign = 16;    // bytes: the vectors the copy moves
-constexpr int kRepackPitch = 128;   // bytes: copied rows start a whole number of these apart
+constexpr int kRepackPitch = 128;  // bytes: copied rows start a whole number of these apart
 
 // One operand: batch x rows x cols elements, cols contiguous (unit stride), rows s_row and
 // batches s_batch elements apart (any values, views included); dst gets rows of d_row

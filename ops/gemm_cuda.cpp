@@ -13,8 +13,6 @@
 namespace bankops {
 namespace {
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 at::Tensor gemm_cuda(const at::Tensor& a, const at::Tensor& b, std::string_view layout) {
   const Layout l = parse_layout(layout, "gemm");
   const GemmGeometry g = gemm_geometry(a, b);
@@ -36,15 +34,15 @@ at::Tensor gemm_cuda(const at::Tensor& a, const at::Tensor& b, std::string_view 
     // Misaligned rows on the Hopper route: the copies live in scratch from the caching
     // allocator, freed (for this stream's later work) once both launches are queued.
     GemmRepack r;
+    at::Tensor scratch;
     const bool hopper_swizzle = hopper && l == Layout::Swizzle;
-    if (repack_enabled() && gemm_repack_plan(args, aligned16(args.a), aligned16(args.b), hopper_swizzle, r)) {
-      const at::Tensor scratch = new_output({r.bytes}, a.options().dtype(at::kByte));
+    const bool a16 = mma_aligned16(args.a), b16 = mma_aligned16(args.b);
+    if (repack_enabled() && gemm_repack_plan(args, a16, b16, hopper_swizzle, r)) {
+      scratch = new_output({r.bytes}, a.options().dtype(at::kByte));
       r.place(scratch.mutable_data_ptr());
-      C10_CUDA_CHECK(launch_repack(r.job, r.jobs, 2, stream));
-      C10_CUDA_CHECK(launch_gemm_mma(l, dtype, r.args, hopper, stream));
-      return out;
+      C10_CUDA_CHECK(launch_repack(r.job, r.jobs, stream));
     }
-    C10_CUDA_CHECK(launch_gemm_mma(l, dtype, args, hopper, stream));
+    C10_CUDA_CHECK(launch_gemm_mma(l, dtype, scratch.defined() ? r.args : args, hopper, stream));
   } else {
     C10_CUDA_CHECK(launch_gemm(l, dtype, args, stream));
   }
