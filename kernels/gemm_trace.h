@@ -92,45 +92,25 @@ void trace_layout(Layout layout, const char* kernel, GemmStage mode_a, GemmStage
 // false). Operands are taken as 16-byte aligned with aligned strides (the vector modes). The
 // block configuration follows launch_gemm's choice for num_sms SMs.
 inline void trace_gemm(Layout layout, int elem_bytes, int64_t batch, int64_t m, int64_t n, int64_t k, bool a_k_fast,
-                       bool b_k_fast, int num_sms, SmemTrace& trace) {
+                       bool b_k_fast, int num_sms, SmemTrace& trace_out) {
   const auto mode = [](bool k_fast) { return k_fast ? GemmStage::KVec : GemmStage::XAsync; };
   // Contiguous operands: rows of k elements when k is the fast dim, else of m (A) or n (B).
   const int64_t pitch_a = (a_k_fast ? k : m) * elem_bytes, pitch_b = (b_k_fast ? k : n) * elem_bytes;
   const auto iterations = [&](int bm, int bn, int bk) {
     return batch * ceil_div(m, bm) * ceil_div(n, bn) * ceil_div(k, bk);
   };
-  if (elem_bytes == 8) {
-    using S = GemmBig<8>;
-    gemm_detail::trace_layout<S>(layout, "gemm/64x64", mode(a_k_fast), mode(b_k_fast), pitch_a, pitch_b,
-                                 iterations(S::kBM, S::kBN, S::kBK), trace);
-    return;
-  }
+  const auto trace = [&](auto shape, const char* kernel) {
+    using S = decltype(shape);
+    gemm_detail::trace_layout<S>(layout, kernel, mode(a_k_fast), mode(b_k_fast), pitch_a, pitch_b,
+                                 iterations(S::kBM, S::kBN, S::kBK), trace_out);
+  };
+  if (elem_bytes == 8) return trace(GemmBig<8>{}, "gemm/64x64");
   switch (gemm_config(elem_bytes, batch, m, n, num_sms, GemmStaging::Vector)) {
-    case GemmConfig::Wide: {
-      using S = GemmWide;
-      gemm_detail::trace_layout<S>(layout, "gemm/128x256", mode(a_k_fast), mode(b_k_fast), pitch_a, pitch_b,
-                                   iterations(S::kBM, S::kBN, S::kBK), trace);
-      break;
-    }
-    case GemmConfig::Big: {
-      using S = GemmBig<4>;
-      gemm_detail::trace_layout<S>(layout, "gemm/128x128", mode(a_k_fast), mode(b_k_fast), pitch_a, pitch_b,
-                                   iterations(S::kBM, S::kBN, S::kBK), trace);
-      break;
-    }
-    case GemmConfig::BigScalar: {
-      using S = GemmBigScalar;
-      gemm_detail::trace_layout<S>(layout, "gemm/128x128/256", mode(a_k_fast), mode(b_k_fast), pitch_a, pitch_b,
-                                   iterations(S::kBM, S::kBN, S::kBK), trace);
-      break;
-    }
+    case GemmConfig::Wide: return trace(GemmWide{}, "gemm/128x256");
+    case GemmConfig::Big: return trace(GemmBig<4>{}, "gemm/128x128");
+    case GemmConfig::BigScalar: return trace(GemmBigScalar{}, "gemm/128x128/256");
     case GemmConfig::Small:
-    default: {
-      using S = GemmSmall;
-      gemm_detail::trace_layout<S>(layout, "gemm/64x64", mode(a_k_fast), mode(b_k_fast), pitch_a, pitch_b,
-                                   iterations(S::kBM, S::kBN, S::kBK), trace);
-      break;
-    }
+    default: return trace(GemmSmall{}, "gemm/64x64");
   }
 }
 
