@@ -30,6 +30,12 @@ def find_cuda_home():
 if find_cuda_home():
     os.environ.setdefault("CUDA_HOME", find_cuda_home())
 
+# The system compiler unless BANKOPS_CXX names another, whatever CXX says: an inherited CXX may
+# be a wrapper that links its own libstdc++ into the extension. The GPU machine's
+# /opt/gcc/bin/g++ does: a _C.so built with it crashed (segmentation fault) at the first error
+# it raised, while formatting the message; built with c++ it raises them (H100, 2026-11-25).
+os.environ["CXX"] = os.environ.get("BANKOPS_CXX", "c++")
+
 import torch  # noqa: E402  (after CUDA_HOME: cpp_extension reads it on import)
 from setuptools import setup  # noqa: E402
 from torch.utils import cpp_extension  # noqa: E402

@@ -15,11 +15,6 @@ if ((${#missing[@]})); then
   "$PY" -m pip install --quiet "${missing[@]}"
 fi
 
-# The system compiler unless BANKOPS_CXX names another: an inherited CXX may be a wrapper that
-# links its own libstdc++ into the extension (the GPU machine's /opt/gcc/bin/g++ did: iostream
-# code inside _C.so then crashed while formatting an integer in an error message).
-export CXX=${BANKOPS_CXX:-c++}
-
 start=$(date +%s)
 "$PY" setup.py build_ext --inplace >build.log 2>&1 || { tail -n 60 build.log; echo "bankops: build failed (build.log)"; exit 1; }
 grep -h "^bankops:" build.log || true
