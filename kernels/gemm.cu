@@ -13,6 +13,7 @@
 #include <climits>
 #include <type_traits>
 
+#include "gemm_strip.cuh"
 #include "launch.h"
 #include "numeric.cuh"
 
@@ -144,6 +145,10 @@ struct Stager {
                             : GemmStage(MODE);
   }
   __device__ __forceinline__ bool k_major() const { return gemm_k_major(mode()); }
+  // Whether the mode reads 16-byte vectors along x (a tile moved along x must keep them aligned).
+  __device__ __forceinline__ static bool x_vectors(GemmStage run) {
+    return MODE == kAnyMode ? run == GemmStage::XAsync : MODE == int(GemmStage::XAsync);
+  }
   static_assert(gemm_stage_uniform<Op>(), "a thread's vectors sit at the same steps for every thread");
   // Tile row of vector l.
   __device__ __forceinline__ int row(int l) const { return kr + gemm_stage_step<Op>(k_major(), l).r; }
@@ -290,15 +295,26 @@ struct Stager {
 // The stage ring, sized per configuration at launch.
 extern __shared__ float4 gemm_smem[];
 
-template <class S, class TileA, class TileB, class T, class Acc, int MODE_A, int MODE_B>
+// ldc: C's row stride. strip: columns past g.n (in C and B) that the last column of blocks
+// computes with gemm_strip_rows (Wide only), in shared memory laid out as TileS.
+template <class S, class TileA, class TileB, class TileS, class T, class Acc, int MODE_A, int MODE_B>
 __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
-    gemm_kernel(const GemmArgs g, const GemmStage mode_a, const GemmStage mode_b) {
+    gemm_kernel(const GemmArgs g, const GemmStage mode_a, const GemmStage mode_b, const int64_t ldc, const int strip) {
   constexpr int V = S::kVec, kStages = S::kStages, kStageA = TileA::kSize, kStageB = TileB::kSize;
   static_assert(kStageA % V == 0 && kStageB % V == 0, "stages start on 16-byte boundaries");
   Acc* const sa0 = reinterpret_cast<Acc*>(gemm_smem);
   Acc* const sb0 = sa0 + kStages * kStageA;
+  using StA = Stager<typename S::OpA, TileA, T, Acc, MODE_A>;
+  using StB = Stager<typename S::OpB, TileB, T, Acc, MODE_B>;
   const int t = threadIdx.x;
-  const int64_t n0 = int64_t(blockIdx.x) * S::kBN;
+  // A partial last tile moves back to end on the matrix's edge, where the matrix has a whole
+  // tile and the move keeps the tile's 16-byte vectors aligned: it recomputes some rows or
+  // columns of the tile before it (to the same values, stored again) and needs no bounds.
+  const auto edge = [](int64_t origin, int64_t extent, int tile, bool x_vectors) {
+    const bool move = origin + tile > extent && extent >= tile && (!x_vectors || extent % V == 0);
+    return move ? extent - tile : origin;
+  };
+  const int64_t n0 = edge(int64_t(blockIdx.x) * S::kBN, g.n, S::kBN, StB::x_vectors(mode_b));
   const int64_t tiles_m = ceil_div(g.m, S::kBM);
   const int tiles_k = static_cast<int>(ceil_div(g.k, S::kBK));  // launch_gemm keeps it below 2^31
   const int full_k = static_cast<int>(g.k / S::kBK);             // k tiles of BK rows
@@ -317,12 +333,21 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
     return kAffine ? origin + Tile::offset(kk, q * S::kQuad) : Tile::offset(kk, x + q * S::kQuad);
   };
   const bool whole_b = g.n - n0 >= S::kBN;
-  using StA = Stager<typename S::OpA, TileA, T, Acc, MODE_A>;
-  using StB = Stager<typename S::OpB, TileB, T, Acc, MODE_B>;
 
   for (int64_t bz = blockIdx.z; bz < g.batch; bz += gridDim.z) {
     for (int64_t tm = blockIdx.y; tm < tiles_m; tm += gridDim.y) {
-      const int64_t m0 = tm * S::kBM;
+      if constexpr (std::is_same<S, GemmWide>::value && std::is_same<T, float>::value) {
+        if (strip > 0 && blockIdx.x == gridDim.x - 1) {
+          static_assert(TileS::kSize <= S::kStages * (kStageA + kStageB), "the strip's tile fits the stages");
+          const int64_t m0 = tm * S::kBM, n1 = g.n;
+          gemm_strip_rows<TileS>(static_cast<const float*>(g.a) + bz * g.a_sb + m0 * g.a_sm, g.a_sm, g.a_sk,
+                                 static_cast<const float*>(g.b) + bz * g.b_sb + n1 * g.b_sn, g.b_sk, g.b_sn,
+                                 static_cast<float*>(g.c) + (bz * g.m + m0) * ldc + n1, ldc,
+                                 g.m - m0 < S::kBM ? g.m - m0 : S::kBM, g.k, strip, sa0);
+          continue;
+        }
+      }
+      const int64_t m0 = edge(tm * S::kBM, g.m, S::kBM, StA::x_vectors(mode_a));
       const bool whole_a = g.m - m0 >= S::kBM;
       StA sa(static_cast<const T*>(g.a) + bz * g.a_sb + m0 * g.a_sm, g.a_sk, g.a_sm, g.m - m0, mode_a);
       StB sb(static_cast<const T*>(g.b) + bz * g.b_sb + n0 * g.b_sn, g.b_sk, g.b_sn, g.n - n0, mode_b);
@@ -444,9 +469,9 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
       __syncthreads();  // the next tile's prologue overwrites the stages
 
       // Each row of the micro-tile: QN vectors of VEC columns (one STG.128 each when aligned).
-      const bool vec_out = sizeof(T) == sizeof(Acc) && g.n % V == 0;
+      const bool vec_out = sizeof(T) == sizeof(Acc) && ldc % V == 0 && n0 % V == 0;
       const int64_t n_first = n0 + bn;
-      T* row = static_cast<T*>(g.c) + (bz * g.m + m0 + am) * g.n + n_first;
+      T* row = static_cast<T*>(g.c) + (bz * g.m + m0 + am) * ldc + n_first;
       // Vector q of micro-tile row i.
       const auto out_vec = [&](int i, int q, T* dst) {
         Acc v[V];
@@ -460,7 +485,7 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
         if (whole_a && whole_b && vec_out) {
 #pragma unroll
           for (int i = 0; i < S::kTM; ++i) {
-            T* dst = row + ((i / V) * S::kQuad + i % V) * g.n;
+            T* dst = row + ((i / V) * S::kQuad + i % V) * ldc;
 #pragma unroll
             for (int q = 0; q < S::kQN; ++q) out_vec(i, q, dst + q * S::kQuad);
           }
@@ -473,7 +498,7 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
         if (m0 + am + dm < g.m) {
 #pragma unroll
           for (int q = 0; q < S::kQN; ++q) {
-            T* dst = row + dm * g.n + q * S::kQuad;
+            T* dst = row + dm * ldc + q * S::kQuad;
             const int64_t left = g.n - n_first - q * S::kQuad;
             if constexpr (sizeof(T) == sizeof(Acc)) {
               if (vec_out && left >= V) {
@@ -498,26 +523,30 @@ constexpr int kKVec = int(GemmStage::KVec), kXAsync = int(GemmStage::XAsync);
 // ASYNC4: and the GemmStaging::Async4 pairs (unit_a / unit_b: gemm_unit_scalar).
 // Configurations that copy k-major operands (gemm_copies_k) specialize aligned ones to kKUnit,
 // as Async4 does misaligned ones, instead of loading 16-byte vectors into registers.
+// ldc: C's row stride (g.n, or more with a strip); strip: C's columns past g.n, which one
+// more column of blocks computes (gemm_strip.h).
 template <class S, Layout L, class T, class Acc, bool SPECIALIZE, bool ASYNC4 = false>
-cudaError_t run(const GemmArgs& g, GemmStage ma, GemmStage mb, cudaStream_t stream, bool unit_a = false,
-                bool unit_b = false) {
+cudaError_t run(const GemmArgs& g, int64_t ldc, GemmStage ma, GemmStage mb, cudaStream_t stream, bool unit_a = false,
+                bool unit_b = false, int strip = 0) {
   const auto clamp = [](int64_t v) { return static_cast<unsigned>(v < 65535 ? v : 65535); };
-  const dim3 grid(static_cast<unsigned>(ceil_div(g.n, S::kBN)), clamp(ceil_div(g.m, S::kBM)), clamp(g.batch));
+  const dim3 grid(static_cast<unsigned>(ceil_div(g.n, S::kBN) + (strip > 0)), clamp(ceil_div(g.m, S::kBM)),
+                  clamp(g.batch));
   using TA = GemmTileOf<L, typename S::OpA>;
   using TB = GemmTileOf<L, typename S::OpB>;
-  auto* kernel = gemm_kernel<S, TA, TB, T, Acc, kAnyMode, kAnyMode>;
+  using TS = StripTile<L>;
+  auto* kernel = gemm_kernel<S, TA, TB, TS, T, Acc, kAnyMode, kAnyMode>;
   if constexpr (SPECIALIZE && sizeof(T) == sizeof(Acc)) {
     constexpr int kK = gemm_copies_k<S>() ? kKUnit : kKVec;
-    if (ma == GemmStage::KVec && mb == GemmStage::XAsync) kernel = gemm_kernel<S, TA, TB, T, Acc, kK, kXAsync>;
-    if (ma == GemmStage::XAsync && mb == GemmStage::XAsync) kernel = gemm_kernel<S, TA, TB, T, Acc, kXAsync, kXAsync>;
-    if (ma == GemmStage::KVec && mb == GemmStage::KVec) kernel = gemm_kernel<S, TA, TB, T, Acc, kK, kK>;
-    if (ma == GemmStage::XAsync && mb == GemmStage::KVec) kernel = gemm_kernel<S, TA, TB, T, Acc, kXAsync, kK>;
+    if (ma == GemmStage::KVec && mb == GemmStage::XAsync) kernel = gemm_kernel<S, TA, TB, TS, T, Acc, kK, kXAsync>;
+    if (ma == GemmStage::XAsync && mb == GemmStage::XAsync) kernel = gemm_kernel<S, TA, TB, TS, T, Acc, kXAsync, kXAsync>;
+    if (ma == GemmStage::KVec && mb == GemmStage::KVec) kernel = gemm_kernel<S, TA, TB, TS, T, Acc, kK, kK>;
+    if (ma == GemmStage::XAsync && mb == GemmStage::KVec) kernel = gemm_kernel<S, TA, TB, TS, T, Acc, kXAsync, kK>;
     if constexpr (ASYNC4) {
       if (gemm_staging(ma, unit_a, mb, unit_b) == GemmStaging::Async4) {
         const bool ka = ma == GemmStage::KScalar, xb = mb == GemmStage::XScalar;  // the unit-scalar ones
-        if (ka && xb) kernel = gemm_kernel<S, TA, TB, T, Acc, kKUnit, kXUnit>;
-        if (ka && !xb) kernel = gemm_kernel<S, TA, TB, T, Acc, kKUnit, kXAsync>;
-        if (!ka && xb) kernel = gemm_kernel<S, TA, TB, T, Acc, kKVec, kXUnit>;
+        if (ka && xb) kernel = gemm_kernel<S, TA, TB, TS, T, Acc, kKUnit, kXUnit>;
+        if (ka && !xb) kernel = gemm_kernel<S, TA, TB, TS, T, Acc, kKUnit, kXAsync>;
+        if (!ka && xb) kernel = gemm_kernel<S, TA, TB, TS, T, Acc, kK, kXUnit>;
       }
     }
   }
@@ -525,7 +554,7 @@ cudaError_t run(const GemmArgs& g, GemmStage ma, GemmStage mb, cudaStream_t stre
   // Past 48 KB the launch would need cudaFuncSetAttribute first (once per device, as
   // gemm_mma.cu does it); no configuration comes near.
   static_assert(kSmem <= 48 * 1024, "a configuration's stages exceed the default dynamic shared memory");
-  kernel<<<grid, S::kThreads, kSmem, stream>>>(g, ma, mb);
+  kernel<<<grid, S::kThreads, kSmem, stream>>>(g, ma, mb, ldc, strip);
   return cudaGetLastError();
 }
 
@@ -545,16 +574,22 @@ cudaError_t dispatch(const GemmArgs& g, cudaStream_t stream) {
   const GemmStage ma = gemm_stage_mode(g.a, eb, ab, g.batch, g.a_sb, g.k, g.a_sk, g.m, g.a_sm);
   const GemmStage mb = gemm_stage_mode(g.b, eb, ab, g.batch, g.b_sb, g.k, g.b_sk, g.n, g.b_sn);
   if constexpr (sizeof(Acc) == 8) {
-    return run<GemmBig<8>, L, T, Acc, true>(g, ma, mb, stream);
+    return run<GemmBig<8>, L, T, Acc, true>(g, g.n, ma, mb, stream);
   } else {
     const bool ua = eb == ab && gemm_unit_scalar(ma, g.a, eb, g.a_sk, g.a_sm);
     const bool ub = eb == ab && gemm_unit_scalar(mb, g.b, eb, g.b_sk, g.b_sn);
-    switch (gemm_config(ab, g.batch, g.m, g.n, num_sms(), gemm_staging(ma, ua, mb, ub))) {
-      case GemmConfig::Wide: return run<GemmWide, L, T, Acc, true>(g, ma, mb, stream);
-      case GemmConfig::Big: return run<GemmBig<4>, L, T, Acc, true, true>(g, ma, mb, stream, ua, ub);
-      case GemmConfig::BigScalar: return run<GemmBigScalar, L, T, Acc, false>(g, ma, mb, stream);
+    const GemmStaging staging = gemm_staging(ma, ua, mb, ub);
+    switch (gemm_config(ab, g.batch, g.m, g.n, num_sms(), staging)) {
+      case GemmConfig::Wide: {
+        const int strip = gemm_strip_cols(ab, g.batch, g.m, g.n, num_sms(), staging);
+        GemmArgs main = g;
+        main.n -= strip;
+        return run<GemmWide, L, T, Acc, true, true>(main, g.n, ma, mb, stream, ua, ub, strip);
+      }
+      case GemmConfig::Big: return run<GemmBig<4>, L, T, Acc, true, true>(g, g.n, ma, mb, stream, ua, ub);
+      case GemmConfig::BigScalar: return run<GemmBigScalar, L, T, Acc, false>(g, g.n, ma, mb, stream);
       case GemmConfig::Small:
-      default: return run<GemmSmall, L, T, Acc, true>(g, ma, mb, stream);
+      default: return run<GemmSmall, L, T, Acc, true>(g, g.n, ma, mb, stream);
     }
   }
 }

@@ -73,9 +73,11 @@ struct GemmShape {
 //    of 64x64), 16x8 per thread: 128 FMAs per 6 LDS.128, two blocks per SM with up to 255
 //    registers, k-major operands through registers (4-byte cp.async copies measured 0.85-0.92x
 //    cuBLAS here against 0.94-0.98x). BK 16 measured slower than BK 8.
-//    Big also takes row-major operands whose rows are not 16-byte aligned (odd row lengths,
-//    offsets into storage: 4095x4097x4093) with 4-byte cp.async copies for those (the
-//    Async4 staging), which need no staging registers: 0.84-0.86x cuBLAS there. Its 16
+//    Big and Wide also take row-major operands whose rows are not 16-byte aligned (odd row
+//    lengths, offsets into storage) with 4-byte cp.async copies for those (the Async4
+//    staging), which need no staging registers. Wide, with the strip for n = 4097, runs
+//    4095x4097x4093 at 0.95-0.96x cuBLAS and 8191x8193x8189 at 1.05x (H200, 2026-11-26),
+//    where Big ran 0.86x and 0.99x (H100). On Big its 16
 //    copies per thread and k tile go between the FMAs; issued back to back they filled the
 //    MIO queue (ncu) and it ran at 0.80x.
 //  - BigScalar (float32 with an operand staged element by element through registers:
@@ -116,27 +118,49 @@ enum class GemmConfig : int { Big = 0, BigScalar = 1, Small = 2, Wide = 3 };
 //  - Scalar: anything else (strided views, transposed misaligned ones): through registers.
 enum class GemmStaging : int { Vector = 0, Async4 = 1, Scalar = 2 };
 
+// Whether Wide's grid over (batch, m, n) keeps at least 7/8 of the SMs busy over all its
+// waves. A Wide block takes a whole SM, so a ragged last wave idles whole SMs; Big's
+// half-size blocks, two per SM, fill such grids better (an SM left with one runs it at 4
+// warps). The powers of two from 2048^3 up fill 97% (128 blocks of 132 SMs at 2048^3, 512
+// at 4096^3); 1536^2 (72 blocks) and 1600x1430 (78) do not, nor do ragged shapes just past a
+// full wave, e.g. 4096x4352 (544 blocks: 82% of 5 waves), which the benchmark can time
+// against 4096^3 to compare the two kernels.
+BANKOPS_HD bool gemm_wide_fills(int64_t batch, int64_t m, int64_t n, int num_sms) {
+  const int64_t wide = batch * ceil_div(m, GemmWide::kBM) * ceil_div(n, GemmWide::kBN);
+  return 8 * wide >= 7 * ceil_div(wide, num_sms) * num_sms;
+}
+
+// The strip: at most this many columns past the last whole 256-column tile, which the strip
+// kernel (gemm_strip.h) computes instead of a column of Wide blocks.
+constexpr int kGemmStripCols = 16;
+
+// Columns at the right edge of C that go to the strip kernel, 0 for none: float32 with
+// vector or Async4 staging, n a few columns (1 .. kGemmStripCols) past whole Wide tiles, and
+// Wide's grid filling the SMs without that last column of blocks but not with it. n = 4097
+// (16 tiles and one column) is the case: 544 blocks are 82% of 5 waves; 512 fill 4 waves to
+// 97%, and the strip's blocks take the SMs the last wave leaves idle (gemm.cu).
+BANKOPS_HD int gemm_strip_cols(int acc_bytes, int64_t batch, int64_t m, int64_t n, int num_sms, GemmStaging staging) {
+  const int64_t cols = n % GemmWide::kBN;
+  if (acc_bytes != 4 || staging == GemmStaging::Scalar || cols == 0 || cols > kGemmStripCols || n < GemmWide::kBN)
+    return 0;
+  if (gemm_wide_fills(batch, m, n, num_sms) || !gemm_wide_fills(batch, m, n - cols, num_sms)) return 0;
+  return static_cast<int>(cols);
+}
+
 // The rule (float32; float64 has one configuration):
 //  1. Small when the 128x128 grid leaves an SM without a block, or m or n fits one 64 tile.
-//  2. Wide when both operands stage with 16-byte vectors (GemmStaging::Vector) and
-//     its grid keeps at least 7/8 of the SMs busy over all its waves (blocks >= 7/8 *
-//     waves * SMs). A Wide block takes a whole SM, so a ragged last wave idles whole SMs;
-//     Big's half-size blocks, two per SM, fill such grids better (an SM left with one runs
-//     it at 4 warps). The powers of two from 2048^3 up fill 97% (128 blocks of 132 SMs at
-//     2048^3, 512 at 4096^3); 1536^2 (72 blocks) and 1600x1430 (78) stay on Big, and so do
-//     ragged shapes just past a full wave, e.g. 4096x4352 (544 blocks: 82% of 5 waves),
-//     which the benchmark can time against 4096^3 to compare the two kernels.
-//  3. Big (Vector or Async4 staging) or BigScalar (Scalar) otherwise.
+//  2. BigScalar when an operand stages through registers element by element (Scalar).
+//  3. Wide (Vector or Async4 staging) when its grid fills the SMs (gemm_wide_fills), over all
+//     of C or over all but a strip (gemm_strip_cols).
+//  4. Big otherwise.
 BANKOPS_HD GemmConfig gemm_config(int acc_bytes, int64_t batch, int64_t m, int64_t n, int num_sms,
                                   GemmStaging staging) {
   if (acc_bytes != 4) return GemmConfig::Big;
   const int64_t blocks = batch * ceil_div(m, GemmBig<4>::kBM) * ceil_div(n, GemmBig<4>::kBN);
   if (blocks < num_sms || m <= GemmSmall::kBM || n <= GemmSmall::kBN) return GemmConfig::Small;
   if (staging == GemmStaging::Scalar) return GemmConfig::BigScalar;
-  if (staging == GemmStaging::Async4) return GemmConfig::Big;
-  const int64_t wide = batch * ceil_div(m, GemmWide::kBM) * ceil_div(n, GemmWide::kBN);
-  const int64_t waves = ceil_div(wide, num_sms);
-  return 8 * wide >= 7 * waves * num_sms ? GemmConfig::Wide : GemmConfig::Big;
+  const bool wide = gemm_wide_fills(batch, m, n, num_sms) || gemm_strip_cols(acc_bytes, batch, m, n, num_sms, staging) > 0;
+  return wide ? GemmConfig::Wide : GemmConfig::Big;
 }
 
 // The swizzle of an operand's tiles. Only the transposed store (k-major staging) walks a tile

@@ -1,6 +1,7 @@
 // The shared-memory instructions of gemm_kernel, replayed on the host (smem_trace.h).
 #pragma once
 #include "gemm.h"
+#include "gemm_strip.h"
 #include "smem_trace.h"
 
 namespace bankops {
@@ -85,6 +86,19 @@ void trace_layout(Layout layout, const char* kernel, GemmStage mode_a, GemmStage
   });
 }
 
+// The strip blocks over `cols` columns (gemm_strip.cuh): per chunk of kStripK k rows, each
+// column's copy (a thread a k row) and the warps' reads (lane l at k rows l + 32u) of one tile row.
+template <class Tile>
+void trace_strip(const char* kernel, int cols, int64_t iterations, SmemTrace& trace) {
+  SmemInstr& st = trace.instr(kernel, "sts Bs[j][k] (strip copy)", SmemOp::St, 4, iterations);
+  SmemInstr& ld = trace.instr(kernel, "lds Bs[j][k..k+31] (strip)", SmemOp::Ld, 4, iterations);
+  for (int j = 0; j < cols; ++j) {
+    add_block(st, kStripThreads, [&](int t) { return int64_t(Tile::offset(j, t)) * 4; });
+    for (int u = 0; u < kStripK / 32; ++u)
+      add_block(ld, kStripThreads, [&](int t) { return int64_t(Tile::offset(j, t % 32 + 32 * u)) * 4; });
+  }
+}
+
 }  // namespace gemm_detail
 
 // C[batch] (m x n) = A (m x k) @ B (k x n) of float32 (elem_bytes 4) or float64 (8); a_k_fast
@@ -106,7 +120,20 @@ inline void trace_gemm(Layout layout, int elem_bytes, int64_t batch, int64_t m, 
   };
   if (elem_bytes == 8) return trace(GemmBig<8>{}, "gemm/64x64");
   switch (gemm_config(elem_bytes, batch, m, n, num_sms, GemmStaging::Vector)) {
-    case GemmConfig::Wide: return trace(GemmWide{}, "gemm/128x256");
+    case GemmConfig::Wide: {
+      // Whole 256-column tiles, and one more column of blocks for the last few columns of C
+      // (gemm_strip_cols), each a pass per 32 rows and a chunk per kStripK k rows.
+      const int strip = gemm_strip_cols(elem_bytes, batch, m, n, num_sms, GemmStaging::Vector);
+      n -= strip;
+      trace(GemmWide{}, "gemm/128x256");
+      if (strip > 0)
+        with_layout(layout, [&](auto tag) {
+          const int64_t passes = batch * ceil_div(m, GemmWide::kBM) * (GemmWide::kBM / kStripRows);
+          gemm_detail::trace_strip<StripTile<decltype(tag)::value>>("gemm/128x256", strip,
+                                                                    passes * ceil_div(k, kStripK), trace_out);
+        });
+      return;
+    }
     case GemmConfig::Big: return trace(GemmBig<4>{}, "gemm/128x128");
     case GemmConfig::BigScalar: return trace(GemmBigScalar{}, "gemm/128x128/256");
     case GemmConfig::Small:

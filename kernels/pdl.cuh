@@ -17,8 +17,18 @@
 
 namespace bankops {
 
-__device__ __forceinline__ void pdl_launch_next() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
-__device__ __forceinline__ void pdl_wait_previous() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+// No-ops below compute capability 9.0, where no launch is programmatic (builds for sm_80 take
+// the same kernels).
+__device__ __forceinline__ void pdl_launch_next() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_wait_previous() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
 
 // kernel<<<grid, block, smem, stream>>>(args...) as a programmatic dependent launch.
 template <class... Params, class... Args>

@@ -188,6 +188,8 @@ ROUTES = [
     ((None, 8192, 1024, 8192), "gemm/128x256"),
     ((8, 1024, 1024, 1024), "gemm/128x256"),
     ((None, 4096, 4352, 4096), "gemm/128x128"),  # 544 blocks: 82% of 5 waves
+    ((None, 4095, 4097, 4093), "gemm/128x256"),  # 512 blocks and a strip of one column
+    ((None, 2048, 2065, 2048), "gemm/128x128"),  # 17 columns past whole tiles: no strip
     ((None, 1536, 1536, 72), "gemm/128x128"),    # 72 blocks
     ((None, 1600, 1430, 1029), "gemm/128x128"),  # 78 blocks
     ((None, 1024, 1024, 1024), "gemm/64x64"),    # 64 128x128 blocks: fewer than the SMs
@@ -344,7 +346,6 @@ ASYNC4 = [
     ((None, 1536, 1536, 72), ("misaligned", "misaligned"), (4, 5)),    # whole tiles only (sanitizers)
     ((4, 700, 700, 1001), ("misaligned", "contiguous"), (4, 2)),       # B's rows aligned (700 floats)
     ((2, 1500, 1501, 1003), ("contiguous", "contiguous"), (4, 5)),
-    ((None, 4095, 4097, 4093), ("contiguous", "contiguous"), (4, 5)),  # the benchmark's misaligned shape
 ]
 
 
@@ -355,6 +356,51 @@ def test_cuda_async4_staging(shape, views, modes, layout):
     a, b, kernels = float32_launch(shape, views, layout)
     assert kernels is None or kernels == [(BIG_SHAPE, *modes)], kernels
     check_against_float64(bankops.gemm(a, b, layout), a, b)
+
+
+# The strip (gemm_strip.h): 1 to 16 columns past whole 256-column tiles where the 128x256
+# grid fills 132 SMs without them and not with them; one more column of blocks computes them
+# as a matrix-vector product. Vector and Async4 staging (modes as in ASYNC4; the 128x256 tile
+# copies aligned k-major operands element by element too, mode 4), m edges, k tails past
+# the 256-row chunks, batches and a transposed B (its strip read along k).
+STRIP = [
+    ((None, 2048, 2049, 2048), ("contiguous", "contiguous"), (4, 5)),
+    ((None, 2048, 2063, 300), ("contiguous", "contiguous"), (4, 5)),    # 15 columns
+    ((None, 2047, 2064, 301), ("contiguous", "contiguous"), (4, 2)),    # 16, an m edge, A's rows misaligned
+    ((None, 4095, 4097, 4093), ("contiguous", "contiguous"), (4, 5)),   # the benchmark's misaligned shape
+    ((None, 2048, 2050, 1000), ("transposed", "transposed"), (2, 4)),
+    ((4, 1024, 1025, 500), ("contiguous", "contiguous"), (4, 5)),
+    ((None, 2048, 2049, 40), ("misaligned", "misaligned"), (4, 5)),    # one k chunk (sanitizers)
+]
+
+
+@requires_cuda
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("shape,views,modes", STRIP, ids=case_ids(STRIP))
+def test_cuda_strip(shape, views, modes, layout):
+    skip_unless_132_sms("shapes chosen for the 128x256 tile on 132 SMs")
+    a, b, kernels = float32_launch(shape, views, layout)
+    assert kernels is None or kernels == [(WIDE_SHAPE, *modes)], kernels
+    check_against_float64(bankops.gemm(a, b, layout), a, b)
+
+
+@pytest.mark.parametrize("cols", [1, 16])
+def test_model_strip(cols):
+    """The strip's copy and reads are conflict-free in every layout: per 32 rows and 256 k,
+    8 warps store each column once and read it 8 times; the 128x256 tile's instructions are
+    those of n - cols columns."""
+    kw = dict(m=2048, n=2048 + cols, k=2048, num_sms=132)
+    for layout in LAYOUTS:
+        rep = bankops.explain("gemm", layout, torch.float32, **kw)
+        plain = bankops.explain("gemm", layout, torch.float32, **dict(kw, n=2048))
+        strip = [r for r in rep.rows if "strip" in r["instruction"]]
+        assert {r["kernel"] for r in rep.rows} == {"gemm/128x256"}
+        assert [r["count"] for r in strip] == [8 * cols, 64 * cols]
+        assert all(r["wavefronts"] == r["ideal"] == r["count"] for r in strip), strip
+        tile = lambda rows: [(r["instruction"], r["count"]) for r in rows if "strip" not in r["instruction"]]  # noqa: E731
+        assert tile(rep.rows) == tile(plain.rows)
+    assert not [r for r in bankops.explain("gemm", "swizzle", torch.float32, **dict(kw, n=2048 + 17)).rows
+                if "strip" in r["instruction"]]
 
 
 @requires_cuda

@@ -1,0 +1,25 @@
+// The strip: C's last few columns (n - n0 <= kGemmStripCols, gemm_strip_cols), which the
+// 128x256 kernel computes in its last column of blocks as a matrix-vector product instead of
+// a 128x256 tile. As tiles those columns cost a whole block for a column or a few (4097 = 16
+// x 256 + 1: 32 blocks more, a fifth wave on 132 SMs); as strip blocks they read their 128
+// rows of A once and take a fraction of a tile's time.
+//
+// A strip block takes its rows 32 at a time, 4 rows a warp; lanes split k (lane l: k = l
+// mod 32) and the warp sums its lanes at the end. B's strip goes through shared memory,
+// kStripK rows of k at a time, one tile row per column: every lane reads the same column at
+// consecutive k and the copy stores consecutive k, so no layout has a conflict here (the tile
+// still follows the call's layout).
+#pragma once
+#include "gemm.h"
+
+namespace bankops {
+
+constexpr int kStripThreads = 256, kStripRowsPerWarp = 4;
+constexpr int kStripRows = kStripThreads / 32 * kStripRowsPerWarp;  // rows of C per pass
+constexpr int kStripK = kStripThreads;                              // a thread copies one k row
+static_assert(GemmWide::kThreads == kStripThreads && GemmWide::kBM % kStripRows == 0, "strip blocks are Wide blocks");
+
+template <Layout L>
+using StripTile = TileLayout<L, kGemmStripCols, kStripK, 4>;
+
+}  // namespace bankops
