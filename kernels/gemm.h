@@ -138,7 +138,7 @@ constexpr int kGemmStripCols = 16;
 // vector or Async4 staging, n a few columns (1 .. kGemmStripCols) past whole Wide tiles, and
 // Wide's grid filling the SMs without that last column of blocks but not with it. n = 4097
 // (16 tiles and one column) is the case: 544 blocks are 82% of 5 waves; 512 fill 4 waves to
-// 97%, and the strip's blocks take the SMs the last wave leaves idle (gemm.cu).
+// 97%, and the 32 strip blocks each take a fraction of a tile's time (gemm_strip.h).
 BANKOPS_HD int gemm_strip_cols(int acc_bytes, int64_t batch, int64_t m, int64_t n, int num_sms, GemmStaging staging) {
   const int64_t cols = n % GemmWide::kBN;
   if (acc_bytes != 4 || staging == GemmStaging::Scalar || cols == 0 || cols > kGemmStripCols || n < GemmWide::kBN)
