@@ -295,8 +295,8 @@ struct Stager {
 // The stage ring, sized per configuration at launch.
 extern __shared__ float4 gemm_smem[];
 
-// ldc: C's row stride. strip: columns past g.n (in C and B) that the last column of blocks
-// computes with gemm_strip_rows (Wide only), in shared memory laid out as TileS.
+// ldc: C's row stride. strip: columns past g.n (in C and B) that the last kStripBlocks
+// columns of blocks compute with gemm_strip_rows (Wide only), in shared memory laid out as TileS.
 template <class S, class TileA, class TileB, class TileS, class T, class Acc, int MODE_A, int MODE_B>
 __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
     gemm_kernel(const GemmArgs g, const GemmStage mode_a, const GemmStage mode_b, const int64_t ldc, const int strip) {
@@ -337,13 +337,14 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
   for (int64_t bz = blockIdx.z; bz < g.batch; bz += gridDim.z) {
     for (int64_t tm = blockIdx.y; tm < tiles_m; tm += gridDim.y) {
       if constexpr (std::is_same<S, GemmWide>::value && std::is_same<T, float>::value) {
-        if (strip > 0 && blockIdx.x == gridDim.x - 1) {
+        if (strip > 0 && blockIdx.x >= gridDim.x - kStripBlocks) {
           static_assert(TileS::kSize <= S::kStages * (kStageA + kStageB), "the strip's tile fits the stages");
-          const int64_t m0 = tm * S::kBM, n1 = g.n;
-          gemm_strip_rows<TileS>(static_cast<const float*>(g.a) + bz * g.a_sb + m0 * g.a_sm, g.a_sm, g.a_sk,
-                                 static_cast<const float*>(g.b) + bz * g.b_sb + n1 * g.b_sn, g.b_sk, g.b_sn,
-                                 static_cast<float*>(g.c) + (bz * g.m + m0) * ldc + n1, ldc,
-                                 g.m - m0 < S::kBM ? g.m - m0 : S::kBM, g.k, strip, sa0);
+          const int64_t m0 = tm * S::kBM + (blockIdx.x - (gridDim.x - kStripBlocks)) * kStripRows, n1 = g.n;
+          if (m0 < g.m)
+            gemm_strip_rows<TileS>(static_cast<const float*>(g.a) + bz * g.a_sb + m0 * g.a_sm, g.a_sm, g.a_sk,
+                                   static_cast<const float*>(g.b) + bz * g.b_sb + n1 * g.b_sn, g.b_sk, g.b_sn,
+                                   static_cast<float*>(g.c) + (bz * g.m + m0) * ldc + n1, ldc,
+                                   g.m - m0 < kStripRows ? g.m - m0 : kStripRows, g.k, strip, sa0);
           continue;
         }
       }
@@ -523,13 +524,13 @@ constexpr int kKVec = int(GemmStage::KVec), kXAsync = int(GemmStage::XAsync);
 // ASYNC4: and the GemmStaging::Async4 pairs (unit_a / unit_b: gemm_unit_scalar).
 // Configurations that copy k-major operands (gemm_copies_k) specialize aligned ones to kKUnit,
 // as Async4 does misaligned ones, instead of loading 16-byte vectors into registers.
-// ldc: C's row stride (g.n, or more with a strip); strip: C's columns past g.n, which one
-// more column of blocks computes (gemm_strip.h).
+// ldc: C's row stride (g.n, or more with a strip); strip: C's columns past g.n, which
+// kStripBlocks more columns of blocks compute (gemm_strip.h).
 template <class S, Layout L, class T, class Acc, bool SPECIALIZE, bool ASYNC4 = false>
 cudaError_t run(const GemmArgs& g, int64_t ldc, GemmStage ma, GemmStage mb, cudaStream_t stream, bool unit_a = false,
                 bool unit_b = false, int strip = 0) {
   const auto clamp = [](int64_t v) { return static_cast<unsigned>(v < 65535 ? v : 65535); };
-  const dim3 grid(static_cast<unsigned>(ceil_div(g.n, S::kBN) + (strip > 0)), clamp(ceil_div(g.m, S::kBM)),
+  const dim3 grid(static_cast<unsigned>(ceil_div(g.n, S::kBN) + (strip > 0 ? kStripBlocks : 0)), clamp(ceil_div(g.m, S::kBM)),
                   clamp(g.batch));
   using TA = GemmTileOf<L, typename S::OpA>;
   using TB = GemmTileOf<L, typename S::OpB>;

@@ -1,10 +1,10 @@
 // The strip: C's last few columns (n - n0 <= kGemmStripCols, gemm_strip_cols), which the
-// 128x256 kernel computes in its last column of blocks as a matrix-vector product instead of
+// 128x256 kernel computes in 4 more columns of blocks (matrix-vector products) instead of
 // a 128x256 tile. As tiles those columns cost a whole block for a column or a few (4097 = 16
-// x 256 + 1: 32 blocks more, a fifth wave on 132 SMs); as strip blocks they read their 128
-// rows of A once and take a fraction of a tile's time.
+// x 256 + 1: 32 blocks more, a fifth wave on 132 SMs); as strip blocks (32 rows each) they read
+// their rows of A once and take a fraction of a tile's time.
 //
-// A strip block takes its rows 32 at a time, 4 rows a warp; lanes split k (lane l: k = l
+// A strip block takes kStripRows rows, 4 rows a warp; lanes split k (lane l: k = l
 // mod 32) and the warp sums its lanes at the end. B's strip goes through shared memory,
 // kStripK rows of k at a time, one tile row per column: every lane reads the same column at
 // consecutive k and the copy stores consecutive k, so no layout has a conflict here (the tile
@@ -17,7 +17,12 @@ namespace bankops {
 constexpr int kStripThreads = 256, kStripRowsPerWarp = 4;
 constexpr int kStripRows = kStripThreads / 32 * kStripRowsPerWarp;  // rows of C per pass
 constexpr int kStripK = kStripThreads;                              // a thread copies one k row
-static_assert(GemmWide::kThreads == kStripThreads && GemmWide::kBM % kStripRows == 0, "strip blocks are Wide blocks");
+// Strip blocks per 128 rows: one pass of kStripRows rows each. A strip block's time is what
+// the SM that runs it starts its next tile late by (the strip blocks sit between the tiles
+// in the grid's order); one block per 128 rows made 4095x4097x4093 5% slower than 4095x4096.
+constexpr int kStripBlocks = 4;
+static_assert(GemmWide::kThreads == kStripThreads && GemmWide::kBM == kStripBlocks * kStripRows,
+              "strip blocks are Wide blocks, a pass of rows each");
 
 template <Layout L>
 using StripTile = TileLayout<L, kGemmStripCols, kStripK, 4>;

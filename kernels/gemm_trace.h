@@ -121,7 +121,7 @@ inline void trace_gemm(Layout layout, int elem_bytes, int64_t batch, int64_t m, 
   if (elem_bytes == 8) return trace(GemmBig<8>{}, "gemm/64x64");
   switch (gemm_config(elem_bytes, batch, m, n, num_sms, GemmStaging::Vector)) {
     case GemmConfig::Wide: {
-      // Whole 256-column tiles, and one more column of blocks for the last few columns of C
+      // Whole 256-column tiles, and kStripBlocks more columns of blocks for the last few columns of C
       // (gemm_strip_cols), each a pass per 32 rows and a chunk per kStripK k rows.
       const int strip = gemm_strip_cols(elem_bytes, batch, m, n, num_sms, GemmStaging::Vector);
       n -= strip;

@@ -359,7 +359,7 @@ def test_cuda_async4_staging(shape, views, modes, layout):
 
 
 # The strip (gemm_strip.h): 1 to 16 columns past whole 256-column tiles where the 128x256
-# grid fills 132 SMs without them and not with them; one more column of blocks computes them
+# grid fills 132 SMs without them and not with them; kStripBlocks more columns of blocks compute them
 # as a matrix-vector product. Vector and Async4 staging (modes as in ASYNC4; the 128x256 tile
 # copies aligned k-major operands element by element too, mode 4), m edges, k tails past
 # the 256-row chunks, batches and a transposed B (its strip read along k).
