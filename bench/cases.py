@@ -148,7 +148,8 @@ def gpu_cases():
                     (4095, 4097, 4093), (8191, 8193, 8189))
           for dt in (f16, bf16)],
         gemm((8, 1024, 1024, 1024), f32),
-        # misaligned rows: 4-byte cp.async staging (Async4) on the 128x128 tile
+        # misaligned rows: 4-byte cp.async staging (Async4) on the 128x256 tile, 4097 columns
+        # with the strip (gemm_strip.h)
         gemm((4095, 4097, 4093), f32),
         gemm((8191, 8193, 8189), f32),
     ]

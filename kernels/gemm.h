@@ -76,7 +76,7 @@ struct GemmShape {
 //    Big and Wide also take row-major operands whose rows are not 16-byte aligned (odd row
 //    lengths, offsets into storage) with 4-byte cp.async copies for those (the Async4
 //    staging), which need no staging registers. Wide, with the strip for n = 4097, runs
-//    4095x4097x4093 at 0.95-0.96x cuBLAS and 8191x8193x8189 at 1.05x (H200, 2026-11-26),
+//    4095x4097x4093 at 0.99-1.00x cuBLAS and 8191x8193x8189 at 1.05x (H200, 2026-11-26),
 //    where Big ran 0.86x and 0.99x (H100). On Big its 16
 //    copies per thread and k tile go between the FMAs; issued back to back they filled the
 //    MIO queue (ncu) and it ran at 0.80x.
@@ -130,15 +130,15 @@ BANKOPS_HD bool gemm_wide_fills(int64_t batch, int64_t m, int64_t n, int num_sms
   return 8 * wide >= 7 * ceil_div(wide, num_sms) * num_sms;
 }
 
-// The strip: at most this many columns past the last whole 256-column tile, which the strip
-// kernel (gemm_strip.h) computes instead of a column of Wide blocks.
+// The strip: at most this many columns past the last whole 256-column tile, which strip
+// blocks (gemm_strip.h) compute instead of a column of Wide tiles.
 constexpr int kGemmStripCols = 16;
 
-// Columns at the right edge of C that go to the strip kernel, 0 for none: float32 with
+// Columns at the right edge of C that go to the strip blocks, 0 for none: float32 with
 // vector or Async4 staging, n a few columns (1 .. kGemmStripCols) past whole Wide tiles, and
 // Wide's grid filling the SMs without that last column of blocks but not with it. n = 4097
 // (16 tiles and one column) is the case: 544 blocks are 82% of 5 waves; 512 fill 4 waves to
-// 97%, and the 32 strip blocks each take a fraction of a tile's time (gemm_strip.h).
+// 97%, and the 128 strip blocks (4 per 128 rows) each take a fraction of a tile's time.
 BANKOPS_HD int gemm_strip_cols(int acc_bytes, int64_t batch, int64_t m, int64_t n, int num_sms, GemmStaging staging) {
   const int64_t cols = n % GemmWide::kBN;
   if (acc_bytes != 4 || staging == GemmStaging::Scalar || cols == 0 || cols > kGemmStripCols || n < GemmWide::kBN)

@@ -5,49 +5,47 @@
 
 namespace bankops {
 
-// C[i][j] = sum_k A[i][k] B[k][j] for rows i < rows and columns j < cols (<= kGemmStripCols):
-// a, b and c point at row 0 / column 0 of the strip; bs holds Tile::kSize floats. Not inlined:
-// inside gemm_kernel it changed the tile path's register allocation, and the swizzle layout's
-// kernel ran at 0.56x cuBLAS instead of 0.97x (H200, 2026-11-26).
+// C[i][j] = sum_k A[i][k] B[k][j] for rows i < rows (<= kStripRows) and columns j < cols
+// (<= kGemmStripCols): a, b and c point at row 0 / column 0 of the strip; bs holds
+// Tile::kSize floats. Not inlined: inside gemm_kernel it changed the tile path's register
+// allocation, and the swizzle layout's kernel ran at 0.56x cuBLAS instead of 0.97x (H200,
+// 2026-11-26).
 template <class Tile>
-__device__ __noinline__ void gemm_strip_rows(const float* a, int64_t a_sm, int64_t a_sk, const float* b,
-                                                int64_t b_sk, int64_t b_sn, float* c, int64_t ldc, int64_t rows,
-                                                int64_t k, int cols, float* bs) {
-  const int t = threadIdx.x, lane = t % 32;
-  for (int64_t pass = 0; pass < rows; pass += kStripRows) {
-    const int64_t row0 = pass + t / 32 * kStripRowsPerWarp;
-    float acc[kStripRowsPerWarp][kGemmStripCols] = {};
-    for (int64_t k0 = 0; k0 < k; k0 += kStripK) {
-      __syncthreads();  // every warp has read the chunk before
-      for (int j = 0; j < cols; ++j) bs[Tile::offset(j, t)] = k0 + t < k ? b[(k0 + t) * b_sk + j * b_sn] : 0.f;
-      __syncthreads();
+__device__ __noinline__ void gemm_strip_rows(const float* a, int64_t a_sm, int64_t a_sk, const float* b, int64_t b_sk,
+                                             int64_t b_sn, float* c, int64_t ldc, int64_t rows, int64_t k, int cols,
+                                             float* bs) {
+  const int t = threadIdx.x, lane = t % 32, row0 = t / 32 * kStripRowsPerWarp;
+  float acc[kStripRowsPerWarp][kGemmStripCols] = {};
+  for (int64_t k0 = 0; k0 < k; k0 += kStripK) {
+    __syncthreads();  // every warp has read the chunk before
+    for (int j = 0; j < cols; ++j) bs[Tile::offset(j, t)] = k0 + t < k ? b[(k0 + t) * b_sk + j * b_sn] : 0.f;
+    __syncthreads();
 #pragma unroll
-      for (int u = 0; u < kStripK / 32; ++u) {
-        const int kk = lane + 32 * u;
-        float av[kStripRowsPerWarp];
+    for (int u = 0; u < kStripK / 32; ++u) {
+      const int kk = lane + 32 * u;
+      float av[kStripRowsPerWarp];
 #pragma unroll
-        for (int r = 0; r < kStripRowsPerWarp; ++r)
-          av[r] = k0 + kk < k && row0 + r < rows ? a[(row0 + r) * a_sm + (k0 + kk) * a_sk] : 0.f;
-#pragma unroll
-        for (int j = 0; j < kGemmStripCols; ++j) {
-          if (j < cols) {
-            const float bv = bs[Tile::offset(j, kk)];
-#pragma unroll
-            for (int r = 0; r < kStripRowsPerWarp; ++r) acc[r][j] = fmaf(av[r], bv, acc[r][j]);
-          }
-        }
-      }
-    }
-#pragma unroll
-    for (int r = 0; r < kStripRowsPerWarp; ++r)
+      for (int r = 0; r < kStripRowsPerWarp; ++r)
+        av[r] = k0 + kk < k && row0 + r < rows ? a[(row0 + r) * a_sm + (k0 + kk) * a_sk] : 0.f;
 #pragma unroll
       for (int j = 0; j < kGemmStripCols; ++j) {
         if (j < cols) {
-          const float v = warp_sum(acc[r][j]);
-          if (lane == 0 && row0 + r < rows) c[(row0 + r) * ldc + j] = v;
+          const float bv = bs[Tile::offset(j, kk)];
+#pragma unroll
+          for (int r = 0; r < kStripRowsPerWarp; ++r) acc[r][j] = fmaf(av[r], bv, acc[r][j]);
         }
       }
+    }
   }
+#pragma unroll
+  for (int r = 0; r < kStripRowsPerWarp; ++r)
+#pragma unroll
+    for (int j = 0; j < kGemmStripCols; ++j) {
+      if (j < cols) {
+        const float v = warp_sum(acc[r][j]);
+        if (lane == 0 && row0 + r < rows) c[(row0 + r) * ldc + j] = v;
+      }
+    }
   __syncthreads();  // the block's next work reuses shared memory
 }
 

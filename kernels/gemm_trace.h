@@ -122,13 +122,13 @@ inline void trace_gemm(Layout layout, int elem_bytes, int64_t batch, int64_t m, 
   switch (gemm_config(elem_bytes, batch, m, n, num_sms, GemmStaging::Vector)) {
     case GemmConfig::Wide: {
       // Whole 256-column tiles, and kStripBlocks more columns of blocks for the last few columns of C
-      // (gemm_strip_cols), each a pass per 32 rows and a chunk per kStripK k rows.
+      // (gemm_strip_cols): per strip block, a chunk per kStripK k rows.
       const int strip = gemm_strip_cols(elem_bytes, batch, m, n, num_sms, GemmStaging::Vector);
       n -= strip;
       trace(GemmWide{}, "gemm/128x256");
       if (strip > 0)
         with_layout(layout, [&](auto tag) {
-          const int64_t passes = batch * ceil_div(m, GemmWide::kBM) * (GemmWide::kBM / kStripRows);
+          const int64_t passes = batch * ceil_div(m, GemmWide::kBM) * kStripBlocks;
           gemm_detail::trace_strip<StripTile<decltype(tag)::value>>("gemm/128x256", strip,
                                                                     passes * ceil_div(k, kStripK), trace_out);
         });
