@@ -138,7 +138,7 @@ def gpu_cases():
         gemm((4096, 4096, 4096), f32),
         gemm((8192, 8192, 8192), f32),
         gemm((8192, 1024, 8192), f32),  # [M, N, K]: a skinny N
-        gemm((4096, 4352, 4096), f32),  # Big's ragged grid beside Wide's 4096^3 (gemm_config's rule)
+        gemm((4096, 4352, 4096), f32),  # a ragged grid: 128x256 with stream-K (128x128 without it)
         # float16/bfloat16 on tensor cores: the big squares, the small one where launch and
         # tail dominate, a middle one (the Hopper kernel's 128x128 tile: 72 tiles of 128x256,
         # 144 of 128x128), and sizes that break 16-byte row alignment (the realigning paths;

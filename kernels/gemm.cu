@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "gemm_strip.cuh"
+#include "gemm_work.h"
 #include "launch.h"
 #include "numeric.cuh"
 
@@ -295,13 +296,31 @@ struct Stager {
 // The stage ring, sized per configuration at launch.
 extern __shared__ float4 gemm_smem[];
 
-// ldc: C's row stride. strip: columns past g.n (in C and B) that the last kStripBlocks
-// columns of blocks compute with gemm_strip_rows (Wide only), in shared memory laid out as TileS.
+// A stream-K block's flag: set (release) once its partial sum is in the workspace, read
+// (acquire) by the block that ends the tile. One thread of each block does either; the
+// block's barrier orders the other threads' stores before the release and their loads after
+// the acquire.
+__device__ __forceinline__ void flag_release(int* f) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(f), "r"(1) : "memory");
+}
+__device__ __forceinline__ int flag_acquire(const int* f) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(f) : "memory");
+  return v;
+}
+
+// ldc: C's row stride. Wide kernels run a one-dimensional grid that w maps to work
+// (gemm_work.h): strip blocks for C's `strip` columns past g.n (gemm_strip_rows, in shared
+// memory laid out as TileS), stream-K blocks (partial sums in `partials`, one tile of
+// accumulators and one of `flags` per block) and a block per tile. The other configurations
+// take a block per tile of a (n, m, batch) grid.
 template <class S, class TileA, class TileB, class TileS, class T, class Acc, int MODE_A, int MODE_B>
 __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
-    gemm_kernel(const GemmArgs g, const GemmStage mode_a, const GemmStage mode_b, const int64_t ldc, const int strip) {
+    gemm_kernel(const GemmArgs g, const GemmStage mode_a, const GemmStage mode_b, const int64_t ldc, const int strip,
+                const GemmWork w, Acc* const partials, int* const flags) {
   constexpr int V = S::kVec, kStages = S::kStages, kStageA = TileA::kSize, kStageB = TileB::kSize;
   static_assert(kStageA % V == 0 && kStageB % V == 0, "stages start on 16-byte boundaries");
+  constexpr bool kWide = std::is_same<S, GemmWide>::value && std::is_same<T, float>::value;
   Acc* const sa0 = reinterpret_cast<Acc*>(gemm_smem);
   Acc* const sb0 = sa0 + kStages * kStageA;
   using StA = Stager<typename S::OpA, TileA, T, Acc, MODE_A>;
@@ -314,8 +333,6 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
     const bool move = origin + tile > extent && extent >= tile && (!x_vectors || extent % V == 0);
     return move ? extent - tile : origin;
   };
-  const int64_t n0 = edge(int64_t(blockIdx.x) * S::kBN, g.n, S::kBN, StB::x_vectors(mode_b));
-  const int64_t tiles_m = ceil_div(g.m, S::kBM);
   const int tiles_k = static_cast<int>(ceil_div(g.k, S::kBK));  // launch_gemm keeps it below 2^31
   const int full_k = static_cast<int>(g.k / S::kBK);             // k tiles of BK rows
   // Rows of k tile kt inside the operands.
@@ -332,187 +349,240 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
     using Tile = decltype(tile);
     return kAffine ? origin + Tile::offset(kk, q * S::kQuad) : Tile::offset(kk, x + q * S::kQuad);
   };
-  const bool whole_b = g.n - n0 >= S::kBN;
+  // Vector j of a thread's accumulators in a stream-K partial sum: the block's threads
+  // interleaved, so a warp's access is 512 contiguous bytes.
+  const auto partial_at = [&](auto* p, int i, int q) { return p + ((i * S::kQN + q) * S::kThreads + t) * V; };
 
-  for (int64_t bz = blockIdx.z; bz < g.batch; bz += gridDim.z) {
-    for (int64_t tm = blockIdx.y; tm < tiles_m; tm += gridDim.y) {
-      if constexpr (std::is_same<S, GemmWide>::value && std::is_same<T, float>::value) {
-        if (strip > 0 && blockIdx.x >= gridDim.x - kStripBlocks) {
-          static_assert(TileS::kSize <= S::kStages * (kStageA + kStageB), "the strip's tile fits the stages");
-          const int64_t m0 = tm * S::kBM + (blockIdx.x - (gridDim.x - kStripBlocks)) * kStripRows, n1 = g.n;
-          if (m0 < g.m)
-            gemm_strip_rows<TileS>(static_cast<const float*>(g.a) + bz * g.a_sb + m0 * g.a_sm, g.a_sm, g.a_sk,
-                                   static_cast<const float*>(g.b) + bz * g.b_sb + n1 * g.b_sn, g.b_sk, g.b_sn,
-                                   static_cast<float*>(g.c) + (bz * g.m + m0) * ldc + n1, ldc,
-                                   g.m - m0 < kStripRows ? g.m - m0 : kStripRows, g.k, strip, sa0);
-          continue;
-        }
+  // One piece of work (GemmPiece). A shared (stream-K) tile stays in place: moved, it would
+  // store over its neighbour's elements values summed in another order.
+  const auto tile = [&](const GemmPiece& pc) {
+    const int64_t bz = pc.bz, tm = pc.tm, tn = pc.tn;
+    const bool shared = pc.shared;
+    const int kb = pc.kb, ke = pc.ke;
+    const int64_t m0 = shared ? tm * S::kBM : edge(tm * S::kBM, g.m, S::kBM, StA::x_vectors(mode_a));
+    const int64_t n0 = shared ? tn * S::kBN : edge(tn * S::kBN, g.n, S::kBN, StB::x_vectors(mode_b));
+    const bool whole_a = g.m - m0 >= S::kBM, whole_b = g.n - n0 >= S::kBN;
+    const int64_t k0 = int64_t(kb) * S::kBK;
+    StA sa(static_cast<const T*>(g.a) + bz * g.a_sb + m0 * g.a_sm + k0 * g.a_sk, g.a_sk, g.a_sm, g.m - m0, mode_a);
+    StB sb(static_cast<const T*>(g.b) + bz * g.b_sb + n0 * g.b_sn + k0 * g.b_sk, g.b_sk, g.b_sn, g.n - n0, mode_b);
+    Acc acc[S::kTM][S::kTN];
+#pragma unroll
+    for (int i = 0; i < S::kTM; ++i)
+#pragma unroll
+      for (int j = 0; j < S::kTN; ++j) acc[i][j] = Acc(0);
+
+    // Prologue: tiles kb .. kb+kStages-2 in flight, one cp.async group each. Register-staged
+    // tiles are stored one tile after their loads (see k_tile), so the last one stays in
+    // registers.
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) {
+      if (s > 0 && kb + s - 1 < ke) {
+        sa.store(sa0 + (s - 1) * kStageA);
+        sb.store(sb0 + (s - 1) * kStageB);
       }
-      const int64_t m0 = edge(tm * S::kBM, g.m, S::kBM, StA::x_vectors(mode_a));
-      const bool whole_a = g.m - m0 >= S::kBM;
-      StA sa(static_cast<const T*>(g.a) + bz * g.a_sb + m0 * g.a_sm, g.a_sk, g.a_sm, g.m - m0, mode_a);
-      StB sb(static_cast<const T*>(g.b) + bz * g.b_sb + n0 * g.b_sn, g.b_sk, g.b_sn, g.n - n0, mode_b);
-      Acc acc[S::kTM][S::kTN];
-#pragma unroll
-      for (int i = 0; i < S::kTM; ++i)
-#pragma unroll
-        for (int j = 0; j < S::kTN; ++j) acc[i][j] = Acc(0);
-
-      // Prologue: tiles 0 .. kStages-2 in flight, one cp.async group each. Register-staged
-      // tiles are stored one tile after their loads (see k_tile), so the last one stays in
-      // registers.
-#pragma unroll
-      for (int s = 0; s < kStages - 1; ++s) {
-        if (s > 0 && s - 1 < tiles_k) {
-          sa.store(sa0 + (s - 1) * kStageA);
-          sb.store(sb0 + (s - 1) * kStageB);
-        }
-        if (s < tiles_k) {
-          sa.issue(sa0 + s * kStageA, g.a, k_rows(s), whole_a && s < full_k);
-          sb.issue(sb0 + s * kStageB, g.b, k_rows(s), whole_b && s < full_k);
-        }
-        cp_async_commit();
+      if (kb + s < ke) {
+        sa.issue(sa0 + s * kStageA, g.a, k_rows(kb + s), whole_a && kb + s < full_k);
+        sb.issue(sb0 + s * kStageB, g.b, k_rows(kb + s), whole_b && kb + s < full_k);
       }
+      cp_async_commit();
+    }
 
-      // Fragments of row kk of the current tile, double-buffered: row kk + 1 is read while
-      // row kk's FMAs run.
-      Frag<Acc> fa[2][S::kQM], fb[2][S::kQN];
-      constexpr int kFrags = S::kQM + S::kQN;
-      // Fragment f (A's quadrants, then B's) of row kk into buffer buf.
-      const auto load_frag = [&](int f, int buf, const Acc* as, const Acc* bs, int kk) {
-        if (f < S::kQM)
-          fa[buf][f] = lds16(as + frag_at(TileA{}, a0, am, kk, f));
-        else
-          fb[buf][f - S::kQM] = lds16(bs + frag_at(TileB{}, b0, bn, kk, f - S::kQM));
-      };
-      // FMAs of micro-tile rows [i0, i1) from buffer buf. Row kk+1's fragment reads go between
-      // them (spread over the first two thirds of the rows), not in one burst: back-to-back
-      // LDS.128s wait on one another, FMAs between them keep the scheduler issuing.
-      // load(f): read fragment f (a no-op when there is nothing to read).
-      const auto fma_rows = [&](int buf, int i0, int i1, auto&& load) {
+    // Fragments of row kk of the current tile, double-buffered: row kk + 1 is read while
+    // row kk's FMAs run.
+    Frag<Acc> fa[2][S::kQM], fb[2][S::kQN];
+    constexpr int kFrags = S::kQM + S::kQN;
+    // Fragment f (A's quadrants, then B's) of row kk into buffer buf.
+    const auto load_frag = [&](int f, int buf, const Acc* as, const Acc* bs, int kk) {
+      if (f < S::kQM)
+        fa[buf][f] = lds16(as + frag_at(TileA{}, a0, am, kk, f));
+      else
+        fb[buf][f - S::kQM] = lds16(bs + frag_at(TileB{}, b0, bn, kk, f - S::kQM));
+    };
+    // FMAs of micro-tile rows [i0, i1) from buffer buf. Row kk+1's fragment reads go between
+    // them (spread over the first two thirds of the rows), not in one burst: back-to-back
+    // LDS.128s wait on one another, FMAs between them keep the scheduler issuing.
+    // load(f): read fragment f (a no-op when there is nothing to read).
+    const auto fma_rows = [&](int buf, int i0, int i1, auto&& load) {
 #pragma unroll
-        for (int i = i0; i < i1; ++i) {
+      for (int i = i0; i < i1; ++i) {
 #pragma unroll
-          for (int j = 0; j < S::kTN; ++j)
-            acc[i][j] = fma(fa[buf][i / V].v[i % V], fb[buf][j / V].v[j % V], acc[i][j]);
+        for (int j = 0; j < S::kTN; ++j)
+          acc[i][j] = fma(fa[buf][i / V].v[i % V], fb[buf][j / V].v[j % V], acc[i][j]);
 #pragma unroll
-          for (int f = 0; f < kFrags; ++f)
-            if (f * 2 * (i1 - i0) / (3 * kFrags) == i - i0) load(f);
-        }
+        for (int f = 0; f < kFrags; ++f)
+          if (f * 2 * (i1 - i0) / (3 * kFrags) == i - i0) load(f);
+      }
+    };
+
+    int read = 0;  // the stage of tile kt; tile kt + kStages - 1 goes to the one before it
+    cp_async_wait<kStages - 2>();
+    __syncthreads();
+    if (kb < ke) {
+#pragma unroll
+      for (int f = 0; f < kFrags; ++f) load_frag(f, 0, sa0, sb0, 0);
+    }
+    // One k tile. STEADY: tile kt + kStages - 1 exists and both operands' tiles are whole
+    // (no bounds to check), so has tile kt + 1.
+    const auto k_tile = [&](int kt, auto steady) {
+      constexpr bool kSteady = decltype(steady)::value;
+      // Tile kt + kStages - 1 goes to the stage before `read`; tile kt + kStages - 2, loaded
+      // into registers one tile ago (a whole tile of FMAs to hide the global latency), to
+      // the stage before that, which tile kt - 2 used: every warp has left it.
+      const int write = read == 0 ? kStages - 1 : read - 1;
+      const int prev = write == 0 ? kStages - 1 : write - 1;
+      const int next = kt + kStages - 1;
+      if (kSteady || next - 1 < ke) {
+        sa.store(sa0 + prev * kStageA);
+        sb.store(sb0 + prev * kStageB);
+      }
+      // Element copies of more than one vector a thread go between the first BK - 1 rows'
+      // FMAs (Stager::kSpread): issued in one burst they fill the MIO queue, and the
+      // fragment reads wait behind them (ncu, 4095x4097x4093).
+      constexpr bool kSpreadA = kSteady && StA::kSpread, kSpreadB = kSteady && StB::kSpread;
+      if (kSteady || next < ke) {
+        const int rows = kSteady ? S::kBK : k_rows(next);
+        if constexpr (!kSpreadA) sa.issue(sa0 + write * kStageA, g.a, rows, kSteady || (whole_a && next < full_k));
+        if constexpr (!kSpreadB) sb.issue(sb0 + write * kStageB, g.b, rows, kSteady || (whole_b && next < full_k));
+      }
+      if constexpr (!kSpreadA && !kSpreadB) cp_async_commit();
+      // Copies [kk * n / (BK - 1), (kk + 1) * n / (BK - 1)) of n during row kk.
+      const auto spread = [&](auto& st, Acc* dst, int kk) {
+        constexpr int n = std::remove_reference_t<decltype(st)>::kCopies;
+#pragma unroll
+        for (int j = kk * n / (S::kBK - 1); j < (kk + 1) * n / (S::kBK - 1); ++j) st.copy_whole(dst, j);
       };
 
-      int read = 0;  // the stage of tile kt; tile kt + kStages - 1 goes to the one before it
+      const Acc* as = sa0 + read * kStageA;
+      const Acc* bs = sb0 + read * kStageB;
+#pragma unroll
+      for (int kk = 0; kk < S::kBK - 1; ++kk) {
+        if constexpr (kSpreadA) spread(sa, sa0 + write * kStageA, kk);
+        if constexpr (kSpreadB) spread(sb, sb0 + write * kStageB, kk);
+        fma_rows(kk % 2, 0, S::kTM, [&](int f) { load_frag(f, (kk + 1) % 2, as, bs, kk + 1); });
+      }
+      if constexpr (kSpreadA) sa.advance();
+      if constexpr (kSpreadB) sb.advance();
+      if constexpr (kSpreadA || kSpreadB) cp_async_commit();
+      // The last row: a quarter of its FMAs, then the tile is read out: wait for tile
+      // kt + 1 and read its first row between the rest.
+      constexpr int kLast = (S::kBK - 1) % 2, kSplit = S::kTM / 4;
+      fma_rows(kLast, 0, kSplit, [](int) {});
       cp_async_wait<kStages - 2>();
       __syncthreads();
-      if (tiles_k > 0) {
-#pragma unroll
-        for (int f = 0; f < kFrags; ++f) load_frag(f, 0, sa0, sb0, 0);
-      }
-      // One k tile. STEADY: tile kt + kStages - 1 exists and both operands' tiles are whole
-      // (no bounds to check), so has tile kt + 1.
-      const auto k_tile = [&](int kt, auto steady) {
-        constexpr bool kSteady = decltype(steady)::value;
-        // Tile kt + kStages - 1 goes to the stage before `read`; tile kt + kStages - 2, loaded
-        // into registers one tile ago (a whole tile of FMAs to hide the global latency), to
-        // the stage before that, which tile kt - 2 used: every warp has left it.
-        const int write = read == 0 ? kStages - 1 : read - 1;
-        const int prev = write == 0 ? kStages - 1 : write - 1;
-        const int next = kt + kStages - 1;
-        if (kSteady || next - 1 < tiles_k) {
-          sa.store(sa0 + prev * kStageA);
-          sb.store(sb0 + prev * kStageB);
-        }
-        // Element copies of more than one vector a thread go between the first BK - 1 rows'
-        // FMAs (Stager::kSpread): issued in one burst they fill the MIO queue, and the
-        // fragment reads wait behind them (ncu, 4095x4097x4093).
-        constexpr bool kSpreadA = kSteady && StA::kSpread, kSpreadB = kSteady && StB::kSpread;
-        if (kSteady || next < tiles_k) {
-          const int rows = kSteady ? S::kBK : k_rows(next);
-          if constexpr (!kSpreadA) sa.issue(sa0 + write * kStageA, g.a, rows, kSteady || (whole_a && next < full_k));
-          if constexpr (!kSpreadB) sb.issue(sb0 + write * kStageB, g.b, rows, kSteady || (whole_b && next < full_k));
-        }
-        if constexpr (!kSpreadA && !kSpreadB) cp_async_commit();
-        // Copies [kk * n / (BK - 1), (kk + 1) * n / (BK - 1)) of n during row kk.
-        const auto spread = [&](auto& st, Acc* dst, int kk) {
-          constexpr int n = std::remove_reference_t<decltype(st)>::kCopies;
-#pragma unroll
-          for (int j = kk * n / (S::kBK - 1); j < (kk + 1) * n / (S::kBK - 1); ++j) st.copy_whole(dst, j);
-        };
+      read = read == kStages - 1 ? 0 : read + 1;
+      const bool again = kSteady || kt + 1 < ke;
+      fma_rows(kLast, kSplit, S::kTM, [&](int f) {
+        if (again) load_frag(f, kLast ^ 1, sa0 + read * kStageA, sb0 + read * kStageB, 0);
+      });
+    };
+    const int steady = whole_a && whole_b ? (ke < full_k ? ke : full_k) - (kStages - 1) : kb;
+    int kt = kb;
+    for (; kt < steady; ++kt) k_tile(kt, std::true_type{});
+    for (; kt < ke; ++kt) k_tile(kt, std::false_type{});
+    cp_async_wait<0>();
+    __syncthreads();  // the next tile's prologue overwrites the stages
 
-        const Acc* as = sa0 + read * kStageA;
-        const Acc* bs = sb0 + read * kStageB;
+    if constexpr (kWide) {
+      const int slot = pc.slot;
+      if (slot >= 0) {
+        Acc* const p = partials + int64_t(slot) * S::kBM * S::kBN;
 #pragma unroll
-        for (int kk = 0; kk < S::kBK - 1; ++kk) {
-          if constexpr (kSpreadA) spread(sa, sa0 + write * kStageA, kk);
-          if constexpr (kSpreadB) spread(sb, sb0 + write * kStageB, kk);
-          fma_rows(kk % 2, 0, S::kTM, [&](int f) { load_frag(f, (kk + 1) % 2, as, bs, kk + 1); });
-        }
-        if constexpr (kSpreadA) sa.advance();
-        if constexpr (kSpreadB) sb.advance();
-        if constexpr (kSpreadA || kSpreadB) cp_async_commit();
-        // The last row: a quarter of its FMAs, then the tile is read out: wait for tile
-        // kt + 1 and read its first row between the rest.
-        constexpr int kLast = (S::kBK - 1) % 2, kSplit = S::kTM / 4;
-        fma_rows(kLast, 0, kSplit, [](int) {});
-        cp_async_wait<kStages - 2>();
+        for (int i = 0; i < S::kTM; ++i)
+#pragma unroll
+          for (int q = 0; q < S::kQN; ++q)
+            __stcg(reinterpret_cast<float4*>(partial_at(p, i, q)),
+                   make_float4(acc[i][q * V], acc[i][q * V + 1], acc[i][q * V + 2], acc[i][q * V + 3]));
         __syncthreads();
-        read = read == kStages - 1 ? 0 : read + 1;
-        const bool again = kSteady || kt + 1 < tiles_k;
-        fma_rows(kLast, kSplit, S::kTM, [&](int f) {
-          if (again) load_frag(f, kLast ^ 1, sa0 + read * kStageA, sb0 + read * kStageB, 0);
-        });
-      };
-      const int steady = whole_a && whole_b ? full_k - (kStages - 1) : 0;
-      int kt = 0;
-      for (; kt < steady; ++kt) k_tile(kt, std::true_type{});
-      for (; kt < tiles_k; ++kt) k_tile(kt, std::false_type{});
-      cp_async_wait<0>();
-      __syncthreads();  // the next tile's prologue overwrites the stages
-
-      // Each row of the micro-tile: QN vectors of VEC columns (one STG.128 each when aligned).
-      const bool vec_out = sizeof(T) == sizeof(Acc) && ldc % V == 0 && n0 % V == 0;
-      const int64_t n_first = n0 + bn;
-      T* row = static_cast<T*>(g.c) + (bz * g.m + m0 + am) * ldc + n_first;
-      // Vector q of micro-tile row i.
-      const auto out_vec = [&](int i, int q, T* dst) {
-        Acc v[V];
-#pragma unroll
-        for (int e = 0; e < V; ++e) v[e] = acc[i][q * V + e];
-        st16(dst, v);
-      };
-      if constexpr (sizeof(T) == sizeof(Acc)) {
-        // A whole block tile: no bounds, and no branches, so every row's address is its own
-        // register (stores read theirs late: a reused one waits for the store before).
-        if (whole_a && whole_b && vec_out) {
-#pragma unroll
-          for (int i = 0; i < S::kTM; ++i) {
-            T* dst = row + ((i / V) * S::kQuad + i % V) * ldc;
-#pragma unroll
-            for (int q = 0; q < S::kQN; ++q) out_vec(i, q, dst + q * S::kQuad);
-          }
-          continue;
-        }
+        if (t == 0) flag_release(flags + slot);
+        return;
       }
+      // In block order, the latest k tiles first (the sum's order is fixed by the shape).
+      for (int c = pc.c_hi - 1; c >= pc.c_lo; --c) {
+        if (t == 0)
+          while (flag_acquire(flags + c) == 0) __nanosleep(256);
+        __syncthreads();
+        const Acc* const p = partials + int64_t(c) * S::kBM * S::kBN;
 #pragma unroll
-      for (int i = 0; i < S::kTM; ++i) {
-        const int dm = (i / V) * S::kQuad + i % V;
-        if (m0 + am + dm < g.m) {
+        for (int i = 0; i < S::kTM; ++i)
 #pragma unroll
           for (int q = 0; q < S::kQN; ++q) {
-            T* dst = row + dm * ldc + q * S::kQuad;
-            const int64_t left = g.n - n_first - q * S::kQuad;
-            if constexpr (sizeof(T) == sizeof(Acc)) {
-              if (vec_out && left >= V) {
-                out_vec(i, q, dst);
-                continue;
-              }
-            }
-#pragma unroll
-            for (int e = 0; e < V; ++e)
-              if (e < left) dst[e] = from_acc<T>(acc[i][q * V + e]);
+            const float4 v = __ldcg(reinterpret_cast<const float4*>(partial_at(p, i, q)));
+            acc[i][q * V] += v.x;
+            acc[i][q * V + 1] += v.y;
+            acc[i][q * V + 2] += v.z;
+            acc[i][q * V + 3] += v.w;
           }
+      }
+    }
+
+    // Each row of the micro-tile: QN vectors of VEC columns (one STG.128 each when aligned).
+    const bool vec_out = sizeof(T) == sizeof(Acc) && ldc % V == 0 && n0 % V == 0;
+    const int64_t n_first = n0 + bn;
+    T* row = static_cast<T*>(g.c) + (bz * g.m + m0 + am) * ldc + n_first;
+    // Vector q of micro-tile row i.
+    const auto out_vec = [&](int i, int q, T* dst) {
+      Acc v[V];
+#pragma unroll
+      for (int e = 0; e < V; ++e) v[e] = acc[i][q * V + e];
+      st16(dst, v);
+    };
+    if constexpr (sizeof(T) == sizeof(Acc)) {
+      // A whole block tile: no bounds, and no branches, so every row's address is its own
+      // register (stores read theirs late: a reused one waits for the store before).
+      if (whole_a && whole_b && vec_out) {
+#pragma unroll
+        for (int i = 0; i < S::kTM; ++i) {
+          T* dst = row + ((i / V) * S::kQuad + i % V) * ldc;
+#pragma unroll
+          for (int q = 0; q < S::kQN; ++q) out_vec(i, q, dst + q * S::kQuad);
+        }
+        return;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < S::kTM; ++i) {
+      const int dm = (i / V) * S::kQuad + i % V;
+      if (m0 + am + dm < g.m) {
+#pragma unroll
+        for (int q = 0; q < S::kQN; ++q) {
+          T* dst = row + dm * ldc + q * S::kQuad;
+          const int64_t left = g.n - n_first - q * S::kQuad;
+          if constexpr (sizeof(T) == sizeof(Acc)) {
+            if (vec_out && left >= V) {
+              out_vec(i, q, dst);
+              continue;
+            }
+          }
+#pragma unroll
+          for (int e = 0; e < V; ++e)
+            if (e < left) dst[e] = from_acc<T>(acc[i][q * V + e]);
         }
       }
+    }
+  };
+
+  if constexpr (!kWide) {
+    const int64_t tiles_m = ceil_div(g.m, S::kBM);
+    for (int64_t bz = blockIdx.z; bz < g.batch; bz += gridDim.z)
+      for (int64_t tm = blockIdx.y; tm < tiles_m; tm += gridDim.y)
+        tile(GemmPiece{bz, tm, blockIdx.x, 0, tiles_k, false, -1, 0, 0});
+  } else {
+    const int64_t u = blockIdx.x;
+    if (u < w.strip_blocks) {
+      static_assert(TileS::kSize <= S::kStages * (kStageA + kStageB), "the strip's tile fits the stages");
+      const int64_t rows = u / kStripBlocks, bz = rows / w.tiles_m;
+      const int64_t m0 = rows % w.tiles_m * S::kBM + u % kStripBlocks * kStripRows, n1 = g.n;
+      if (m0 < g.m)
+        gemm_strip_rows<TileS>(static_cast<const float*>(g.a) + bz * g.a_sb + m0 * g.a_sm, g.a_sm, g.a_sk,
+                               static_cast<const float*>(g.b) + bz * g.b_sb + n1 * g.b_sn, g.b_sk, g.b_sn,
+                               static_cast<float*>(g.c) + (bz * g.m + m0) * ldc + n1, ldc,
+                               g.m - m0 < kStripRows ? g.m - m0 : kStripRows, g.k, strip, sa0);
+      return;
+    }
+#pragma unroll 1
+    for (int p = 0; p < 2; ++p) {
+      const GemmPiece pc = gemm_piece(w, u, p);
+      if (pc.kb < pc.ke) tile(pc);
     }
   }
 }
@@ -524,14 +594,16 @@ constexpr int kKVec = int(GemmStage::KVec), kXAsync = int(GemmStage::XAsync);
 // ASYNC4: and the GemmStaging::Async4 pairs (unit_a / unit_b: gemm_unit_scalar).
 // Configurations that copy k-major operands (gemm_copies_k) specialize aligned ones to kKUnit,
 // as Async4 does misaligned ones, instead of loading 16-byte vectors into registers.
-// ldc: C's row stride (g.n, or more with a strip); strip: C's columns past g.n, which
-// kStripBlocks more columns of blocks compute (gemm_strip.h).
+// ldc: C's row stride (g.n, or more with a strip). Wide only: strip, C's columns past g.n;
+// w, its blocks' work (gemm_work.h), with gemm_work_bytes(w) of workspace.
 template <class S, Layout L, class T, class Acc, bool SPECIALIZE, bool ASYNC4 = false>
 cudaError_t run(const GemmArgs& g, int64_t ldc, GemmStage ma, GemmStage mb, cudaStream_t stream, bool unit_a = false,
-                bool unit_b = false, int strip = 0) {
+                bool unit_b = false, int strip = 0, const GemmWork& w = {}, void* workspace = nullptr) {
   const auto clamp = [](int64_t v) { return static_cast<unsigned>(v < 65535 ? v : 65535); };
-  const dim3 grid(static_cast<unsigned>(ceil_div(g.n, S::kBN) + (strip > 0 ? kStripBlocks : 0)), clamp(ceil_div(g.m, S::kBM)),
-                  clamp(g.batch));
+  constexpr bool kWide = std::is_same<S, GemmWide>::value;
+  if (kWide && w.blocks() > INT_MAX) return cudaErrorInvalidValue;  // C would hold 2^31 tiles: not in memory
+  const dim3 grid = kWide ? dim3(static_cast<unsigned>(w.blocks()))
+                          : dim3(static_cast<unsigned>(ceil_div(g.n, S::kBN)), clamp(ceil_div(g.m, S::kBM)), clamp(g.batch));
   using TA = GemmTileOf<L, typename S::OpA>;
   using TB = GemmTileOf<L, typename S::OpB>;
   using TS = StripTile<L>;
@@ -555,7 +627,14 @@ cudaError_t run(const GemmArgs& g, int64_t ldc, GemmStage ma, GemmStage mb, cuda
   // Past 48 KB the launch would need cudaFuncSetAttribute first (once per device, as
   // gemm_mma.cu does it); no configuration comes near.
   static_assert(kSmem <= 48 * 1024, "a configuration's stages exceed the default dynamic shared memory");
-  kernel<<<grid, S::kThreads, kSmem, stream>>>(g, ma, mb, ldc, strip);
+  // The workspace: the stream-K blocks' partial sums, then their flags, which start clear.
+  Acc* const partials = static_cast<Acc*>(workspace);
+  int* const flags = reinterpret_cast<int*>(partials + int64_t(w.sk_blocks) * S::kBM * S::kBN);
+  if (w.sk_blocks > 0) {
+    const cudaError_t err = cudaMemsetAsync(flags, 0, sizeof(int) * w.sk_blocks, stream);
+    if (err != cudaSuccess) return err;
+  }
+  kernel<<<grid, S::kThreads, kSmem, stream>>>(g, ma, mb, ldc, strip, w, partials, flags);
   return cudaGetLastError();
 }
 
@@ -569,43 +648,69 @@ int num_sms() {
   return n;
 }
 
+// A float32 or float64 call's kernel and how it runs (the same answer for launch_gemm and
+// gemm_workspace_bytes). stream_k: Wide may share k tiles (gemm_work.h).
+struct Plan {
+  GemmStage ma, mb;
+  bool ua, ub;
+  GemmStaging staging;
+  GemmConfig config;
+  int strip;      // Wide: C's columns past the tiles, for the strip blocks
+  GemmWork work;  // Wide: its blocks' work
+};
+Plan plan(const GemmArgs& g, int eb, int ab, bool stream_k) {
+  Plan p{};
+  p.ma = gemm_stage_mode(g.a, eb, ab, g.batch, g.a_sb, g.k, g.a_sk, g.m, g.a_sm);
+  p.mb = gemm_stage_mode(g.b, eb, ab, g.batch, g.b_sb, g.k, g.b_sk, g.n, g.b_sn);
+  p.ua = eb == ab && gemm_unit_scalar(p.ma, g.a, eb, g.a_sk, g.a_sm);
+  p.ub = eb == ab && gemm_unit_scalar(p.mb, g.b, eb, g.b_sk, g.b_sn);
+  p.staging = gemm_staging(p.ma, p.ua, p.mb, p.ub);
+  p.config = gemm_config(ab, g.batch, g.m, g.n, g.k, num_sms(), p.staging, stream_k);
+  if (p.config == GemmConfig::Wide) {
+    p.strip = gemm_strip_cols(ab, g.batch, g.m, g.n, num_sms(), p.staging);
+    p.work = gemm_work(g.batch, g.m, g.n - p.strip, g.k, p.strip, num_sms(), stream_k);
+  }
+  return p;
+}
+
 template <Layout L, class T, class Acc>
-cudaError_t dispatch(const GemmArgs& g, cudaStream_t stream) {
-  const int eb = sizeof(T), ab = sizeof(Acc);
-  const GemmStage ma = gemm_stage_mode(g.a, eb, ab, g.batch, g.a_sb, g.k, g.a_sk, g.m, g.a_sm);
-  const GemmStage mb = gemm_stage_mode(g.b, eb, ab, g.batch, g.b_sb, g.k, g.b_sk, g.n, g.b_sn);
+cudaError_t dispatch(const GemmArgs& g, void* workspace, cudaStream_t stream) {
+  const Plan p = plan(g, sizeof(T), sizeof(Acc), workspace != nullptr);
   if constexpr (sizeof(Acc) == 8) {
-    return run<GemmBig<8>, L, T, Acc, true>(g, g.n, ma, mb, stream);
+    return run<GemmBig<8>, L, T, Acc, true>(g, g.n, p.ma, p.mb, stream);
   } else {
-    const bool ua = eb == ab && gemm_unit_scalar(ma, g.a, eb, g.a_sk, g.a_sm);
-    const bool ub = eb == ab && gemm_unit_scalar(mb, g.b, eb, g.b_sk, g.b_sn);
-    const GemmStaging staging = gemm_staging(ma, ua, mb, ub);
-    switch (gemm_config(ab, g.batch, g.m, g.n, num_sms(), staging)) {
+    switch (p.config) {
       case GemmConfig::Wide: {
-        const int strip = gemm_strip_cols(ab, g.batch, g.m, g.n, num_sms(), staging);
         GemmArgs main = g;
-        main.n -= strip;
-        return run<GemmWide, L, T, Acc, true, true>(main, g.n, ma, mb, stream, ua, ub, strip);
+        main.n -= p.strip;
+        return run<GemmWide, L, T, Acc, true, true>(main, g.n, p.ma, p.mb, stream, p.ua, p.ub, p.strip, p.work,
+                                                    workspace);
       }
-      case GemmConfig::Big: return run<GemmBig<4>, L, T, Acc, true, true>(g, g.n, ma, mb, stream, ua, ub);
-      case GemmConfig::BigScalar: return run<GemmBigScalar, L, T, Acc, false>(g, g.n, ma, mb, stream);
+      case GemmConfig::Big: return run<GemmBig<4>, L, T, Acc, true, true>(g, g.n, p.ma, p.mb, stream, p.ua, p.ub);
+      case GemmConfig::BigScalar: return run<GemmBigScalar, L, T, Acc, false>(g, g.n, p.ma, p.mb, stream);
       case GemmConfig::Small:
-      default: return run<GemmSmall, L, T, Acc, true>(g, g.n, ma, mb, stream);
+      default: return run<GemmSmall, L, T, Acc, true>(g, g.n, p.ma, p.mb, stream);
     }
   }
 }
 
 }  // namespace
 
-cudaError_t launch_gemm(Layout layout, DType dtype, const GemmArgs& g, cudaStream_t stream) {
+int64_t gemm_workspace_bytes(DType dtype, const GemmArgs& g) {
+  if (dtype != DType::F32 || g.batch == 0 || g.m == 0 || g.n == 0 || ceil_div(g.k, kGemmBK) > INT_MAX) return 0;
+  const Plan p = plan(g, 4, 4, true);
+  return p.config == GemmConfig::Wide ? gemm_work_bytes(p.work) : 0;
+}
+
+cudaError_t launch_gemm(Layout layout, DType dtype, const GemmArgs& g, void* workspace, cudaStream_t stream) {
   if (g.batch == 0 || g.m == 0 || g.n == 0) return cudaSuccess;
   // k tiles are counted in int: K up to 2^34 (no tensor that fits a GPU comes near it).
   if (ceil_div(g.k, kGemmBK) > INT_MAX) return cudaErrorInvalidValue;
   return with_layout(layout, [&](auto tag) {
     constexpr Layout L = decltype(tag)::value;
     switch (dtype) {
-      case DType::F64: return dispatch<L, double, double>(g, stream);
-      case DType::F32: return dispatch<L, float, float>(g, stream);
+      case DType::F64: return dispatch<L, double, double>(g, nullptr, stream);
+      case DType::F32: return dispatch<L, float, float>(g, workspace, stream);
       default: return cudaErrorNotSupported;  // float16/bfloat16 run on the tensor cores (launch_gemm_mma)
     }
   });

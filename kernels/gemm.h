@@ -68,7 +68,10 @@ struct GemmShape {
 //    4-byte cp.async, as cuBLAS copies all of its operands: nothing waits in registers, and
 //    the 3-stage pipeline covers both operands. 0.98-0.99x cuBLAS from 2048^3 to 8192^3
 //    in bench/run.py (1.00-1.04x in a harness run), where register staging gave 0.93-0.99x on
-//    the same loop and 4 stages 0.96-1.00x.
+//    the same loop and 4 stages 0.96-1.00x. Its grid is one-dimensional (gemm_work.h): with
+//    stream-K sharing out the last wave's tiles, 4096^3 and 8192^3 run at 1.00-1.01x cuBLAS
+//    instead of 0.95-0.98x (H100, 2026-11-26, in one process), and ragged grids at least a
+//    wave deep take it too.
 //  - Big (float32, both operands staged with 16-byte vectors): 128x128, 128 threads (2x2 warps
 //    of 64x64), 16x8 per thread: 128 FMAs per 6 LDS.128, two blocks per SM with up to 255
 //    registers, k-major operands through registers (4-byte cp.async copies measured 0.85-0.92x
@@ -130,6 +133,25 @@ BANKOPS_HD bool gemm_wide_fills(int64_t batch, int64_t m, int64_t n, int num_sms
   return 8 * wide >= 7 * ceil_div(wide, num_sms) * num_sms;
 }
 
+// Stream-K (gemm_work.h): a shared tile's k tiles go to at most kGemmMaxSplit blocks (the
+// block that ends it adds the others' partial sums), and a block takes kGemmMinSplitK k tiles
+// at least (each fills the cp.async pipeline again and writes or adds a partial sum, which a
+// shorter run does not pay back).
+constexpr int kGemmMaxSplit = 8, kGemmMinSplitK = 32;
+// The stream-K blocks of a Wide grid of `tiles` tiles, tiles_k k tiles deep: 0 where the last
+// wave is full or too short to share, else as many as the last wave's tiles can keep busy.
+BANKOPS_HD int gemm_stream_k_blocks(int64_t tiles, int64_t tiles_k, int num_sms) {
+  const int64_t rest = tiles % num_sms, blocks = rest * kGemmMaxSplit < num_sms ? rest * kGemmMaxSplit : num_sms;
+  return rest > 0 && rest * tiles_k >= blocks * kGemmMinSplitK ? static_cast<int>(blocks) : 0;
+}
+// Whether stream-K evens out the last wave of Wide's grid over (batch, m, n, k), at least a
+// wave deep: 4096x4352x4096 (544 tiles, 82% of 5 waves) then runs Wide at 1.04x cuBLAS where
+// Big ran 0.92x (H100, 2026-11-26).
+BANKOPS_HD bool gemm_wide_shares(int64_t batch, int64_t m, int64_t n, int64_t k, int num_sms, bool stream_k) {
+  const int64_t wide = batch * ceil_div(m, GemmWide::kBM) * ceil_div(n, GemmWide::kBN);
+  return stream_k && wide >= num_sms && gemm_stream_k_blocks(wide, ceil_div(k, GemmWide::kBK), num_sms) > 0;
+}
+
 // The strip: at most this many columns past the last whole 256-column tile, which strip
 // blocks (gemm_strip.h) compute instead of a column of Wide tiles.
 constexpr int kGemmStripCols = 16;
@@ -151,15 +173,17 @@ BANKOPS_HD int gemm_strip_cols(int acc_bytes, int64_t batch, int64_t m, int64_t 
 //  1. Small when the 128x128 grid leaves an SM without a block, or m or n fits one 64 tile.
 //  2. BigScalar when an operand stages through registers element by element (Scalar).
 //  3. Wide (Vector or Async4 staging) when its grid fills the SMs (gemm_wide_fills), over all
-//     of C or over all but a strip (gemm_strip_cols).
+//     of C or over all but a strip (gemm_strip_cols), or stream-K evens out its last wave
+//     (gemm_wide_shares; stream_k: the launch has its workspace).
 //  4. Big otherwise.
-BANKOPS_HD GemmConfig gemm_config(int acc_bytes, int64_t batch, int64_t m, int64_t n, int num_sms,
-                                  GemmStaging staging) {
+BANKOPS_HD GemmConfig gemm_config(int acc_bytes, int64_t batch, int64_t m, int64_t n, int64_t k, int num_sms,
+                                  GemmStaging staging, bool stream_k) {
   if (acc_bytes != 4) return GemmConfig::Big;
   const int64_t blocks = batch * ceil_div(m, GemmBig<4>::kBM) * ceil_div(n, GemmBig<4>::kBN);
   if (blocks < num_sms || m <= GemmSmall::kBM || n <= GemmSmall::kBN) return GemmConfig::Small;
   if (staging == GemmStaging::Scalar) return GemmConfig::BigScalar;
-  const bool wide = gemm_wide_fills(batch, m, n, num_sms) || gemm_strip_cols(acc_bytes, batch, m, n, num_sms, staging) > 0;
+  const bool wide = gemm_wide_fills(batch, m, n, num_sms) || gemm_strip_cols(acc_bytes, batch, m, n, num_sms, staging) > 0 ||
+                    gemm_wide_shares(batch, m, n, k, num_sms, stream_k);
   return wide ? GemmConfig::Wide : GemmConfig::Big;
 }
 

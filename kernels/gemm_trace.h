@@ -104,9 +104,10 @@ void trace_strip(const char* kernel, int cols, int64_t iterations, SmemTrace& tr
 // C[batch] (m x n) = A (m x k) @ B (k x n) of float32 (elem_bytes 4) or float64 (8); a_k_fast
 // / b_k_fast say whether k is A's / B's contiguous dim (A row-major: true; B row-major:
 // false). Operands are taken as 16-byte aligned with aligned strides (the vector modes). The
-// block configuration follows launch_gemm's choice for num_sms SMs.
+// block configuration follows launch_gemm's choice for num_sms SMs (stream_k: with its
+// workspace, as torch.ops.bankops._set_stream_k leaves it).
 inline void trace_gemm(Layout layout, int elem_bytes, int64_t batch, int64_t m, int64_t n, int64_t k, bool a_k_fast,
-                       bool b_k_fast, int num_sms, SmemTrace& trace_out) {
+                       bool b_k_fast, int num_sms, bool stream_k, SmemTrace& trace_out) {
   const auto mode = [](bool k_fast) { return k_fast ? GemmStage::KVec : GemmStage::XAsync; };
   // Contiguous operands: rows of k elements when k is the fast dim, else of m (A) or n (B).
   const int64_t pitch_a = (a_k_fast ? k : m) * elem_bytes, pitch_b = (b_k_fast ? k : n) * elem_bytes;
@@ -119,7 +120,7 @@ inline void trace_gemm(Layout layout, int elem_bytes, int64_t batch, int64_t m, 
                                  iterations(S::kBM, S::kBN, S::kBK), trace_out);
   };
   if (elem_bytes == 8) return trace(GemmBig<8>{}, "gemm/64x64");
-  switch (gemm_config(elem_bytes, batch, m, n, num_sms, GemmStaging::Vector)) {
+  switch (gemm_config(elem_bytes, batch, m, n, k, num_sms, GemmStaging::Vector, stream_k)) {
     case GemmConfig::Wide: {
       // Whole 256-column tiles, and kStripBlocks more columns of blocks for the last few columns of C
       // (gemm_strip_cols): per strip block, a chunk per kStripK k rows.

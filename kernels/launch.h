@@ -32,7 +32,10 @@ cudaError_t launch_gather(const GatherArgs& args, cudaStream_t stream);
 cudaError_t launch_smem_probe(const int64_t* addr, const int64_t* src, const uint32_t* global, uint32_t* out, int width,
                               bool store, bool zfill, cudaStream_t stream);
 
-cudaError_t launch_gemm(Layout layout, DType dtype, const GemmArgs& args, cudaStream_t stream);
+// float32/float64. workspace: gemm_workspace_bytes(dtype, args) bytes, which let the float32
+// 128x256 kernel share the k tiles of its last wave's tiles out (gemm_work.h); null: it does not.
+cudaError_t launch_gemm(Layout layout, DType dtype, const GemmArgs& args, void* workspace, cudaStream_t stream);
+int64_t gemm_workspace_bytes(DType dtype, const GemmArgs& args);
 
 // float16/bfloat16 on tensor cores; cudaErrorNotSupported for other dtypes (use launch_gemm).
 // hopper: the device runs gemm_wgmma's kernel (compute capability 9.0 and gemm_wgmma_built()),

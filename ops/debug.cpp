@@ -1,5 +1,5 @@
 // Test hooks: the shared-memory tiles the kernels declare, the bank model, readable from
-// Python, the switch that poisons new outputs and the one that keeps gemm off the Hopper kernel.
+// Python, the switch that poisons new outputs and gemm's switches (gemm.h).
 #include <torch/library.h>
 
 #include <optional>
@@ -160,6 +160,7 @@ TORCH_LIBRARY_IMPL(bankops, CompositeExplicitAutograd, m) {
   m.impl("_set_poison", &set_poison);
   m.impl("_set_wgmma", &set_wgmma);
   m.impl("_set_repack", &set_repack);
+  m.impl("_set_stream_k", &set_stream_k);
 }
 
 }  // namespace bankops

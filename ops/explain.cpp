@@ -55,7 +55,7 @@ SmemTrace trace_op(std::string_view op, Layout layout, at::ScalarType dtype, con
       trace_gemm_mma(layout, batch, m, n, k, p[4] != 0, p[5] != 0, hopper, repack_enabled(), trace);
     } else {
       trace_gemm(layout, static_cast<int>(c10::elementSize(dtype)), batch, m, n, k, p[4] != 0, p[5] != 0,
-                 static_cast<int>(num_sms), trace);
+                 static_cast<int>(num_sms), stream_k_enabled(), trace);
     }
   } else {
     TORCH_CHECK(false, "_smem_trace: unknown op '", op, "'; expected one of: reduce_sum, transpose, gemm");

@@ -10,13 +10,15 @@
 
 namespace bankops {
 namespace {
-std::atomic<bool> g_wgmma{true}, g_repack{true};
+std::atomic<bool> g_wgmma{true}, g_repack{true}, g_stream_k{true};
 }
 
 void set_wgmma(bool on) { g_wgmma.store(on); }
 bool wgmma_enabled() { return g_wgmma.load(std::memory_order_relaxed); }
 void set_repack(bool on) { g_repack.store(on); }
 bool repack_enabled() { return g_repack.load(std::memory_order_relaxed); }
+void set_stream_k(bool on) { g_stream_k.store(on); }
+bool stream_k_enabled() { return g_stream_k.load(std::memory_order_relaxed); }
 
 void check_gemm_mma(DType dtype, const GemmArgs& g, const char* op) {
   TORCH_CHECK(gemm_mma_supports(dtype, g), op, ": float16/bfloat16 gemm takes n below 2^31 * ", MmaSmall::kBN,

@@ -32,6 +32,12 @@ bool wgmma_enabled();
 void set_repack(bool on);
 bool repack_enabled();
 
+// Test hook (torch.ops.bankops._set_stream_k): whether the float32 128x256 kernel deals the
+// k tiles of its last wave's tiles out to all SMs (gemm_work.h; on by default); off, each tile
+// is one block's.
+void set_stream_k(bool on);
+bool stream_k_enabled();
+
 // Element strides (batch, rows, cols) of a 2-D or 3-D operand; batch stride 0 for 2-D.
 std::array<int64_t, 3> gemm_strides(const at::Tensor& t);
 

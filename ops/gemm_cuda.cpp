@@ -44,7 +44,10 @@ at::Tensor gemm_cuda(const at::Tensor& a, const at::Tensor& b, std::string_view 
     }
     C10_CUDA_CHECK(launch_gemm_mma(l, dtype, scratch.defined() ? r.args : args, hopper, stream));
   } else {
-    C10_CUDA_CHECK(launch_gemm(l, dtype, args, stream));
+    // float32's stream-K blocks keep their partial sums in scratch from the caching allocator.
+    const int64_t bytes = stream_k_enabled() ? gemm_workspace_bytes(dtype, args) : 0;
+    const at::Tensor scratch = bytes > 0 ? new_output({bytes}, a.options().dtype(at::kByte)) : at::Tensor();
+    C10_CUDA_CHECK(launch_gemm(l, dtype, args, scratch.defined() ? scratch.mutable_data_ptr() : nullptr, stream));
   }
   return out;
 }

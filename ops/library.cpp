@@ -16,7 +16,8 @@ TORCH_LIBRARY(bankops, m) {
   m.def("transpose(Tensor x, int dim0=-2, int dim1=-1, str layout=\"swizzle\") -> Tensor");
   m.def("gemm(Tensor a, Tensor b, str layout=\"swizzle\") -> Tensor");
   // Test hooks: the shared-memory tiles the kernels declare, the bank model, poisoned outputs,
-  // the Hopper gemm kernel and its copies of misaligned operands on or off.
+  // the Hopper gemm kernel and its copies of misaligned operands on or off, float32 stream-K
+  // on or off.
   m.def("_tile_map(str tile, str layout) -> Tensor");
   m.def("_tile_info(str tile, str layout) -> Tensor");
   m.def("_bank_cost(Tensor addr, int width, int active=-1, bool store=False, Tensor? src=None, bool zfill=False) -> Tensor");
@@ -24,6 +25,7 @@ TORCH_LIBRARY(bankops, m) {
   m.def("_set_poison(bool on) -> ()");
   m.def("_set_wgmma(bool on) -> ()");
   m.def("_set_repack(bool on) -> ()");
+  m.def("_set_stream_k(bool on) -> ()");
   // The bank probe: one warp, one shared-memory access (or cp.async) at the given lane addresses.
   m.def("_smem_probe(Tensor addr, int width, bool store=False, Tensor? src=None, bool zfill=False) -> Tensor");
   // bankops.explain: each kernel's shared-memory instructions and the bank model's cost.

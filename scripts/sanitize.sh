@@ -13,6 +13,7 @@ subset='(test_cuda_matches_reference and (torch.float32- or torch.int8- or torch
   or (test_cuda_mid_tiles and (Nonex1032x2056x72-small or 3x130x264x200-narrow))
   or (test_cuda_float32_relative_error and (1536x1536x72 or 2048x129x4099))
   or (test_cuda_wide_tile and (2048x2048x40 or 2000x2000x44 or 2000x2000x1028-contiguous-transposed))
+  or (test_cuda_strip and 2048x2049x40) or (test_cuda_stream_k and 2048x2048x264)
   or (test_cuda_async4_staging and 1536x1536x72)
   or (test_cuda_realign and (130x131x33 or 3x65x130x73) and float16) or (test_cuda_realign_offsets and 256x392x40)
   or (test_cuda_realign_exact_allocations and swizzle and float16)

@@ -180,16 +180,18 @@ def route(batch, m, n, k, views, layout="swizzle", num_sms=None):
 
 
 # gemm_config's rule on an H100's 132 SMs (gemm.h): Wide (128x256, one block per SM) where
-# its grid fills at least 7/8 of its waves, Big (128x128, two per SM) on ragged grids.
+# its grid fills at least 7/8 of its waves or stream-K evens out its last wave (a wave at
+# least, and enough k), Big (128x128, two per SM) on other ragged grids.
 ROUTES = [
     ((None, 2048, 2048, 2048), "gemm/128x256"),  # 128 blocks: 97% of one wave
     ((None, 4096, 4096, 4096), "gemm/128x256"),
     ((None, 8192, 8192, 8192), "gemm/128x256"),
     ((None, 8192, 1024, 8192), "gemm/128x256"),
     ((8, 1024, 1024, 1024), "gemm/128x256"),
-    ((None, 4096, 4352, 4096), "gemm/128x128"),  # 544 blocks: 82% of 5 waves
+    ((None, 4096, 4352, 4096), "gemm/128x256"),  # 544 blocks: 82% of 5 waves, stream-K shares 16
+    ((None, 4096, 4352, 260), "gemm/128x128"),   # 16 tiles of 33 k tiles: too little to share
     ((None, 4095, 4097, 4093), "gemm/128x256"),  # 512 blocks and a strip of one column
-    ((None, 2048, 2065, 2048), "gemm/128x128"),  # 17 columns past whole tiles: no strip
+    ((None, 2048, 2065, 2048), "gemm/128x256"),  # 17 columns past whole tiles: no strip, stream-K
     ((None, 1536, 1536, 72), "gemm/128x128"),    # 72 blocks
     ((None, 1600, 1430, 1029), "gemm/128x128"),  # 78 blocks
     ((None, 1024, 1024, 1024), "gemm/64x64"),    # 64 128x128 blocks: fewer than the SMs
@@ -202,6 +204,16 @@ def test_route_on_132_sms(shape, kernel):
         assert route(*shape, views, num_sms=132) == kernel
 
 
+def test_route_without_stream_k():
+    """torch.ops.bankops._set_stream_k(False) gives ragged grids back to the 128x128 tile."""
+    torch.ops.bankops._set_stream_k(False)
+    try:
+        assert route(None, 4096, 4352, 4096, ("contiguous", "contiguous"), num_sms=132) == "gemm/128x128"
+        assert route(None, 4096, 4096, 4096, ("contiguous", "contiguous"), num_sms=132) == "gemm/128x256"
+    finally:
+        torch.ops.bankops._set_stream_k(True)
+
+
 @pytest.mark.parametrize("b_transposed", [False, True], ids=["B", "Bt"])
 @pytest.mark.parametrize("a_transposed", [False, True], ids=["A", "At"])
 def test_model_wide_tile(a_transposed, b_transposed):
@@ -211,7 +223,7 @@ def test_model_wide_tile(a_transposed, b_transposed):
     every other instruction conflict-free."""
     kw = dict(m=4096, n=4096, k=4096, a_transposed=a_transposed, b_transposed=b_transposed, num_sms=132)
     wide = bankops.explain("gemm", "swizzle", torch.float32, **kw)
-    big = bankops.explain("gemm", "swizzle", torch.float32, **dict(kw, n=4352))
+    big = bankops.explain("gemm", "swizzle", torch.float32, **dict(kw, n=4352, k=260))
     assert {r["kernel"] for r in wide.rows} == {"gemm/128x256"}
     assert {r["kernel"] for r in big.rows} == {"gemm/128x128"}
     count = lambda rep, what: sum(r["count"] for r in rep.rows if what in r["instruction"])  # noqa: E731
@@ -382,6 +394,65 @@ def test_cuda_strip(shape, views, modes, layout):
     a, b, kernels = float32_launch(shape, views, layout)
     assert kernels is None or kernels == [(WIDE_SHAPE, *modes)], kernels
     check_against_float64(bankops.gemm(a, b, layout), a, b)
+
+
+# Stream-K (gemm_work.h) on 132 SMs: the last tiles % 132 tiles of the 128x256 grid are
+# shared out. Every tile shared (2048^3: 128 tiles), a batch, an m edge (a shared edge tile
+# stays in place) with a k tail, the strip beside it, 16 tiles split 8 ways (940 tiles: 7
+# waves and 16; 544 tiles, which take the 128x256 tile only because of it), 32 k tiles a
+# block (sanitizers).
+STREAM_K = [
+    ((None, 2048, 2048, 2048), ("contiguous", "contiguous")),
+    ((8, 1024, 1024, 1024), ("contiguous", "transposed")),
+    ((None, 2000, 2048, 1003), ("transposed", "contiguous")),
+    ((None, 2048, 2049, 2048), ("misaligned", "misaligned")),
+    ((None, 2560, 12032, 2053), ("contiguous", "contiguous")),
+    ((None, 4096, 4352, 2048), ("contiguous", "contiguous")),  # Wide only with stream-K
+    ((None, 2048, 2048, 264), ("contiguous", "contiguous")),
+]
+
+
+def shared_tiles(batch, m, n, k, sms=132):
+    """(batch, tile m, tile n) of the tiles stream-K shares (gemm_work.h's plan; n past whole
+    256-column tiles by 1-16 columns is the strip's, as in the cases here)."""
+    tiles_m, tiles_n, tiles_k = -(-m // 128), -(-(n - n % 256 if 0 < n % 256 <= 16 else n) // 256), -(-k // 8)
+    tiles = batch * tiles_m * tiles_n
+    rest = tiles % sms
+    if rest == 0 or rest * tiles_k < min(sms, rest * 8) * 32:
+        return []
+    return [(i // (tiles_m * tiles_n), i // tiles_n % tiles_m, i % tiles_n) for i in range(tiles - rest, tiles)]
+
+
+@requires_cuda
+@pytest.mark.parametrize("shape,views", STREAM_K, ids=case_ids(STREAM_K))
+def test_cuda_stream_k(shape, views):
+    """Against float64, the layouts bit for bit, and against the same call without stream-K:
+    the tiles it does not share are the same bits, each shared one differs (its sums are
+    added in another order)."""
+    skip_unless_132_sms("shapes chosen for the 128x256 tile on 132 SMs")
+    batch, m, n, k = shape
+    assert route(batch, m, n, k, views) == "gemm/128x256"
+    a = operand(m, k, batch, torch.float32, "cuda", views[0])
+    b = operand(k, n, batch, torch.float32, "cuda", views[1])
+    got = {layout: bankops.gemm(a, b, layout) for layout in LAYOUTS}
+    torch.ops.bankops._set_stream_k(False)
+    try:
+        alone = bankops.gemm(a, b).reshape(-1, m, n)
+    finally:
+        torch.ops.bankops._set_stream_k(True)
+    check_against_float64(got["swizzle"], a, b)
+    for layout in LAYOUTS:
+        assert torch.equal(got[layout].view(torch.int32), got["swizzle"].view(torch.int32)), layout
+    shared = shared_tiles(batch or 1, m, n, k)
+    assert shared
+    c = got["swizzle"].reshape(-1, m, n)
+    same = (c.view(torch.int32) == alone.view(torch.int32)).cpu()
+    mine = torch.zeros_like(same)
+    for bz, tm, tn in shared:
+        tile = (bz, slice(tm * 128, tm * 128 + 128), slice(tn * 256, tn * 256 + 256))
+        assert not same[tile].all(), (bz, tm, tn)
+        mine[tile] = True
+    assert same[~mine].all()
 
 
 @pytest.mark.parametrize("cols", [1, 16])

@@ -1,0 +1,87 @@
+// Which blocks of a 128x256 (GemmWide) launch compute what: the strip, stream-K and one block
+// per tile, on a one-dimensional grid.
+//
+// Stream-K (Osama et al., "Stream-K: Work-centric Parallel Decomposition for Dense
+// Matrix-Matrix Multiplication on the GPU", PPoPP 2023) for the last wave only: a Wide block
+// takes a whole SM, so a grid of T tiles on P SMs takes ceil(T / P) tile times, and the
+// powers of two waste 3% of them on 132 SMs (4096^3: 512 tiles, 3.88 waves run as 4). The
+// last T mod P tiles' k tiles are instead dealt out evenly to more blocks, each a run of
+// consecutive k tiles that covers less than a tile; a block whose run ends a tile adds the
+// partial sums of the blocks before it that hold the tile's earlier k tiles, then stores it.
+// The grid takes T / P tile times, plus the partial sums (128 KB a block, through L2).
+#pragma once
+#include "gemm_strip.h"
+
+namespace bankops {
+
+// The grid's blocks, in order (tiles are numbered n fastest, then m, then batch):
+//  1. strip_blocks: kStripBlocks per 128 rows of C (gemm_strip.h), when C has a strip;
+//  2. sk_blocks stream-K blocks: block b takes k tiles [sk_begin(b), sk_begin(b + 1)) of the
+//     k tiles of tiles dp_tiles .. tiles - 1, counted tile after tile (tiles_k each);
+//  3. one block for each of tiles 0 .. dp_tiles - 1.
+// The strip blocks first: 4095x4097x4093 ran at 0.966-0.969x cuBLAS so, 0.958-0.960 with
+// them after each row's tiles (H100, 2026-11-26, an earlier build of this kernel).
+// A block that ends a shared tile waits for the partial sums of blocks before it only: the
+// hardware starts blocks in order, so those are running or done, and never wait on it.
+struct GemmWork {
+  int64_t tiles_m, tiles_n, tiles, dp_tiles, strip_blocks;
+  int sk_blocks, tiles_k;
+  BANKOPS_HD int64_t sk_begin(int b) const { return (tiles - dp_tiles) * tiles_k * b / sk_blocks; }
+  BANKOPS_HD int64_t blocks() const { return strip_blocks + sk_blocks + dp_tiles; }
+};
+
+// The work of a Wide launch over C's batch x m x n (n: the columns of whole and partial tiles,
+// without the strip's), k deep, on num_sms SMs; stream_k: whether it may share k tiles (the
+// caller then provides gemm_work_bytes of workspace).
+BANKOPS_HD GemmWork gemm_work(int64_t batch, int64_t m, int64_t n, int64_t k, int strip, int num_sms, bool stream_k) {
+  GemmWork w{};
+  w.tiles_m = ceil_div(m, GemmWide::kBM);
+  w.tiles_n = ceil_div(n, GemmWide::kBN);
+  w.tiles = w.dp_tiles = batch * w.tiles_m * w.tiles_n;
+  w.tiles_k = static_cast<int>(ceil_div(k, GemmWide::kBK));
+  w.strip_blocks = strip > 0 ? batch * w.tiles_m * kStripBlocks : 0;
+  w.sk_blocks = stream_k ? gemm_stream_k_blocks(w.tiles, w.tiles_k, num_sms) : 0;
+  if (w.sk_blocks > 0) w.dp_tiles -= w.tiles % num_sms;
+  return w;
+}
+
+// A block's piece of work: k tiles [kb, ke) of tile (tm, tn) of batch bz.
+struct GemmPiece {
+  int64_t bz, tm, tn;
+  int kb, ke;
+  int shared;      // a stream-K tile: it stays in place (a partial edge tile moves otherwise)
+  int slot;        // >= 0: the sum is partial, for the workspace's slot `slot`, not for C
+  int c_lo, c_hi;  // blocks [c_lo, c_hi) hold the tile's earlier k tiles: their sums are added
+};
+
+// Piece p (0 or 1) of block u (not a strip block); empty (ke == kb) where there is none. A
+// per-tile block has piece 1. A stream-K block's k tiles [s, e), a tile's worth at most, end
+// one tile (t0, where s lies: piece 1) and may start the next (t1: piece 0, which goes first,
+// so that its partial sum is ready before the block that ends t1, a later one, gets there).
+// The kernel computes its pieces from the launch's arguments rather than pass them through
+// shared memory: values every thread computes alike stay in uniform registers, and the main
+// loop ran 2% faster than with them in shared memory (4096^3 and 8192^3, H100).
+BANKOPS_HD GemmPiece gemm_piece(const GemmWork& w, int64_t u, int p) {
+  const int64_t per_batch = w.tiles_m * w.tiles_n;
+  const auto piece = [&](int64_t i, int kb, int ke, int slot, int c_lo, int c_hi) {
+    return GemmPiece{i / per_batch, i % per_batch / w.tiles_n, i % w.tiles_n, kb, ke, i >= w.dp_tiles, slot, c_lo, c_hi};
+  };
+  const int64_t v = u - w.strip_blocks;
+  if (v >= w.sk_blocks) return p == 1 ? piece(v - w.sk_blocks, 0, w.tiles_k, -1, 0, 0) : GemmPiece{};
+  const int b = static_cast<int>(v), n = w.tiles_k;
+  const int64_t s = w.sk_begin(b), e = w.sk_begin(b + 1), t0 = s / n, t1 = (e - 1) / n;
+  if (p == 0) return t1 > t0 ? piece(w.dp_tiles + t1, 0, static_cast<int>(e - t1 * n), b, 0, 0) : GemmPiece{};
+  const int kb = static_cast<int>(s - t0 * n);
+  if (t1 == t0 && e < (t0 + 1) * n) return piece(w.dp_tiles + t0, kb, static_cast<int>(e - t0 * n), b, 0, 0);
+  int c = b;  // the first block that holds part of tile t0
+  while (c > 0 && w.sk_begin(c) > t0 * n) --c;
+  return piece(w.dp_tiles + t0, kb, n, -1, c, b);
+}
+
+// Bytes of workspace a launch with this work needs: a partial sum (a tile of floats) and a
+// flag per stream-K block.
+BANKOPS_HD int64_t gemm_work_bytes(const GemmWork& w) {
+  return int64_t(w.sk_blocks) * (GemmWide::kBM * GemmWide::kBN * 4 + 4);
+}
+
+}  // namespace bankops
