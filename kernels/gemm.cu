@@ -309,6 +309,46 @@ __device__ __forceinline__ int flag_acquire(const int* f) {
   return v;
 }
 
+// Where a thread's accumulators (row i, vector q) lie in a stream-K partial sum, in floats:
+// the block's threads interleaved, so that a warp's access is 512 contiguous bytes.
+template <class S>
+__device__ __forceinline__ int gemm_partial_at(int i, int q, int t) {
+  return ((i * S::kQN + q) * S::kThreads + t) * 4;
+}
+
+// Adds the partial sums of blocks [c_lo, c_hi) to a thread's accumulators, the latest k tiles
+// first (the sum's order is fixed by the shape), each once its block's flag is set.
+template <class S>
+__device__ __forceinline__ void gemm_add_partials(float (&acc)[S::kTM][S::kTN], const float* partials, const int* flags,
+                                                  int c_lo, int c_hi) {
+  const int t = threadIdx.x;
+  for (int c = c_hi - 1; c >= c_lo; --c) {
+    if (t == 0)
+      while (flag_acquire(flags + c) == 0) __nanosleep(256);
+    __syncthreads();
+    const float* const p = partials + int64_t(c) * S::kBM * S::kBN;
+#pragma unroll
+    for (int i = 0; i < S::kTM; ++i)
+#pragma unroll
+      for (int q = 0; q < S::kQN; ++q) {
+        const float4 v = __ldcg(reinterpret_cast<const float4*>(p + gemm_partial_at<S>(i, q, t)));
+        acc[i][q * 4] += v.x;
+        acc[i][q * 4 + 1] += v.y;
+        acc[i][q * 4 + 2] += v.z;
+        acc[i][q * 4 + 3] += v.w;
+      }
+  }
+}
+// The same as a call, on a copy of the accumulators. Which of the two a kernel takes is
+// measured, not reasoned: the kernels that copy B element by element (misaligned rows) ran
+// 3% faster with the call (4095x4097x4093, 8191x8193x8189), the others 3% slower (4096^3,
+// 4095x4096x4093; H100, 2026-11-26): the inlined loads change the main loop's registers.
+template <class S>
+__device__ __noinline__ void gemm_add_partials_apart(float (&acc)[S::kTM][S::kTN], const float* partials,
+                                                     const int* flags, int c_lo, int c_hi) {
+  gemm_add_partials<S>(acc, partials, flags, c_lo, c_hi);
+}
+
 // ldc: C's row stride. Wide kernels run a one-dimensional grid that w maps to work
 // (gemm_work.h): strip blocks for C's `strip` columns past g.n (gemm_strip_rows, in shared
 // memory laid out as TileS), stream-K blocks (partial sums in `partials`, one tile of
@@ -349,18 +389,14 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
     using Tile = decltype(tile);
     return kAffine ? origin + Tile::offset(kk, q * S::kQuad) : Tile::offset(kk, x + q * S::kQuad);
   };
-  // Vector j of a thread's accumulators in a stream-K partial sum: the block's threads
-  // interleaved, so a warp's access is 512 contiguous bytes.
-  const auto partial_at = [&](auto* p, int i, int q) { return p + ((i * S::kQN + q) * S::kThreads + t) * V; };
 
-  // One piece of work (GemmPiece). A shared (stream-K) tile stays in place: moved, it would
-  // store over its neighbour's elements values summed in another order.
+  // One piece of work (GemmPiece).
   const auto tile = [&](const GemmPiece& pc) {
     const int64_t bz = pc.bz, tm = pc.tm, tn = pc.tn;
-    const bool shared = pc.shared;
+    const bool fixed = pc.fixed;
     const int kb = pc.kb, ke = pc.ke;
-    const int64_t m0 = shared ? tm * S::kBM : edge(tm * S::kBM, g.m, S::kBM, StA::x_vectors(mode_a));
-    const int64_t n0 = shared ? tn * S::kBN : edge(tn * S::kBN, g.n, S::kBN, StB::x_vectors(mode_b));
+    const int64_t m0 = fixed ? tm * S::kBM : edge(tm * S::kBM, g.m, S::kBM, StA::x_vectors(mode_a));
+    const int64_t n0 = fixed ? tn * S::kBN : edge(tn * S::kBN, g.n, S::kBN, StB::x_vectors(mode_b));
     const bool whole_a = g.m - m0 >= S::kBM, whole_b = g.n - n0 >= S::kBN;
     const int64_t k0 = int64_t(kb) * S::kBK;
     StA sa(static_cast<const T*>(g.a) + bz * g.a_sb + m0 * g.a_sm + k0 * g.a_sk, g.a_sk, g.a_sm, g.m - m0, mode_a);
@@ -490,28 +526,28 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
         for (int i = 0; i < S::kTM; ++i)
 #pragma unroll
           for (int q = 0; q < S::kQN; ++q)
-            __stcg(reinterpret_cast<float4*>(partial_at(p, i, q)),
+            __stcg(reinterpret_cast<float4*>(p + gemm_partial_at<S>(i, q, t)),
                    make_float4(acc[i][q * V], acc[i][q * V + 1], acc[i][q * V + 2], acc[i][q * V + 3]));
         __syncthreads();
         if (t == 0) flag_release(flags + slot);
         return;
       }
-      // In block order, the latest k tiles first (the sum's order is fixed by the shape).
-      for (int c = pc.c_hi - 1; c >= pc.c_lo; --c) {
-        if (t == 0)
-          while (flag_acquire(flags + c) == 0) __nanosleep(256);
-        __syncthreads();
-        const Acc* const p = partials + int64_t(c) * S::kBM * S::kBN;
+      if (pc.c_hi > pc.c_lo) {
+        if constexpr (MODE_B == kXUnit) {
+          // B copied element by element: the sums are added by a call (gemm_add_partials_apart).
+          float sums[S::kTM][S::kTN];
 #pragma unroll
-        for (int i = 0; i < S::kTM; ++i)
+          for (int i = 0; i < S::kTM; ++i)
 #pragma unroll
-          for (int q = 0; q < S::kQN; ++q) {
-            const float4 v = __ldcg(reinterpret_cast<const float4*>(partial_at(p, i, q)));
-            acc[i][q * V] += v.x;
-            acc[i][q * V + 1] += v.y;
-            acc[i][q * V + 2] += v.z;
-            acc[i][q * V + 3] += v.w;
-          }
+            for (int j = 0; j < S::kTN; ++j) sums[i][j] = acc[i][j];
+          gemm_add_partials_apart<S>(sums, partials, flags, pc.c_lo, pc.c_hi);
+#pragma unroll
+          for (int i = 0; i < S::kTM; ++i)
+#pragma unroll
+            for (int j = 0; j < S::kTN; ++j) acc[i][j] = sums[i][j];
+        } else {
+          gemm_add_partials<S>(acc, partials, flags, pc.c_lo, pc.c_hi);
+        }
       }
     }
 

@@ -396,7 +396,7 @@ def test_cuda_strip(shape, views, modes, layout):
     check_against_float64(bankops.gemm(a, b, layout), a, b)
 
 
-# Stream-K (gemm_work.h) on 132 SMs: the last tiles % 132 tiles of the 128x256 grid are
+# Stream-K (gemm_work.h) on 132 SMs: the first tiles % 132 tiles of the 128x256 grid are
 # shared out. Every tile shared (2048^3: 128 tiles), a batch, an m edge (a shared edge tile
 # stays in place) with a k tail, the strip beside it, 16 tiles split 8 ways (940 tiles: 7
 # waves and 16; 544 tiles, which take the 128x256 tile only because of it), 32 k tiles a
@@ -420,7 +420,7 @@ def shared_tiles(batch, m, n, k, sms=132):
     rest = tiles % sms
     if rest == 0 or rest * tiles_k < min(sms, rest * 8) * 32:
         return []
-    return [(i // (tiles_m * tiles_n), i // tiles_n % tiles_m, i % tiles_n) for i in range(tiles - rest, tiles)]
+    return [(i // (tiles_m * tiles_n), i // tiles_n % tiles_m, i % tiles_n) for i in range(rest)]
 
 
 @requires_cuda
