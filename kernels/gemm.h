@@ -79,8 +79,8 @@ struct GemmShape {
 //    Big and Wide also take row-major operands whose rows are not 16-byte aligned (odd row
 //    lengths, offsets into storage) with 4-byte cp.async copies for those (the Async4
 //    staging), which need no staging registers. Wide, with the strip for n = 4097, runs
-//    4095x4097x4093 at 0.99-1.00x cuBLAS and 8191x8193x8189 at 1.05x (H200, 2026-11-26),
-//    where Big ran 0.86x and 0.99x (H100). On Big its 16
+//    4095x4097x4093 at 1.01x cuBLAS and 8191x8193x8189 at 1.03x (H100, 2026-11-26, with
+//    stream-K), where Big ran 0.86x and 0.99x. On Big its 16
 //    copies per thread and k tile go between the FMAs; issued back to back they filled the
 //    MIO queue (ncu) and it ran at 0.80x.
 //  - BigScalar (float32 with an operand staged element by element through registers:
@@ -139,14 +139,15 @@ BANKOPS_HD bool gemm_wide_fills(int64_t batch, int64_t m, int64_t n, int num_sms
 // shorter run does not pay back).
 constexpr int kGemmMaxSplit = 8, kGemmMinSplitK = 32;
 // The stream-K blocks of a Wide grid of `tiles` tiles, tiles_k k tiles deep: 0 where the last
-// wave is full or too short to share, else as many as the last wave's tiles can keep busy.
+// wave is full or too short to share, else as many as its tiles can keep busy.
 BANKOPS_HD int gemm_stream_k_blocks(int64_t tiles, int64_t tiles_k, int num_sms) {
   const int64_t rest = tiles % num_sms, blocks = rest * kGemmMaxSplit < num_sms ? rest * kGemmMaxSplit : num_sms;
   return rest > 0 && rest * tiles_k >= blocks * kGemmMinSplitK ? static_cast<int>(blocks) : 0;
 }
 // Whether stream-K evens out the last wave of Wide's grid over (batch, m, n, k), at least a
-// wave deep: 4096x4352x4096 (544 tiles, 82% of 5 waves) then runs Wide at 1.04x cuBLAS where
-// Big ran 0.92x (H100, 2026-11-26).
+// wave deep: 4096x4352x4096 (544 tiles, 82% of 5 waves) then runs Wide at 1.05-1.07x cuBLAS
+// where Big ran 0.92x, and 2048x2065x2048 (144 tiles, the last column of them nearly empty)
+// at 0.94x where Big ran 0.57x (H100, 2026-11-26; the second with an earlier build).
 BANKOPS_HD bool gemm_wide_shares(int64_t batch, int64_t m, int64_t n, int64_t k, int num_sms, bool stream_k) {
   const int64_t wide = batch * ceil_div(m, GemmWide::kBM) * ceil_div(n, GemmWide::kBN);
   return stream_k && wide >= num_sms && gemm_stream_k_blocks(wide, ceil_div(k, GemmWide::kBK), num_sms) > 0;

@@ -33,7 +33,8 @@ cudaError_t launch_smem_probe(const int64_t* addr, const int64_t* src, const uin
                               bool store, bool zfill, cudaStream_t stream);
 
 // float32/float64. workspace: gemm_workspace_bytes(dtype, args) bytes, which let the float32
-// 128x256 kernel share the k tiles of its last wave's tiles out (gemm_work.h); null: it does not.
+// 128x256 kernel share out by k the tiles its last wave would run short of SMs (gemm_work.h);
+// null: it does not.
 cudaError_t launch_gemm(Layout layout, DType dtype, const GemmArgs& args, void* workspace, cudaStream_t stream);
 int64_t gemm_workspace_bytes(DType dtype, const GemmArgs& args);
 

@@ -33,8 +33,8 @@ void set_repack(bool on);
 bool repack_enabled();
 
 // Test hook (torch.ops.bankops._set_stream_k): whether the float32 128x256 kernel deals the
-// k tiles of its last wave's tiles out to all SMs (gemm_work.h; on by default); off, each tile
-// is one block's.
+// tiles of its short last wave out by k to all SMs (gemm_work.h; on by default); off, each
+// tile is one block's, and ragged grids take the 128x128 kernel.
 void set_stream_k(bool on);
 bool stream_k_enabled();
 
