@@ -183,8 +183,8 @@ BANKOPS_HD GemmConfig gemm_config(int acc_bytes, int64_t batch, int64_t m, int64
   const int64_t blocks = batch * ceil_div(m, GemmBig<4>::kBM) * ceil_div(n, GemmBig<4>::kBN);
   if (blocks < num_sms || m <= GemmSmall::kBM || n <= GemmSmall::kBN) return GemmConfig::Small;
   if (staging == GemmStaging::Scalar) return GemmConfig::BigScalar;
-  const bool wide = gemm_wide_fills(batch, m, n, num_sms) || gemm_strip_cols(acc_bytes, batch, m, n, num_sms, staging) > 0 ||
-                    gemm_wide_shares(batch, m, n, k, num_sms, stream_k);
+  const bool wide = gemm_wide_fills(batch, m, n, num_sms) || gemm_wide_shares(batch, m, n, k, num_sms, stream_k) ||
+                    gemm_strip_cols(acc_bytes, batch, m, n, num_sms, staging) > 0;
   return wide ? GemmConfig::Wide : GemmConfig::Big;
 }
 

@@ -4,8 +4,8 @@
 // Stream-K (Osama et al., "Stream-K: Work-centric Parallel Decomposition for Dense
 // Matrix-Matrix Multiplication on the GPU", PPoPP 2023) for one wave's worth only: a Wide
 // block takes a whole SM, so a grid of T tiles on P SMs takes ceil(T / P) tile times, and the
-// powers of two waste 3% of them on 132 SMs (4096^3: 512 tiles, 3.88 waves run as 4). The
-// T mod P tiles of the short wave have their k tiles dealt out evenly to more blocks, each a run of
+// powers of two waste 3% of them on 132 SMs (4096^3: 512 tiles, 3.88 waves run as 4). The k
+// tiles of T mod P tiles are dealt out evenly to more blocks instead, each a run of
 // consecutive k tiles that covers less than a tile; a block whose run ends a tile adds the
 // partial sums of the blocks before it that hold the tile's earlier k tiles, then stores it.
 // The grid takes T / P tile times, plus the partial sums (128 KB a block, through L2).
@@ -22,9 +22,10 @@ namespace bankops {
 // The shared tiles are the first ones: a shared tile stays in place (moved back onto the
 // matrix's edge, a partial tile would store over its neighbour's elements values summed in
 // another order), and the partial tiles of the m and n edges come last, where they move and
-// take the unpredicated path (sharing the last tiles instead ran 4095x4096x4093 2% slower).
-// The strip blocks first: 4095x4097x4093 ran at 0.966-0.969x cuBLAS so, 0.958-0.960 with
-// them after each row's tiles (H100, 2026-11-26, an earlier build of this kernel).
+// take the unpredicated path (with the last tiles shared, 4095x4096x4093 ran at 1.01-1.02x
+// cuBLAS instead of 1.06x). The strip blocks come first: in an earlier build of this kernel
+// 4095x4097x4093 ran at 0.966-0.969x cuBLAS so, 0.958-0.960x with them after each row's
+// tiles (H100, 2026-11-26).
 // A block that ends a shared tile waits for the partial sums of blocks before it only: the
 // hardware starts blocks in order, so those are running or done, and never wait on it.
 struct GemmWork {
