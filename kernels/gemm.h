@@ -69,7 +69,7 @@ struct GemmShape {
 //    the 3-stage pipeline covers both operands. 0.98-0.99x cuBLAS from 2048^3 to 8192^3
 //    in bench/run.py (1.00-1.04x in a harness run), where register staging gave 0.93-0.99x on
 //    the same loop and 4 stages 0.96-1.00x. Its grid is one-dimensional (gemm_work.h): with
-//    stream-K sharing out the last wave's tiles, 4096^3 and 8192^3 run at 1.00-1.01x cuBLAS
+//    stream-K sharing out the short wave's tiles, 4096^3 and 8192^3 run at 1.00-1.01x cuBLAS
 //    instead of 0.95-0.98x (H100, 2026-11-26, in one process), and ragged grids at least a
 //    wave deep take it too.
 //  - Big (float32, both operands staged with 16-byte vectors): 128x128, 128 threads (2x2 warps
@@ -126,8 +126,8 @@ enum class GemmStaging : int { Vector = 0, Async4 = 1, Scalar = 2 };
 // half-size blocks, two per SM, fill such grids better (an SM left with one runs it at 4
 // warps). The powers of two from 2048^3 up fill 97% (128 blocks of 132 SMs at 2048^3, 512
 // at 4096^3); 1536^2 (72 blocks) and 1600x1430 (78) do not, nor do ragged shapes just past a
-// full wave, e.g. 4096x4352 (544 blocks: 82% of 5 waves), which the benchmark can time
-// against 4096^3 to compare the two kernels.
+// full wave, e.g. 4096x4352 (544 blocks: 82% of 5 waves), which take Wide only where
+// stream-K evens out their last wave (gemm_wide_shares).
 BANKOPS_HD bool gemm_wide_fills(int64_t batch, int64_t m, int64_t n, int num_sms) {
   const int64_t wide = batch * ceil_div(m, GemmWide::kBM) * ceil_div(n, GemmWide::kBN);
   return 8 * wide >= 7 * ceil_div(wide, num_sms) * num_sms;

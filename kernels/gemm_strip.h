@@ -1,6 +1,6 @@
 // The strip: C's last few columns (n - n0 <= kGemmStripCols, gemm_strip_cols), which the
-// 128x256 kernel computes in 4 more columns of blocks (matrix-vector products) instead of
-// a 128x256 tile. As tiles those columns cost a whole block for a column or a few (4097 = 16
+// 128x256 kernel computes in kStripBlocks more blocks per 128 rows (matrix-vector products,
+// first in its grid: gemm_work.h) instead of a 128x256 tile. As tiles those columns cost a whole block for a column or a few (4097 = 16
 // x 256 + 1: 32 blocks more, a fifth wave on 132 SMs); as strip blocks (32 rows each) they read
 // their rows of A once and take a fraction of a tile's time.
 //
@@ -18,8 +18,8 @@ constexpr int kStripThreads = 256, kStripRowsPerWarp = 4;
 constexpr int kStripRows = kStripThreads / 32 * kStripRowsPerWarp;  // rows of C per pass
 constexpr int kStripK = kStripThreads;                              // a thread copies one k row
 // Strip blocks per 128 rows: one pass of kStripRows rows each. A strip block's time is what
-// the SM that runs it starts its next tile late by (the strip blocks sit between the tiles
-// in the grid's order); one block per 128 rows made 4095x4097x4093 5% slower than 4095x4096.
+// the SM that runs it starts its tiles late by; one block per 128 rows (then placed after
+// each row's tiles) made 4095x4097x4093 5% slower than 4095x4096.
 constexpr int kStripBlocks = 4;
 static_assert(GemmWide::kThreads == kStripThreads && GemmWide::kBM == kStripBlocks * kStripRows,
               "strip blocks are Wide blocks, a pass of rows each");

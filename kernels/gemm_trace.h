@@ -122,8 +122,8 @@ inline void trace_gemm(Layout layout, int elem_bytes, int64_t batch, int64_t m, 
   if (elem_bytes == 8) return trace(GemmBig<8>{}, "gemm/64x64");
   switch (gemm_config(elem_bytes, batch, m, n, k, num_sms, GemmStaging::Vector, stream_k)) {
     case GemmConfig::Wide: {
-      // Whole 256-column tiles, and kStripBlocks more columns of blocks for the last few columns of C
-      // (gemm_strip_cols): per strip block, a chunk per kStripK k rows.
+      // Whole 256-column tiles, and kStripBlocks strip blocks per 128 rows for the last few
+      // columns of C (gemm_strip_cols): per strip block, a chunk per kStripK k rows.
       const int strip = gemm_strip_cols(elem_bytes, batch, m, n, num_sms, GemmStaging::Vector);
       n -= strip;
       trace(GemmWide{}, "gemm/128x256");
