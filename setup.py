@@ -84,10 +84,10 @@ def extension():
     print(f"bankops: building with CUDA for TORCH_CUDA_ARCH_LIST={archs}")
     nvcc = ["-O3", "-lineinfo"]
     if "9.0a" in [a.split("+")[0].strip() for a in archs.replace(" ", ";").split(";")]:
-        nvcc.append("-DBANKOPS_WGMMA")  # kernels/gemm_wgmma.cu: the Hopper gemm kernel
+        nvcc.append("-DBANKOPS_WGMMA")  # kernels/gemm/wgmma.cu: the Hopper gemm kernel
     return cpp_extension.CUDAExtension(
         "bankops._C",
-        cpu_sources + rel("ops/*_cuda.cpp") + rel("kernels/*.cu"),
+        cpu_sources + rel("ops/*_cuda.cpp") + rel("kernels/*.cu") + rel("kernels/gemm/*.cu"),
         extra_compile_args={"cxx": cxx + toolkit_gaps(), "nvcc": nvcc},
     )
 

@@ -16,12 +16,11 @@ from . import _C  # noqa: F401  (loading the library registers torch.ops.bankops
 from . import _fake  # noqa: F401  (shape functions for torch.compile)
 from . import _autograd  # noqa: F401  (backward formulas)
 from . import nn
-from .explain import explain
+from ._layouts import LAYOUTS
+from .explain import explain, gemm_route
 from .plot import plot_banks
 
-LAYOUTS = ("none", "pad", "swizzle")
-
-__all__ = ["LAYOUTS", "reduce_sum", "transpose", "gemm", "nn", "explain", "plot_banks"]
+__all__ = ["LAYOUTS", "reduce_sum", "transpose", "gemm", "gemm_route", "nn", "explain", "plot_banks"]
 
 
 def reduce_sum(x, dim=None, keepdim=False, layout="swizzle"):

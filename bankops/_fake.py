@@ -1,7 +1,7 @@
 """Fake (meta) implementations: output shape and dtype of each operator, for torch.compile."""
 import torch
 
-_LAYOUTS = ("none", "pad", "swizzle")
+from ._layouts import LAYOUTS, unknown_layout
 # The dtypes ops/ admits, so a compiled graph refuses at trace time what eager refuses.
 _REDUCE_DTYPES = (
     torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
@@ -12,8 +12,8 @@ _GEMM_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 
 def _check_layout(op, layout):
     torch._check(
-        layout in _LAYOUTS,
-        lambda: f"{op}: unknown layout '{layout}' for argument layout; expected one of: {', '.join(_LAYOUTS)}",
+        layout in LAYOUTS,
+        lambda: unknown_layout(op, layout),
     )
 
 

@@ -12,7 +12,7 @@ import torch
 
 from . import _C  # noqa: F401
 
-__all__ = ["explain", "Report"]
+__all__ = ["explain", "gemm_route", "Report"]
 
 _STATS = ("op", "width", "count", "wavefronts", "ideal", "iterations", "worst_wavefronts")
 # kernels/smem_trace.h's SmemOp, as Nsight Compute names the kinds: lds, sts, ldmatrix and
@@ -20,22 +20,57 @@ _STATS = ("op", "width", "count", "wavefronts", "ideal", "iterations", "worst_wa
 OPS = ("ld", "st", "ldsm", "ldgsts")
 
 
-def _hopper(hopper):
-    """Whether 16-bit gemm runs the Hopper (wgmma) kernel: on a compute capability 9.0 GPU,
-    or an H100 without one."""
+def _device(device=None):
+    """The CUDA device a route is planned for: ``device``, else the current one (None without a GPU)."""
+    if device is not None and torch.device(device).type == "cuda":
+        return torch.device(device).index if torch.device(device).index is not None else torch.cuda.current_device()
+    return torch.cuda.current_device() if torch.cuda.is_available() else None
+
+
+def _cc(cc=None, hopper=None, device=None):
+    """Compute capability as 10 * major + minor: ``cc``; else 90 (hopper=True: an H100) or 80
+    (hopper=False: a GPU without the Hopper kernel, an A100); else the GPU's; else an H100's."""
+    if cc is not None:
+        return int(cc)
     if hopper is not None:
-        return bool(hopper)
-    if torch.cuda.is_available():
-        return torch.cuda.get_device_capability(torch.cuda.current_device()) == (9, 0)
-    return True
+        return 90 if hopper else 80
+    d = _device(device)
+    if d is not None:
+        major, minor = torch.cuda.get_device_capability(d)
+        return 10 * major + minor
+    return 90
 
 
-def _num_sms(num_sms):
+def _num_sms(num_sms=None, device=None):
     if num_sms is not None:
         return int(num_sms)
-    if torch.cuda.is_available():
-        return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    d = _device(device)
+    if d is not None:
+        return torch.cuda.get_device_properties(d).multi_processor_count
     return 132  # an H100 SXM: the device the benchmarks are taken on
+
+
+def gemm_route(a, b, layout="swizzle", num_sms=None, cc=None):
+    """The kernel ``bankops.gemm(a, b, layout)`` runs, as one line: the family (``ffma``,
+    ``mma`` or ``wgmma``), the block tile (m x n x k) and how it runs (staging or fill,
+    producer, stream-K and strip, copies, scratch bytes).
+
+    ``a`` and ``b`` may be meta tensors (``torch.empty(..., device="meta")``, views too).
+    ``num_sms`` and ``cc`` (10 * major + minor: 90 for an H100, 80 for an A100) default to
+    the inputs' GPU, else the current one, else an H100's (132, 90).
+    """
+    return torch.ops.bankops._gemm_route(a, b, layout, _num_sms(num_sms, a.device), _cc(cc, None, a.device))
+
+
+def _problem_operands(problem, dtype):
+    """Meta tensors of a gemm problem as problem_of lays it out (contiguous, or transposed views)."""
+    batch, m, n, k, a_k_fast, b_k_fast = problem
+    lead = (batch,) if batch != 1 else ()
+    a = torch.empty(*lead, m, k, dtype=dtype, device="meta") if a_k_fast else \
+        torch.empty(*lead, k, m, dtype=dtype, device="meta").transpose(-1, -2)
+    b = torch.empty(*lead, n, k, dtype=dtype, device="meta").transpose(-1, -2) if b_k_fast else \
+        torch.empty(*lead, k, n, dtype=dtype, device="meta")
+    return a, b
 
 
 def problem_of(op, shape=None, dim=None, m=None, n=None, k=None, batch=1, a_transposed=False, b_transposed=False):
@@ -79,8 +114,9 @@ class Report:
     wavefronts, ideal.
     """
 
-    def __init__(self, op, layout, dtype, problem, num_sms, names, stats, worst):
+    def __init__(self, op, layout, dtype, problem, num_sms, names, stats, worst, route=None):
         self.op, self.layout, self.dtype, self.problem, self.num_sms = op, layout, dtype, problem, num_sms
+        self.route = route  # gemm: the route line (bankops.gemm_route) the rows belong to
         self.rows = []
         self._worst = worst
         for name, values in zip(names, stats.tolist()):
@@ -142,7 +178,7 @@ class Report:
             tuple(f"{r[c]:.2f}" if c == "per_instruction" else str(r[c]) for c in cols) for r in self.rows
         ]
         widths = [max(len(row[i]) for row in table) for i in range(len(cols))]
-        lines = [head]
+        lines = [head] + ([f"route: {self.route}"] if self.route else [])
         for j, row in enumerate(table):
             lines.append("  ".join(v.rjust(w) if i >= 3 else v.ljust(w) for i, (v, w) in enumerate(zip(row, widths))))
             if j == 0:
@@ -157,7 +193,7 @@ class Report:
     __repr__ = __str__
 
 
-def explain(op, layout="swizzle", dtype=torch.float32, num_sms=None, hopper=None, **shape):
+def explain(op, layout="swizzle", dtype=torch.float32, num_sms=None, hopper=None, cc=None, **shape):
     """The shared-memory instructions of ``op`` under ``layout`` for a problem, with the bank
     model's predicted wavefronts.
 
@@ -165,17 +201,17 @@ def explain(op, layout="swizzle", dtype=torch.float32, num_sms=None, hopper=None
 
     Shapes: ``shape=`` for transpose (last two dims transposed) and reduce_sum (with
     ``dim=``), ``m=, n=, k=`` (``batch=``, ``a_transposed=``, ``b_transposed=``) for gemm.
-    ``num_sms`` (reduce_sum's launch plan depends on it) defaults to the current GPU's, or
-    an H100's 132 without one. ``hopper``: whether float16/bfloat16 gemm under swizzle runs
-    the Hopper kernel (wgmma) where it applies, as on compute capability 9.0; defaults to
-    the current GPU, or True without one. False describes the mma.sync kernel, which other
-    GPUs run (and any under ``torch.ops.bankops._set_wgmma(False)``). Its calls on
-    matrices of 256 x 256 or more whose rows start off 16-byte boundaries first copy those
-    operands into aligned rows (kernel ``gemm_wgmma/repacked``; the copy uses no shared
-    memory) unless ``torch.ops.bankops._set_repack(False)`` (then ``gemm_wgmma/realign``,
-    which explain follows too).
+    The launch plan is the current GPU's, or an H100's without one: ``num_sms`` (132) and
+    ``cc``, its compute capability as 10 * major + minor (90); ``hopper=True`` / ``False``
+    is short for cc 90 / 80. A gemm report starts with its route (``bankops.gemm_route``):
+    16-bit swizzle runs the Hopper kernel (wgmma) where it applies on cc 90, the mma.sync
+    kernel elsewhere; the switches ``torch.ops.bankops._set_wgmma``, ``_set_repack`` and
+    ``_set_stream_k`` steer explain as they steer the calls.
     """
     problem = problem_of(op, **shape)
-    sms = _num_sms(num_sms)
-    names, stats, worst = torch.ops.bankops._smem_trace(op, layout, dtype, problem, sms, _hopper(hopper))
-    return Report(op, layout, dtype, problem, sms, names, stats, worst)
+    sms, ccv = _num_sms(num_sms), _cc(cc, hopper)
+    names, stats, worst = torch.ops.bankops._smem_trace(op, layout, dtype, problem, sms, ccv)
+    route = None
+    if op == "gemm":
+        route = torch.ops.bankops._gemm_route(*_problem_operands(problem, dtype), layout, sms, ccv)
+    return Report(op, layout, dtype, problem, sms, names, stats, worst, route)

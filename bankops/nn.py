@@ -2,10 +2,9 @@
 import torch
 
 from . import _autograd  # noqa: F401  (Linear's backward runs through these formulas)
+from ._layouts import LAYOUTS, unknown_layout
 
 __all__ = ["Linear"]
-
-_LAYOUTS = ("none", "pad", "swizzle")
 
 
 class Linear(torch.nn.Linear):
@@ -18,8 +17,8 @@ class Linear(torch.nn.Linear):
     """
 
     def __init__(self, in_features, out_features, bias=True, device=None, dtype=None, layout="swizzle"):
-        if layout not in _LAYOUTS:
-            raise ValueError(f"Linear: unknown layout '{layout}' for argument layout; expected one of: {', '.join(_LAYOUTS)}")
+        if layout not in LAYOUTS:
+            raise ValueError(unknown_layout("Linear", layout))
         super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
         self.layout = layout
 

@@ -149,7 +149,7 @@ def gpu_cases():
           for dt in (f16, bf16)],
         gemm((8, 1024, 1024, 1024), f32),
         # misaligned rows: 4-byte cp.async staging (Async4) on the 128x256 tile, 4097 columns
-        # with the strip (gemm_strip.h)
+        # with the strip (kernels/gemm/ffma_strip.h)
         gemm((4095, 4097, 4093), f32),
         gemm((8191, 8193, 8189), f32),
     ]

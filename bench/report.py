@@ -88,8 +88,16 @@ def write_all(rows, meta, how, out_dir):
         f.write("\n")
     with open(os.path.join(out_dir, "RESULTS.md"), "w") as f:
         f.write(markdown(rows, meta, how))
+        f.write(design_notes())
     splice_ncu(out_dir)
     return plots(rows, meta, os.path.join(out_dir, "plots"))
+
+
+def design_notes():
+    """bench/design_notes.md (the figures behind the kernels' design), for RESULTS.md."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "design_notes.md")
+    with open(path) as f:
+        return "\n" + f.read()
 
 
 def how_measured(how):

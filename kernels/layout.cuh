@@ -15,6 +15,9 @@
 namespace bankops {
 
 enum class Layout : int { None = 0, Pad = 1, Swizzle = 2 };
+// Their names, indexed by the enum: the C++ side's one spelling (ops/common.cpp parses them).
+constexpr const char* kLayoutNames[] = {"none", "pad", "swizzle"};
+constexpr int kLayouts = 3;
 
 constexpr int log2_exact(int v) { return v <= 1 ? 0 : 1 + log2_exact(v / 2); }
 constexpr bool is_pow2(int v) { return v > 0 && (v & (v - 1)) == 0; }

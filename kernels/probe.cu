@@ -1,4 +1,4 @@
-#include "launch.h"
+#include "probe_launch.h"
 
 namespace bankops {
 namespace {

@@ -1,7 +1,7 @@
 #include <type_traits>
 
 #include "numeric.cuh"
-#include "launch.h"
+#include "reduce_launch.h"
 #include "warp.cuh"
 
 namespace bankops {

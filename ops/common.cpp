@@ -1,6 +1,7 @@
 #include "common.h"
 
 #include <atomic>
+#include <string>
 
 namespace bankops {
 namespace {
@@ -8,10 +9,11 @@ std::atomic<bool> g_poison{false};
 }
 
 Layout parse_layout(std::string_view name, const char* op) {
-  if (name == "none") return Layout::None;
-  if (name == "pad") return Layout::Pad;
-  if (name == "swizzle") return Layout::Swizzle;
-  TORCH_CHECK(false, op, ": unknown layout '", name, "' for argument layout; expected one of: none, pad, swizzle");
+  for (int i = 0; i < kLayouts; ++i)
+    if (name == kLayoutNames[i]) return static_cast<Layout>(i);
+  std::string names;
+  for (int i = 0; i < kLayouts; ++i) names += std::string(i ? ", " : "") + kLayoutNames[i];
+  TORCH_CHECK(false, op, ": unknown layout '", name, "' for argument layout; expected one of: ", names);
 }
 
 DType to_dtype(at::ScalarType t) {

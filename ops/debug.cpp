@@ -1,5 +1,5 @@
 // Test hooks: the shared-memory tiles the kernels declare, the bank model, readable from
-// Python, the switch that poisons new outputs and gemm's switches (gemm.h).
+// Python, the switch that poisons new outputs and gemm's switches (gemm_op.h).
 #include <torch/library.h>
 
 #include <optional>
@@ -9,11 +9,11 @@
 #include <vector>
 
 #include "../kernels/bank_model.h"
-#include "../kernels/gemm.h"
+#include "../kernels/gemm/ffma.h"
 #include "../kernels/reduce.h"
 #include "../kernels/transpose.h"
 #include "common.h"
-#include "gemm.h"
+#include "gemm_op.h"
 
 namespace bankops {
 namespace {

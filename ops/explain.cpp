@@ -7,13 +7,12 @@
 #include <tuple>
 #include <vector>
 
-#include "../kernels/gemm_mma_trace.h"
-#include "../kernels/gemm_trace.h"
+#include "../kernels/gemm/trace.h"
 #include "../kernels/reduce.h"
 #include "../kernels/reduce_trace.h"
 #include "../kernels/transpose_trace.h"
 #include "common.h"
-#include "gemm.h"
+#include "gemm_op.h"
 
 namespace bankops {
 namespace {
@@ -23,8 +22,16 @@ int64_t positive(const std::vector<int64_t>& p, size_t i, const char* what) {
   return p[i];
 }
 
+// A gemm problem's operands, contiguous: A row-major, or a transposed view when k is not its
+// contiguous dim; B a transposed view when k is its contiguous dim, else row-major. Data
+// pointers are null (16-byte aligned).
+GemmArgs problem_args(int64_t batch, int64_t m, int64_t n, int64_t k, bool a_k_fast, bool b_k_fast) {
+  return GemmArgs{batch, m, n, k, nullptr, m * k, a_k_fast ? k : 1, a_k_fast ? 1 : m,
+                  nullptr, k * n, b_k_fast ? 1 : n, b_k_fast ? k : 1, nullptr};
+}
+
 SmemTrace trace_op(std::string_view op, Layout layout, at::ScalarType dtype, const std::vector<int64_t>& p,
-                   int64_t num_sms, bool hopper) {
+                   int64_t num_sms, int64_t cc) {
   SmemTrace trace;
   const auto expect = [&](size_t n, const char* what) {
     TORCH_CHECK(p.size() == n, "_smem_trace: ", op, " expects problem = ", what, ", got ", p.size(), " values");
@@ -38,25 +45,20 @@ SmemTrace trace_op(std::string_view op, Layout layout, at::ScalarType dtype, con
                     positive(p, 2, "cols"), trace);
   } else if (op == "reduce_sum") {
     expect(3, "[outer, len, inner]");
-    TORCH_CHECK(num_sms > 0, "_smem_trace: num_sms must be positive, got ", num_sms);
     const ReduceShape s{positive(p, 0, "outer"), positive(p, 1, "len"), positive(p, 2, "inner")};
     trace_reduce_sum(layout, to_dtype(dtype), s, static_cast<int>(num_sms), trace);
   } else if (op == "gemm") {
     expect(6, "[batch, m, n, k, a_k_contiguous, b_k_contiguous]");
     TORCH_CHECK(dtype == at::kFloat || dtype == at::kHalf || dtype == at::kBFloat16 || dtype == at::kDouble,
                 "_smem_trace: gemm takes float32, float16, bfloat16 or float64, got ", dtype);
-    TORCH_CHECK(num_sms > 0, "_smem_trace: num_sms must be positive, got ", num_sms);
-    const int64_t batch = positive(p, 0, "batch"), m = positive(p, 1, "m"), n = positive(p, 2, "n"),
-                  k = positive(p, 3, "k");
-    // The same choice as gemm_cuda: 16-bit floats run on the tensor cores (hopper: the device
-    // runs the Hopper kernel).
-    if (dtype == at::kHalf || dtype == at::kBFloat16) {
-      check_gemm_mma(to_dtype(dtype), GemmArgs{batch, m, n, k, nullptr, 0, 0, 0, nullptr, 0, 0, 0, nullptr}, "_smem_trace");
-      trace_gemm_mma(layout, batch, m, n, k, p[4] != 0, p[5] != 0, hopper, repack_enabled(), trace);
-    } else {
-      trace_gemm(layout, static_cast<int>(c10::elementSize(dtype)), batch, m, n, k, p[4] != 0, p[5] != 0,
-                 static_cast<int>(num_sms), stream_k_enabled(), trace);
-    }
+    TORCH_CHECK(cc >= 10 && cc <= 255, "_smem_trace: cc must be 10 * major + minor (e.g. 90 for an H100), got ", cc);
+    const GemmArgs args = problem_args(positive(p, 0, "batch"), positive(p, 1, "m"), positive(p, 2, "n"),
+                                       positive(p, 3, "k"), p[4] != 0, p[5] != 0);
+    const DType dt = to_dtype(dtype);
+    if (dt == DType::F16 || dt == DType::BF16) check_gemm_mma(dt, args, "_smem_trace");
+    // The route gemm_cuda takes on such a device (the library's CUDA build assumed).
+    trace_gemm(gemm_route(args, dt, layout, DeviceInfo{static_cast<int>(num_sms), static_cast<int>(cc)}, gemm_options()),
+               trace);
   } else {
     TORCH_CHECK(false, "_smem_trace: unknown op '", op, "'; expected one of: reduce_sum, transpose, gemm");
   }
@@ -68,8 +70,9 @@ SmemTrace trace_op(std::string_view op, Layout layout, at::ScalarType dtype, con
 // worst: int64 [n, 32], that warp's lane byte addresses (-1: inactive lane).
 std::tuple<std::vector<std::string>, at::Tensor, at::Tensor> smem_trace(std::string_view op, std::string_view layout,
                                                                         at::ScalarType dtype, std::vector<int64_t> problem,
-                                                                        int64_t num_sms, bool hopper) {
-  const SmemTrace trace = trace_op(op, parse_layout(layout, "_smem_trace"), dtype, problem, num_sms, hopper);
+                                                                        int64_t num_sms, int64_t cc) {
+  TORCH_CHECK(num_sms >= 1 && num_sms <= 65536, "_smem_trace: num_sms must be in [1, 65536], got ", num_sms);
+  const SmemTrace trace = trace_op(op, parse_layout(layout, "_smem_trace"), dtype, problem, num_sms, cc);
   const auto& rows = trace.rows();
   const int64_t n = static_cast<int64_t>(rows.size());
   at::Tensor stats = at::zeros({n, 7}, at::kLong), worst = at::full({n, kWarpLanes}, -1, at::kLong);

@@ -1,9 +1,13 @@
-// gemm: argument checks, geometry and the CPU reference.
-#include "gemm.h"
+// gemm: argument checks, the operands as the kernels see them, the switches, the CPU
+// reference and _gemm_route (the route a call would take on a given device).
+#include "gemm_op.h"
 
 #include <ATen/Parallel.h>
-#include <atomic>
 #include <torch/library.h>
+
+#include <atomic>
+#include <string>
+#include <string_view>
 
 #include "common.h"
 #include "wide.h"
@@ -14,11 +18,15 @@ std::atomic<bool> g_wgmma{true}, g_repack{true}, g_stream_k{true};
 }
 
 void set_wgmma(bool on) { g_wgmma.store(on); }
-bool wgmma_enabled() { return g_wgmma.load(std::memory_order_relaxed); }
 void set_repack(bool on) { g_repack.store(on); }
-bool repack_enabled() { return g_repack.load(std::memory_order_relaxed); }
 void set_stream_k(bool on) { g_stream_k.store(on); }
-bool stream_k_enabled() { return g_stream_k.load(std::memory_order_relaxed); }
+GemmOptions gemm_options() {
+  GemmOptions o;
+  o.wgmma = g_wgmma.load(std::memory_order_relaxed);
+  o.repack = g_repack.load(std::memory_order_relaxed);
+  o.stream_k = g_stream_k.load(std::memory_order_relaxed);
+  return o;
+}
 
 void check_gemm_mma(DType dtype, const GemmArgs& g, const char* op) {
   TORCH_CHECK(gemm_mma_supports(dtype, g), op, ": float16/bfloat16 gemm takes n below 2^31 * ", MmaSmall::kBN,
@@ -51,9 +59,15 @@ GemmGeometry gemm_geometry(const at::Tensor& a, const at::Tensor& b) {
   return g;
 }
 
-std::array<int64_t, 3> gemm_strides(const at::Tensor& t) {
-  if (t.dim() == 3) return {t.stride(0), t.stride(1), t.stride(2)};
-  return {0, t.stride(0), t.stride(1)};
+GemmArgs gemm_args(const GemmGeometry& g, const at::Tensor& a, const at::Tensor& b, void* c) {
+  const auto data = [](const at::Tensor& t) -> const void* {
+    if (!t.is_meta()) return t.const_data_ptr();
+    return reinterpret_cast<const void*>(static_cast<uintptr_t>(t.storage_offset() * t.element_size()));
+  };
+  const auto stride = [&](const at::Tensor& t, int64_t d) { return t.stride(d + (g.batched ? 1 : 0)); };
+  return GemmArgs{g.batch, g.m, g.n, g.k,
+                  data(a), g.batched ? a.stride(0) : 0, stride(a, 0), stride(a, 1),
+                  data(b), g.batched ? b.stride(0) : 0, stride(b, 0), stride(b, 1), c};
 }
 
 namespace {
@@ -62,8 +76,7 @@ at::Tensor gemm_cpu(const at::Tensor& a, const at::Tensor& b, std::string_view l
   parse_layout(layout, "gemm");
   const GemmGeometry g = gemm_geometry(a, b);
   at::Tensor out = new_output(g.out_sizes, a.options());
-  const auto [asb, asm_, ask] = gemm_strides(a);
-  const auto [bsb, bsk, bsn] = gemm_strides(b);
+  const GemmArgs s = gemm_args(g, a, b, nullptr);
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.scalar_type(), "gemm_cpu", [&] {
     const scalar_t* pa = a.const_data_ptr<scalar_t>();
     const scalar_t* pb = b.const_data_ptr<scalar_t>();
@@ -74,8 +87,8 @@ at::Tensor gemm_cpu(const at::Tensor& a, const at::Tensor& b, std::string_view l
         for (int64_t n = 0; n < g.n; ++n) {
           wide_t<scalar_t> acc = 0;
           for (int64_t k = 0; k < g.k; ++k) {
-            acc += static_cast<wide_t<scalar_t>>(pa[bi * asb + m * asm_ + k * ask]) *
-                   static_cast<wide_t<scalar_t>>(pb[bi * bsb + k * bsk + n * bsn]);
+            acc += static_cast<wide_t<scalar_t>>(pa[bi * s.a_sb + m * s.a_sm + k * s.a_sk]) *
+                   static_cast<wide_t<scalar_t>>(pb[bi * s.b_sb + k * s.b_sk + n * s.b_sn]);
           }
           pc[row * g.n + n] = static_cast<scalar_t>(acc);
         }
@@ -85,8 +98,24 @@ at::Tensor gemm_cpu(const at::Tensor& a, const at::Tensor& b, std::string_view l
   return out;
 }
 
+// The route a.gemm(b) would take under `layout` on a device of num_sms SMs and compute
+// capability cc (the library's CUDA build assumed: the Hopper kernel is in it), as one line.
+std::string gemm_route_op(const at::Tensor& a, const at::Tensor& b, std::string_view layout, int64_t num_sms,
+                          int64_t cc) {
+  const Layout l = parse_layout(layout, "_gemm_route");
+  const GemmGeometry g = gemm_geometry(a, b);
+  TORCH_CHECK(num_sms >= 1 && num_sms <= 65536, "_gemm_route: num_sms must be in [1, 65536], got ", num_sms);
+  TORCH_CHECK(cc >= 10 && cc <= 255, "_gemm_route: cc must be 10 * major + minor (e.g. 90 for an H100), got ", cc);
+  const DType dtype = to_dtype(a.scalar_type());
+  const GemmArgs args = gemm_args(g, a, b, nullptr);
+  if (dtype == DType::F16 || dtype == DType::BF16) check_gemm_mma(dtype, args, "_gemm_route");
+  const DeviceInfo device{static_cast<int>(num_sms), static_cast<int>(cc)};
+  return gemm_route_line(gemm_route(args, dtype, l, device, gemm_options()));
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(bankops, CPU, m) { m.impl("gemm", &gemm_cpu); }
+TORCH_LIBRARY_IMPL(bankops, CompositeExplicitAutograd, m) { m.impl("_gemm_route", &gemm_route_op); }
 
 }  // namespace bankops

@@ -1,5 +1,5 @@
 // The bank probe's argument checks, and its CPU entry: the probe exists to run on the GPU.
-#include "probe.h"
+#include "probe_op.h"
 
 #include <torch/library.h>
 

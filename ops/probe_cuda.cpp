@@ -5,8 +5,8 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
-#include "../kernels/launch.h"
-#include "probe.h"
+#include "../kernels/probe_launch.h"
+#include "probe_op.h"
 
 namespace bankops {
 namespace {

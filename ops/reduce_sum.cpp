@@ -1,5 +1,5 @@
 // reduce_sum: argument checks, geometry and the CPU reference.
-#include "reduce_sum.h"
+#include "reduce_sum_op.h"
 
 #include <ATen/Parallel.h>
 #include <torch/library.h>

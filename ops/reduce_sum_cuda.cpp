@@ -6,9 +6,9 @@
 
 #include <cstdint>
 
-#include "../kernels/launch.h"
+#include "../kernels/reduce_launch.h"
 #include "common.h"
-#include "reduce_sum.h"
+#include "reduce_sum_op.h"
 
 namespace bankops {
 namespace {

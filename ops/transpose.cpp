@@ -1,5 +1,5 @@
 // transpose: argument checks, geometry and the CPU reference.
-#include "transpose.h"
+#include "transpose_op.h"
 
 #include <ATen/Parallel.h>
 #include <torch/library.h>

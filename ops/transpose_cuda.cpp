@@ -8,9 +8,9 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "../kernels/launch.h"
+#include "../kernels/transpose_launch.h"
 #include "common.h"
-#include "transpose.h"
+#include "transpose_op.h"
 
 namespace bankops {
 namespace {

@@ -1,7 +1,7 @@
 // Operands whose rows start off 16-byte boundaries (odd K or N, offset views), copied once
 // into scratch rows that start on 128-byte boundaries: the Hopper gemm kernel's Tensor Memory
 // Accelerator maps only rows 16 bytes apart (tma.cuh), and realigning them in its producers
-// on every read of a tile runs at L2's request rate instead (gemm_wgmma.h). Rows a whole
+// on every read of a tile runs at L2's request rate instead (wgmma_realign.cuh). Rows a whole
 // number of 128-byte lines apart make each 128-byte row of a TMA box one L2 line; 16 bytes
 // apart, most span two. The copy reads each row as the aligned 16-byte granules under it and
 // cuts every 16 bytes it writes out of two neighbouring lanes' granules (shift.cuh), so it
@@ -12,6 +12,7 @@
 namespace bankops {
 
 constexpr int kRepackPitch = 128;  // bytes: copied rows start a whole number of these apart
+constexpr int64_t kRepackMinMN = 256;  // m and n of matrices whose operands are worth a copy
 
 // One operand: batch x rows x cols elements, cols contiguous (unit stride), rows s_row and
 // batches s_batch elements apart (any values, views included); dst gets rows of d_row

@@ -1,31 +1,25 @@
-// gemm on tensor cores for float16/bfloat16 (float32 accumulation): mma.sync m16n8k16 fed
-// by ldmatrix from shared-memory tiles, filled by cp.async (16-byte chunks) when the
-// operands' rows are 16-byte aligned; through a raw staging ring when the rows are
-// contiguous but start anywhere (odd K or N, offset data pointers): cp.async copies the
-// aligned 16-byte chunks that cover each tile row, and a realign pass cuts the tile's
-// chunks out of them in shared memory; element by element through registers otherwise (a
-// strided contiguous dim, m-contiguous A). The epilogue goes through a shared-memory C
-// tile so that each thread writes whole 16-byte chunks of a row.
+// The mma.sync gemm kernel's tiling (float16/bfloat16, float32 accumulation): m16n8k16 fed by
+// ldmatrix from shared-memory tiles. Tiles (halves): A is As[BM][BK] (k contiguous); B is
+// Bs[BK][BN] (n contiguous, read with ldmatrix.trans) when n is B's contiguous dim, else
+// Bs[BN][BK] (plain ldmatrix). The fills (mma_fill.cuh): cp.async of 16-byte chunks when every
+// tile row starts 16-byte aligned; a raw staging ring and a realign pass in shared memory when
+// rows are contiguous but start anywhere (odd K or N, offset data pointers); element by
+// element through registers otherwise. The epilogue goes through a shared-memory C tile so
+// that each thread writes whole 16-byte chunks of a row (mma_epilogue.cuh).
 //
-// Tiles (halves): A is As[BM][BK] (k contiguous). B is Bs[BK][BN] (n contiguous, read with
-// ldmatrix.trans) when n is B's contiguous dim, Bs[BN][BK] (plain ldmatrix) otherwise. Every
-// warp computes a 64 x 64 piece of the block tile. Two block shapes (MmaConfig):
-//   MmaSmall 128 x 128 x 32, 4 warps, 4 stages, two blocks per SM: small problems (more
-//            blocks to spread over the SMs), the realigning and the register paths;
-//   MmaLarge 128 x 256 x 64, 8 warps, 3 stages, one block per SM: a third less L2 -> SM
-//            traffic per flop than 128 x 128 and half the barriers per k;
-//   MmaNarrow 64 x 128 x 64, 4 warps of 32 x 64, 3 stages: grids with fewer 128 x 128 tiles
-//            than SMs (1024^3: 64 tiles, MmaSmall left half of the 132 SMs idle). H100, CUDA
-//            graphs, 1024^3: MmaSmall 14.6 us, this 8.2 us, cuBLAS 5.9 us; 64 x 128 x 32
-//            9.3 us, 64 x 64 x 64 9.1 us, and 8 warps splitting each k-tile's k16 steps
-//            between two groups (partial sums added through shared memory) 8.9 us.
+// Block shapes (MmaConfig; route.h picks one, bench/RESULTS.md's design notes have the figures):
+//   MmaSmall  128 x 128 x 32, 4 warps, 4 stages, two blocks an SM: small grids, and the
+//             realigning and register fills (their schedules are written for its tile);
+//   MmaLarge  128 x 256 x 64, 8 warps, 3 stages, one block an SM: a third less L2 -> SM
+//             traffic per flop than 128 x 128 and half the barriers per k;
+//   MmaNarrow 64 x 128 x 64, 4 warps of 32 x 64, 3 stages: grids with too few 128 x 128 tiles.
 #pragma once
 #include <cstdint>
 #include <type_traits>
 
-#include "dtype.h"
-#include "gemm.h"
-#include "layout.cuh"
+#include "../dtype.h"
+#include "../layout.cuh"
+#include "args.h"
 
 namespace bankops {
 
@@ -62,82 +56,16 @@ template <Layout L, int ROWS, int COLS>
 using MmaTile = std::conditional_t<L == Layout::Swizzle, Swizzled<ROWS, COLS, MmaSwizzle<COLS>>,
                                    TileLayout<L, ROWS, COLS, 2, 16>>;
 template <Layout L, class C>
-using MmaATile = MmaTile<L, C::kBM, C::kBK>;
-template <Layout L, class C, bool KN>
+using MmaATile = MmaTile<L, C::kBM, C::kBK>;  // (BM, BK) halves
+template <Layout L, class C, bool KN>  // (BK, BN) halves, or (BN, BK)
 using MmaBTile = std::conditional_t<KN, MmaTile<L, C::kBK, C::kBN>, MmaTile<L, C::kBN, C::kBK>>;
 template <Layout L, class C>
-using MmaCTile = MmaTile<L, C::kBM, C::kBN>;
+using MmaCTile = MmaTile<L, C::kBM, C::kBN>;  // (BM, BN) halves of C, reusing the stage ring
 
-// How one call runs: cp.async needs every tile row to start 16-byte aligned; `realign`
-// needs only a unit-stride contiguous dim in both operands (rows at any 2-byte offset, and
-// 8 or more elements apart unless a row never fills a tile); the register path takes any
-// strides. `along`: the register path's lanes walk the tile's contiguous
-// dim one element each (right when that dim is contiguous in memory too); otherwise each
-// thread gathers an 8-element chunk and the lanes walk tile rows. `shape`, for cp.async
-// calls: the largest block tile that still gives about every SM a block (a fixed count,
-// so that bankops.explain picks the same shape without a GPU): MmaLarge with 128 or more
-// 128 x 256 tiles, MmaSmall with 128 or more 128 x 128 tiles, MmaNarrow below. The
-// realigning and register paths always run MmaSmall.
+// The block tile, and how the fill stages a call's operands (route.h decides both; the kernel
+// is a template over them).
 enum class MmaShape { Small, Large, Narrow };
 enum class MmaFill { Async, Realign, Registers };
-struct GemmMmaPlan {
-  bool async;
-  bool realign;  // not async: realigned 16-byte chunks instead of the register path
-  bool b_kn;  // Bs[BK][BN] + ldmatrix.trans; else Bs[BN][BK] + ldmatrix
-  bool a_along, b_along;
-  MmaShape shape;
-};
-constexpr int64_t kMmaMinTiles = 128;
-
-// s_fast: stride of the tile's contiguous dim, s_row: of its rows.
-inline bool mma_along(int64_t s_fast, int64_t s_row) { return s_fast == 1 || (s_row != 1 && s_fast <= s_row); }
-inline bool mma_stride16(int64_t stride, int64_t size) { return size <= 1 || stride % kMmaChunk == 0; }
-// Realigned chunks: a unit-stride contiguous dim (cols long), rows s_row apart.
-inline bool mma_realign_ok(int64_t s_fast, int64_t s_row, int64_t rows, int64_t cols) {
-  return (s_fast == 1 || cols <= 1) && (rows <= 1 || s_row >= kMmaChunk || s_row >= cols);
-}
-
-// Whether a grid of bm x bn tiles, `blocks` blocks a tile, gives about every SM a block
-// (kMmaMinTiles).
-inline bool mma_fills(const GemmArgs& g, int bm, int bn, int blocks = 1) {
-  return g.batch > 0 && ceil_div(g.m, bm) * ceil_div(g.n, bn) * blocks >= ceil_div(kMmaMinTiles, g.batch);
-}
-
-// Whether a data pointer is 16-byte aligned (the plan's a_aligned16 / b_aligned16).
-inline bool mma_aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
-// Whether every tile row of A (of B, Bs[BK][BN] or Bs[BN][BK]) starts 16-byte aligned: a
-// unit-stride contiguous dim, rows and batches 16 bytes apart, an aligned data pointer.
-inline bool mma_a_aligned(const GemmArgs& g, bool aligned16) {
-  return aligned16 && (g.a_sk == 1 || g.k <= 1) && mma_stride16(g.a_sm, g.m) && mma_stride16(g.a_sb, g.batch);
-}
-inline bool mma_b_kn(const GemmArgs& g) { return g.b_sn == 1 || (g.b_sk != 1 && g.b_sn <= g.b_sk); }
-inline bool mma_b_aligned(const GemmArgs& g, bool aligned16) {
-  return aligned16 && mma_stride16(g.b_sb, g.batch) &&
-         (mma_b_kn(g) ? (g.b_sn == 1 || g.n <= 1) && mma_stride16(g.b_sk, g.k)
-                      : (g.b_sk == 1 || g.k <= 1) && mma_stride16(g.b_sn, g.n));
-}
-
-inline GemmMmaPlan gemm_mma_plan(const GemmArgs& g, bool a_aligned16, bool b_aligned16) {
-  GemmMmaPlan p;
-  p.b_kn = mma_b_kn(g);
-  p.a_along = mma_along(g.a_sk, g.a_sm);
-  p.b_along = p.b_kn ? mma_along(g.b_sn, g.b_sk) : mma_along(g.b_sk, g.b_sn);
-  p.async = mma_a_aligned(g, a_aligned16) && mma_b_aligned(g, b_aligned16);
-  p.realign = !p.async && mma_realign_ok(g.a_sk, g.a_sm, g.m, g.k) &&
-              (p.b_kn ? mma_realign_ok(g.b_sn, g.b_sk, g.k, g.n) : mma_realign_ok(g.b_sk, g.b_sn, g.n, g.k));
-  p.shape = !p.async                                        ? MmaShape::Small
-            : mma_fills(g, MmaLarge::kBM, MmaLarge::kBN) ? MmaShape::Large
-            : mma_fills(g, MmaSmall::kBM, MmaSmall::kBN) ? MmaShape::Small
-                                                         : MmaShape::Narrow;
-  return p;
-}
-
-// What the mma path takes: 16-bit floats, and grids and k loops that fit its int counters.
-inline bool gemm_mma_supports(DType dtype, const GemmArgs& g) {
-  return (dtype == DType::F16 || dtype == DType::BF16) && ceil_div(g.n, MmaSmall::kBN) <= 0x7fffffff &&
-         ceil_div(g.k, MmaSmall::kBK) <= 0x7fffffff;
-}
 
 BANKOPS_HD int mma_lane(int t) { return t % 32; }
 template <class C>
@@ -256,10 +184,9 @@ struct MmaRaw {
   }
   // Raw position of fill slot s: the slots are the positions in order, past the split gap.
   BANKOPS_HD static constexpr int slot_pos(int s) { return kSplit && s >= kHalf ? s - kHalf + kOdd : s; }
-  // The choices StagedFill::fill (gemm_mma.cu) makes, for the trace to replay. The kernel
-  // writes them out in its own loop: calling these instead compiled to a fill that ran
-  // 8191 x 8193 x 8189 6-11% slower under none and pad (H100, 2026-11-25, both 16-bit types),
-  // so a change to one is a change to the other.
+  // The choices StagedFill::fill (mma_fill.cuh) makes, for the trace to replay. The kernel
+  // writes them out in its own loop (calling these instead compiled to a slower fill), so a
+  // change to one is a change to the other.
   // Whether every raw chunk of the k-tile is copied whole: every row and column inside the
   // operand, and every chunk under its rows inside the matrix's bytes.
   BANKOPS_HD static bool whole(const RawKTile& k);

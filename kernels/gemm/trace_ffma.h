@@ -1,8 +1,9 @@
-// The shared-memory instructions of gemm_kernel, replayed on the host (smem_trace.h).
+// The shared-memory instructions of the FFMA kernel (ffma.cu) for a route, replayed on the
+// host (smem_trace.h).
 #pragma once
-#include "gemm.h"
-#include "gemm_strip.h"
-#include "smem_trace.h"
+#include "../smem_trace.h"
+#include "ffma_strip.h"
+#include "route.h"
 
 namespace bankops {
 
@@ -86,7 +87,7 @@ void trace_layout(Layout layout, const char* kernel, GemmStage mode_a, GemmStage
   });
 }
 
-// The strip blocks over `cols` columns (gemm_strip.cuh): per chunk of kStripK k rows, each
+// The strip blocks over `cols` columns (ffma_strip.cuh): per chunk of kStripK k rows, each
 // column's copy (a thread a k row) and the warps' reads (lane l at k rows l + 32u) of one tile row.
 template <class Tile>
 void trace_strip(const char* kernel, int cols, int64_t iterations, SmemTrace& trace) {
@@ -101,40 +102,35 @@ void trace_strip(const char* kernel, int cols, int64_t iterations, SmemTrace& tr
 
 }  // namespace gemm_detail
 
-// C[batch] (m x n) = A (m x k) @ B (k x n) of float32 (elem_bytes 4) or float64 (8); a_k_fast
-// / b_k_fast say whether k is A's / B's contiguous dim (A row-major: true; B row-major:
-// false). Operands are taken as 16-byte aligned with aligned strides (the vector modes). The
-// block configuration follows launch_gemm's choice for num_sms SMs (stream_k: with its
-// workspace, as torch.ops.bankops._set_stream_k leaves it).
-inline void trace_gemm(Layout layout, int elem_bytes, int64_t batch, int64_t m, int64_t n, int64_t k, bool a_k_fast,
-                       bool b_k_fast, int num_sms, bool stream_k, SmemTrace& trace_out) {
-  const auto mode = [](bool k_fast) { return k_fast ? GemmStage::KVec : GemmStage::XAsync; };
-  // Contiguous operands: rows of k elements when k is the fast dim, else of m (A) or n (B).
-  const int64_t pitch_a = (a_k_fast ? k : m) * elem_bytes, pitch_b = (b_k_fast ? k : n) * elem_bytes;
-  const auto iterations = [&](int bm, int bn, int bk) {
-    return batch * ceil_div(m, bm) * ceil_div(n, bn) * ceil_div(k, bk);
-  };
+// The route's configuration, with its strip. Operands are replayed as staged by the vector modes
+// along their contiguous dim (KVec / XAsync; the scalar modes stage the same tile positions),
+// rows as far apart as the operands' strides and tile corners on 128-byte lines.
+inline void trace_ffma(const GemmRoute& r, SmemTrace& trace_out) {
+  const GemmArgs& g = r.args;
+  const int elem_bytes = r.dtype == DType::F64 ? 8 : 4;
+  const bool a_k = gemm_k_major(r.mode_a), b_k = gemm_k_major(r.mode_b);
+  const auto mode = [](bool k_major) { return k_major ? GemmStage::KVec : GemmStage::XAsync; };
+  // Bytes between an operand's rows: of k elements when k is its staged dim, else of m (A) or n (B).
+  const int64_t pitch_a = (a_k ? g.a_sm : g.a_sk) * elem_bytes, pitch_b = (b_k ? g.b_sn : g.b_sk) * elem_bytes;
+  const int64_t n = g.n - r.strip;
   const auto trace = [&](auto shape, const char* kernel) {
     using S = decltype(shape);
-    gemm_detail::trace_layout<S>(layout, kernel, mode(a_k_fast), mode(b_k_fast), pitch_a, pitch_b,
-                                 iterations(S::kBM, S::kBN, S::kBK), trace_out);
+    const int64_t iterations = g.batch * ceil_div(g.m, S::kBM) * ceil_div(n, S::kBN) * ceil_div(g.k, S::kBK);
+    gemm_detail::trace_layout<S>(r.layout, kernel, mode(a_k), mode(b_k), pitch_a, pitch_b, iterations, trace_out);
   };
   if (elem_bytes == 8) return trace(GemmBig<8>{}, "gemm/64x64");
-  switch (gemm_config(elem_bytes, batch, m, n, k, num_sms, GemmStaging::Vector, stream_k)) {
-    case GemmConfig::Wide: {
+  switch (r.config) {
+    case GemmConfig::Wide:
       // Whole 256-column tiles, and kStripBlocks strip blocks per 128 rows for the last few
-      // columns of C (gemm_strip_cols): per strip block, a chunk per kStripK k rows.
-      const int strip = gemm_strip_cols(elem_bytes, batch, m, n, num_sms, GemmStaging::Vector);
-      n -= strip;
+      // columns of C: per strip block, a chunk per kStripK k rows.
       trace(GemmWide{}, "gemm/128x256");
-      if (strip > 0)
-        with_layout(layout, [&](auto tag) {
-          const int64_t passes = batch * ceil_div(m, GemmWide::kBM) * kStripBlocks;
-          gemm_detail::trace_strip<StripTile<decltype(tag)::value>>("gemm/128x256", strip,
-                                                                    passes * ceil_div(k, kStripK), trace_out);
+      if (r.strip > 0)
+        with_layout(r.layout, [&](auto tag) {
+          const int64_t passes = g.batch * ceil_div(g.m, GemmWide::kBM) * kStripBlocks;
+          gemm_detail::trace_strip<StripTile<decltype(tag)::value>>("gemm/128x256", r.strip,
+                                                                    passes * ceil_div(g.k, kStripK), trace_out);
         });
       return;
-    }
     case GemmConfig::Big: return trace(GemmBig<4>{}, "gemm/128x128");
     case GemmConfig::BigScalar: return trace(GemmBigScalar{}, "gemm/128x128/256");
     case GemmConfig::Small:

@@ -1,15 +1,12 @@
-// Programmatic dependent launch (compute capability 9.0), for the Hopper gemm kernel
-// (gemm_wgmma.cu): a kernel launched with launch_pdl may be scheduled while the kernel before
+// Programmatic dependent launch (compute capability 9.0), for the Hopper gemm kernel and the
+// copy before it: a kernel launched with launch_pdl may be scheduled while the kernel before
 // it in the stream still runs, once that one's blocks have all called pdl_launch_next; its
-// blocks then take SMs as the earlier ones leave, with no launch gap between (a split-K
-// version of the kernel ran 1024^3 in 7.73 us instead of 8.63; H100, 2026-11-25, float16,
-// CUDA graphs). Every read and write of global memory must come after pdl_wait_previous,
-// which returns once the earlier kernel has finished and its writes are visible.
+// blocks then take SMs as the earlier ones leave, with no launch gap between. Every read and
+// write of global memory must come after pdl_wait_previous, which returns once the earlier
+// kernel has finished and its writes are visible.
 //
-// It pays where a block fills an SM (the Hopper kernel's 200+ KB of shared memory). The
-// mma.sync kernel runs 2 blocks an SM: launched this way, 1024^3 took 12.6 us instead of
-// 8.6 (same day and device), most likely as the next call's blocks, resident early beside
-// the running ones, end up two to an SM on half the SMs.
+// It pays where a block fills an SM (the Hopper kernel's 200+ KB of shared memory); the
+// mma.sync kernel, two blocks an SM, measured slower launched this way.
 #pragma once
 #include <cuda_runtime_api.h>
 

@@ -1,15 +1,14 @@
-// The strip blocks' work (gemm_strip.h), called by gemm_kernel.
+// The strip blocks' work (ffma_strip.h), called by ffma.cu's kernel.
 #pragma once
-#include "gemm_strip.h"
-#include "warp.cuh"
+#include "../warp.cuh"
+#include "ffma_strip.h"
 
 namespace bankops {
 
 // C[i][j] = sum_k A[i][k] B[k][j] for rows i < rows (<= kStripRows) and columns j < cols
 // (<= kGemmStripCols): a, b and c point at row 0 / column 0 of the strip; bs holds
-// Tile::kSize floats. Not inlined: inside gemm_kernel it changed the tile path's register
-// allocation, and the swizzle layout's kernel ran at 0.56x cuBLAS instead of 0.97x (H200,
-// 2026-11-26).
+// Tile::kSize floats. Not inlined: inlined, it changed the tile path's register allocation
+// and halved the swizzle kernel's speed.
 template <class Tile>
 __device__ __noinline__ void gemm_strip_rows(const float* a, int64_t a_sm, int64_t a_sk, const float* b, int64_t b_sk,
                                              int64_t b_sn, float* c, int64_t ldc, int64_t rows, int64_t k, int cols,

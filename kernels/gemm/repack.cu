@@ -1,12 +1,15 @@
-#include "async_copy.cuh"
+#include <atomic>
+
+#include "../async_copy.cuh"
+#include "../shift.cuh"
 #include "launch.h"
 #include "pdl.cuh"
 #include "repack.h"
-#include "shift.cuh"
 
 namespace bankops {
 namespace {
 
+constexpr int kMaxDevices = 64;
 constexpr int kRepackWarps = 8;                    // a block: 256 threads
 constexpr int kRepackAlign = 16;                   // bytes: the vectors the copy moves
 constexpr int kRepackSegment = 32 * kRepackAlign;  // bytes of a copied row one warp instruction writes
@@ -31,9 +34,8 @@ __device__ __forceinline__ uint4 repack_cut(const uint4& x, const uint4& y, int 
 }
 
 // A warp item is kRepackUnroll segments (2 KB) of one copied row; the grid's warps, all
-// resident, loop over the items. A warp that walked a whole row a segment pair at a time
-// waited out a load's latency 8 times a row: 4095 x 4093 and 4093 x 4097 float16 took 100 us
-// that way, 71 us this way (H100, 2026-11-25; 134 MB read and written).
+// resident, loop over the items (a warp that walked a whole row a segment pair at a time
+// waited out a load's latency 8 times a row).
 template <int E>
 __global__ void __launch_bounds__(32 * kRepackWarps) repack_rows_kernel(const RepackJobs jobs) {
   pdl_wait_previous();
@@ -67,10 +69,25 @@ __global__ void __launch_bounds__(32 * kRepackWarps) repack_rows_kernel(const Re
   }
 }
 
+// Resident blocks of the copy kernel per SM, asked once per device (0: not asked yet).
+int repack_blocks_per_sm() {
+  static std::atomic<int> per_sm[kMaxDevices] = {};
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kMaxDevices) return 1;
+  int n = per_sm[device].load(std::memory_order_relaxed);
+  if (n < 1) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, repack_rows_kernel<2>, 32 * kRepackWarps, 0) != cudaSuccess ||
+        n < 1)
+      n = 1;
+    per_sm[device].store(n, std::memory_order_relaxed);
+  }
+  return n;
+}
+
 }  // namespace
 
-cudaError_t launch_repack(const RepackJob* job, int jobs, cudaStream_t stream) {
-  if (jobs < 1 || jobs > 2) return cudaErrorInvalidValue;
+cudaError_t launch_repack(const RepackJob* job, int jobs, int num_sms, cudaStream_t stream) {
+  if (jobs < 1 || jobs > 2 || num_sms < 1) return cudaErrorInvalidValue;
   constexpr int kBytes = 2;  // float16 / bfloat16
   RepackJobs p{};
   int64_t total = 0;
@@ -83,18 +100,7 @@ cudaError_t launch_repack(const RepackJob* job, int jobs, cudaStream_t stream) {
   if (total == 0) return cudaSuccess;
   // As many blocks as are resident at once (the rest would only queue behind them), so the
   // gemm launched after this (pdl.cuh) is scheduled as soon as they have all started.
-  static const int per_sm = [] {
-    int n = 0;
-    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, repack_rows_kernel<kBytes>, 32 * kRepackWarps, 0) ==
-                   cudaSuccess && n > 0
-               ? n
-               : 1;
-  }();
-  int device = 0, sms = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  if (err != cudaSuccess) return err;
-  const int64_t want = (total + kRepackWarps - 1) / kRepackWarps, cap = int64_t(sms) * per_sm;
+  const int64_t want = (total + kRepackWarps - 1) / kRepackWarps, cap = int64_t(num_sms) * repack_blocks_per_sm();
   const dim3 grid(static_cast<unsigned>(want < cap ? want : cap));
   return launch_pdl(repack_rows_kernel<kBytes>, grid, dim3(32 * kRepackWarps), 0, stream, p);
 }

@@ -1,31 +1,39 @@
-// Which blocks of a 128x256 (GemmWide) launch compute what: the strip, stream-K and one block
-// per tile, on a one-dimensional grid.
+// Which blocks of a 128x256 (GemmWide) launch compute what, on a one-dimensional grid: the
+// strip, stream-K and one block per tile.
 //
-// Stream-K (Osama et al., "Stream-K: Work-centric Parallel Decomposition for Dense
-// Matrix-Matrix Multiplication on the GPU", PPoPP 2023) for one wave's worth only: a Wide
-// block takes a whole SM, so a grid of T tiles on P SMs takes ceil(T / P) tile times, and the
-// powers of two waste 3% of them on 132 SMs (4096^3: 512 tiles, 3.88 waves run as 4). The k
-// tiles of T mod P tiles are dealt out evenly to more blocks instead, each a run of
-// consecutive k tiles that covers less than a tile; a block whose run ends a tile adds the
-// partial sums of the blocks before it that hold the tile's earlier k tiles, then stores it.
-// The grid takes T / P tile times, plus the partial sums (128 KB a block, through L2).
+// Stream-K (Osama et al., PPoPP 2023) for one wave's worth only: a Wide block takes a whole SM,
+// so a grid of T tiles on P SMs takes ceil(T / P) tile times. The k tiles of T mod P tiles are
+// dealt out evenly to more blocks instead, each a run of consecutive k tiles that covers less
+// than a tile; a block whose run ends a tile adds the partial sums of the blocks before it
+// that hold the tile's earlier k tiles, then stores it. The grid takes T / P tile times, plus
+// the partial sums (128 KB a block, through L2).
 #pragma once
-#include "gemm_strip.h"
+#include "ffma_strip.h"
 
 namespace bankops {
 
+// A shared tile's k tiles go to at most kGemmMaxSplit blocks (the block that ends it adds the
+// others' partial sums), and a block takes kGemmMinSplitK k tiles at least (each fills the
+// cp.async pipeline again and writes or adds a partial sum, which a shorter run does not pay
+// back).
+constexpr int kGemmMaxSplit = 8, kGemmMinSplitK = 32;
+// The stream-K blocks of a Wide grid of `tiles` tiles, tiles_k k tiles deep: 0 where the last
+// wave is full or too short to share, else as many as its tiles can keep busy.
+BANKOPS_HD int gemm_stream_k_blocks(int64_t tiles, int64_t tiles_k, int num_sms) {
+  const int64_t rest = tiles % num_sms, blocks = rest * kGemmMaxSplit < num_sms ? rest * kGemmMaxSplit : num_sms;
+  return rest > 0 && rest * tiles_k >= blocks * kGemmMinSplitK ? static_cast<int>(blocks) : 0;
+}
+
 // The grid's blocks, in order (tiles are numbered n fastest, then m, then batch):
-//  1. strip_blocks: kStripBlocks per 128 rows of C (gemm_strip.h), when C has a strip;
+//  1. strip_blocks: kStripBlocks per 128 rows of C (ffma_strip.h), when C has a strip;
 //  2. sk_blocks stream-K blocks: block b takes k tiles [sk_begin(b), sk_begin(b + 1)) of the
 //     k tiles of tiles 0 .. sk_tiles - 1, counted tile after tile (tiles_k each);
 //  3. one block for each of tiles sk_tiles .. tiles - 1.
 // The shared tiles are the first ones: a shared tile stays in place (moved back onto the
 // matrix's edge, a partial tile would store over its neighbour's elements values summed in
 // another order), and the partial tiles of the m and n edges come last, where they move and
-// take the unpredicated path (with the last tiles shared, 4095x4096x4093 ran at 1.01-1.02x
-// cuBLAS instead of 1.06x). The strip blocks come first: in an earlier build of this kernel
-// 4095x4097x4093 ran at 0.966-0.969x cuBLAS so, 0.958-0.960x with them after each row's
-// tiles (H100, 2026-11-26).
+// take the unpredicated path. The strip blocks come first (measured faster than after each
+// row's tiles).
 // A block that ends a shared tile waits for the partial sums of blocks before it only: the
 // hardware starts blocks in order, so those are running or done, and never wait on it.
 struct GemmWork {
@@ -64,8 +72,7 @@ struct GemmPiece {
 // one tile (t0, where s lies: piece 1) and may start the next (t1: piece 0, which goes first,
 // so that its partial sum is ready before the block that ends t1, a later one, gets there).
 // The kernel computes its pieces from the launch's arguments rather than pass them through
-// shared memory: values every thread computes alike stay in uniform registers, and the main
-// loop ran 2% faster than with them in shared memory (4096^3 and 8192^3, H100).
+// shared memory: values every thread computes alike stay in uniform registers.
 BANKOPS_HD GemmPiece gemm_piece(const GemmWork& w, int64_t u, int p) {
   const int64_t per_batch = w.tiles_m * w.tiles_n;
   const auto piece = [&](int64_t i, int kb, int ke, int slot, int c_lo, int c_hi) {

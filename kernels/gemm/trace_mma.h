@@ -1,12 +1,11 @@
-// The shared-memory instructions of gemm_mma_kernel, replayed on the host (smem_trace.h).
+// The shared-memory instructions of the tensor-core kernels (mma.cu, wgmma.cu) for a route,
+// replayed on the host (smem_trace.h).
 #pragma once
 #include <numeric>
 #include <string>
 
-#include "gemm_mma.h"
-#include "gemm_repack.h"
-#include "gemm_wgmma.h"
-#include "smem_trace.h"
+#include "../smem_trace.h"
+#include "route.h"
 
 namespace bankops {
 
@@ -40,7 +39,7 @@ struct RawOperand {
   bool k_rows;
 };
 
-// The realigning fill's raw copies of one operand (StagedFill::fill), k-tile by k-tile of
+// The realigning fill's raw copies of one operand (StagedFill::fill, mma_fill.cuh), k-tile by k-tile of
 // every block tile, for 16-byte aligned data: whole k-tiles copy every raw chunk (one
 // pattern: tile rows `pitch` bytes apart, corners taken as line-aligned); the others are
 // replayed lane by lane through MmaRaw::whole and ::chunk, on the batches' real offsets mod
@@ -103,14 +102,17 @@ inline void trace_raw_fill(SmemTrace& trace, const char* kernel, const std::stri
   }
 }
 
-// One call of the mma path: the plan (gemm_mma_plan) picks the fill (cp.async, realigned
-// 16-byte chunks or the register path, along or across), the block shape (MmaSmall,
-// MmaLarge or MmaNarrow) and the B tile's orientation, exactly as the launcher does.
+// One call of the mma.sync kernel on block tile C: the route's fill (cp.async, realigned
+// 16-byte chunks or the register path, along or across) and B tile orientation.
 template <class C>
-inline void trace_gemm_mma_shape(Layout layout, const GemmArgs& g, const GemmMmaPlan& plan, SmemTrace& trace) {
+inline void trace_mma_tile(const GemmRoute& r, SmemTrace& trace) {
+  const GemmArgs& g = r.args;
+  const MmaOperands& plan = r.ops;
+  const Layout layout = r.layout;
   const int64_t tiles = g.batch * ceil_div(g.m, C::kBM) * ceil_div(g.n, C::kBN);
   const int64_t steps = tiles * ceil_div(g.k, C::kBK);
-  const char* kernel = plan.async ? "gemm_mma/cp.async" : plan.realign ? "gemm_mma/realign" : "gemm_mma/registers";
+  const bool async = plan.fill == MmaFill::Async, realign = plan.fill == MmaFill::Realign;
+  const char* kernel = async ? "gemm_mma/cp.async" : realign ? "gemm_mma/realign" : "gemm_mma/registers";
   with_layout(layout, [&](auto tag) {
     constexpr Layout L = decltype(tag)::value;
     const auto body = [&](auto kn) {
@@ -126,7 +128,7 @@ inline void trace_gemm_mma_shape(Layout layout, const GemmArgs& g, const GemmMma
                             const RawOperand& ro) {
         using Tile = decltype(tile);
         const int elems = Tile::kRows * Tile::kCols / C::kThreads;
-        if (plan.async) {
+        if (async) {
           SmemInstr& row = trace.instr(kernel, std::string("ldgsts ") + name, SmemOp::Ldgsts, 16, steps);
           for (int e = 0; e < elems / kMmaChunk; ++e)
             add_block(
@@ -135,7 +137,7 @@ inline void trace_gemm_mma_shape(Layout layout, const GemmArgs& g, const GemmMma
                   const TileCoord c = mma_chunk<C>(t, e, Tile::kCols);
                   return c.r * pitch + c.c * 2;
                 });
-        } else if (plan.realign) {
+        } else if (realign) {
           // cp.async of the aligned chunks under the tile's rows into the raw stage (lanes on
           // consecutive positions), then per tile chunk two lds of the raw chunks under it and
           // one sts where cp.async would put the chunk (its lanes).
@@ -186,23 +188,27 @@ inline void trace_gemm_mma_shape(Layout layout, const GemmArgs& g, const GemmMma
         }
       };
       fragments("", steps, 0, C::kSteps);
-      if (plan.async) fragments(" (step 0 ahead, per block tile)", tiles, 0, 1);
-      trace_mma_epilogue<C, CTile>(kernel, tiles, g.n % kMmaChunk == 0, trace);
+      if (async) fragments(" (step 0 ahead, per block tile)", tiles, 0, 1);
+      trace_mma_epilogue<C, CTile>(kernel, tiles, r.out_vec, trace);
     };
     if (plan.b_kn) body(std::true_type{});
     else body(std::false_type{});
   });
 }
 
-// One call of the Hopper kernel: for rows off 16-byte boundaries, the realigning producer's
-// stores of the chunks it cut in registers (lanes at wgmma_chunk, tile offsets as the
-// layout's); then the shared epilogue. TMA's copies into the tiles and wgmma's reads of them
-// go through the Tensor Memory Accelerator and the tensor cores, not the warps' load/store
-// pipe: they are no shared-memory instructions (Nsight Compute counts none for them).
-// `kernel` names the route: gemm_wgmma (TMA), gemm_wgmma/realign, gemm_wgmma/repacked (TMA
-// on copies of the operands, whose copy kernel uses no shared memory).
+// One call of the Hopper kernel on block tile C: for rows off 16-byte boundaries, the
+// realigning producer's stores of the chunks it cut in registers (lanes at wgmma_chunk, tile
+// offsets as the layout's); then the shared epilogue. TMA's copies into the tiles and wgmma's
+// reads of them go through the Tensor Memory Accelerator and the tensor cores, not the warps'
+// load/store pipe: they are no shared-memory instructions (Nsight Compute counts none for
+// them). The kernel's name says the producer: gemm_wgmma (TMA), gemm_wgmma/realign,
+// gemm_wgmma/repacked (TMA on copies of the operands, whose copy kernel uses no shared memory).
 template <class C>
-inline void trace_gemm_wgmma(const GemmArgs& g, const GemmMmaPlan& plan, const char* kernel, SmemTrace& trace) {
+inline void trace_wgmma_tile(const GemmRoute& r, SmemTrace& trace) {
+  const GemmArgs& g = r.args;
+  const char* kernel = r.jobs > 0                      ? "gemm_wgmma/repacked"
+                       : r.ops.fill == MmaFill::Async ? "gemm_wgmma"
+                                                      : "gemm_wgmma/realign";
   const int64_t tiles = g.batch * ceil_div(g.m, C::kBM) * ceil_div(g.n, C::kBN);
   const int64_t steps = tiles * ceil_div(g.k, C::kBK);
   const auto realigned = [&](const char* name, auto tile) {
@@ -215,53 +221,31 @@ inline void trace_gemm_wgmma(const GemmArgs& g, const GemmMmaPlan& plan, const c
         return int64_t(Tile::offset(c.r, c.c)) * 2;
       });
   };
-  if (!plan.async) {
+  if (r.ops.fill != MmaFill::Async) {
     realigned("As[m][k] <- A", WgmmaATile<C>{});
-    if (plan.b_kn) realigned("Bs[k][n] <- B", WgmmaBTile<C, true>{});
+    if (r.ops.b_kn) realigned("Bs[k][n] <- B", WgmmaBTile<C, true>{});
     else realigned("Bs[n][k] <- B", WgmmaBTile<C, false>{});
   }
-  trace_mma_epilogue<WgmmaFrags<C>, WgmmaCTile<C>>(kernel, tiles, g.n % kMmaChunk == 0, trace);
+  trace_mma_epilogue<WgmmaFrags<C>, WgmmaCTile<C>>(kernel, tiles, r.out_vec, trace);
 }
 
-// The Hopper kernel's configuration for a call that takes it.
-inline void trace_wgmma_shape(WgmmaShape shape, const GemmArgs& g, const GemmMmaPlan& plan, const char* kernel,
-                              SmemTrace& trace) {
-  switch (shape) {
-    case WgmmaShape::Large: return trace_gemm_wgmma<WgmmaLarge>(g, plan, kernel, trace);
-    case WgmmaShape::Medium:
-      return plan.async ? trace_gemm_wgmma<WgmmaMedium>(g, plan, kernel, trace)
-                        : trace_gemm_wgmma<WgmmaMediumRealign>(g, plan, kernel, trace);
-    case WgmmaShape::Narrow: return trace_gemm_wgmma<WgmmaNarrow>(g, plan, kernel, trace);
-    default: return;
+// The route's tensor-core kernel and tile.
+inline void trace_tensor_core(const GemmRoute& r, SmemTrace& trace) {
+  if (r.family == GemmFamily::Wgmma) {
+    switch (r.wgmma) {
+      case WgmmaShape::Large: return trace_wgmma_tile<WgmmaLarge>(r, trace);
+      case WgmmaShape::Medium:
+        return r.ops.fill == MmaFill::Async ? trace_wgmma_tile<WgmmaMedium>(r, trace)
+                                            : trace_wgmma_tile<WgmmaMediumRealign>(r, trace);
+      case WgmmaShape::Narrow: return trace_wgmma_tile<WgmmaNarrow>(r, trace);
+      default: return;
+    }
   }
-}
-
-// What the launcher runs: on a device that runs the Hopper kernel (hopper), the swizzle
-// layout takes it where wgmma_shape allows, after copying misaligned operands where
-// gemm_repack_plan says so (repack: the op's switch, torch.ops.bankops._set_repack).
-inline void trace_gemm_mma(Layout layout, const GemmArgs& g, const GemmMmaPlan& plan, bool hopper, bool repack,
-                           SmemTrace& trace) {
-  const bool hopper_swizzle = hopper && layout == Layout::Swizzle;
-  GemmRepack r;
-  if (repack && gemm_repack_plan(g, true, true, hopper_swizzle, r))
-    return trace_wgmma_shape(r.shape, r.args, r.plan, "gemm_wgmma/repacked", trace);
-  const WgmmaShape shape = wgmma_shape(g, plan, hopper_swizzle);
-  if (shape != WgmmaShape::None)
-    return trace_wgmma_shape(shape, g, plan, plan.async ? "gemm_wgmma" : "gemm_wgmma/realign", trace);
-  switch (plan.shape) {
-    case MmaShape::Large: return trace_gemm_mma_shape<MmaLarge>(layout, g, plan, trace);
-    case MmaShape::Narrow: return trace_gemm_mma_shape<MmaNarrow>(layout, g, plan, trace);
-    default: return trace_gemm_mma_shape<MmaSmall>(layout, g, plan, trace);
+  switch (r.mma) {
+    case MmaShape::Large: return trace_mma_tile<MmaLarge>(r, trace);
+    case MmaShape::Narrow: return trace_mma_tile<MmaNarrow>(r, trace);
+    default: return trace_mma_tile<MmaSmall>(r, trace);
   }
-}
-
-// The plan of a call on contiguous inputs (a_k_fast: A row-major, else a transposed view;
-// b_k_fast: B a transposed view, else row-major), with 16-byte aligned data pointers.
-inline void trace_gemm_mma(Layout layout, int64_t batch, int64_t m, int64_t n, int64_t k, bool a_k_fast,
-                           bool b_k_fast, bool hopper, bool repack, SmemTrace& trace) {
-  GemmArgs g{batch, m, n, k, nullptr, m * k, a_k_fast ? k : 1, a_k_fast ? 1 : m,
-             nullptr, k * n, b_k_fast ? 1 : n, b_k_fast ? k : 1, nullptr};
-  trace_gemm_mma(layout, g, gemm_mma_plan(g, true, true), hopper, repack, trace);
 }
 
 }  // namespace bankops

@@ -1,4 +1,4 @@
-// The tensor-core kernels' epilogue (gemm_mma.cu, gemm_wgmma.cu): float32 accumulators ->
+// The tensor-core kernels' epilogue (mma.cu, wgmma.cu): float32 accumulators ->
 // 16-bit C tile in shared memory (pairs of columns) -> whole 16-byte chunks of C rows in
 // global memory. Both kernels hold their accumulators as m16 x n8 fragments (mma_acc), so one
 // routine serves both.
@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "gemm_mma.h"
+#include "mma.h"
 
 namespace bankops {
 
@@ -31,8 +31,8 @@ __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float x, float y) {
 // caller must sync before reusing it. c: the batch's C, g.m x g.n; out_vec: C's rows are
 // 16-byte aligned, and written in 16-byte chunks; otherwise (odd N) element by element, the
 // lanes of a warp on 32 consecutive elements of a row (mma_out_elem): one element of each of
-// 32 chunks per store put 16 partial 32-byte sector writes on L2 where this puts 2 or 3
-// (2047 x 4095 x 130 on the Hopper kernel: 55 -> 46 us; H100, 2026-11-25, float16). Offsets
+// 32 chunks per store would put 16 partial 32-byte sector writes on L2 where this puts 2 or 3.
+// Offsets
 // as in the main loops: rows step by multiples of the layout's period (adds), n8 tiles join
 // the thread's column.
 template <class C, class CTile, class T, class Sync>

@@ -1,17 +1,16 @@
-// gemm: C[b] = A[b] @ B[b] with a shared-memory tiled FMA kernel: FFMA for float32, DFMA for
-// float64 (float16/bfloat16 run on the tensor cores: gemm_mma.h). The kernel keeps an input
-// type apart from its accumulator type, though today the two are always the same.
-//
-// A is staged transposed (As[k][m]) and B as is (Bs[k][n]), so each step kk of the inner
-// loop reads one tile row of each: 16-byte vectors (LDS.128) of a thread's register
-// micro-tile. Tiles have 16-byte units (4 floats, 2 doubles): `pad` adds one unit per row and
-// `swizzle` XORs row bits above the units (GemmSwizzle), so a vector is never split.
+// The FFMA/DFMA gemm kernel's tiling (float32 and float64; 16-bit floats run on the tensor
+// cores: mma.h, wgmma.h). A is staged transposed (As[k][m]) and B as is (Bs[k][n]), so each
+// step kk of the inner loop reads one tile row of each: 16-byte vectors (LDS.128) of a
+// thread's register micro-tile. Tiles have 16-byte units (4 floats, 2 doubles): `pad` adds
+// one unit per row and `swizzle` XORs row bits above the units (GemmSwizzle), so a vector is
+// never split. route.h picks a call's configuration and staging.
 #pragma once
 #include <cstdint>
 #include <type_traits>
 
-#include "dtype.h"
-#include "layout.cuh"
+#include "../dtype.h"
+#include "../layout.cuh"
+#include "args.h"
 
 namespace bankops {
 
@@ -59,36 +58,16 @@ struct GemmShape {
   using OpB = GemmOperand<ACC_BYTES, kBN, kThreads, BK>;
 };
 
-// The configurations, chosen by gemm_config() (H100, 2026-11-23/24, bench/run.py and ncu):
-//  - Wide (float32, both operands staged with 16-byte vectors, grids that fill the GPU):
-//    128x256, 256 threads (2x4 warps of 64x64), 16x8 per thread, 3 stages, one block per SM
-//    with up to 255 registers: cuBLAS's FFMA kernel (sm80_xmma ...
-//    tilesize256x128x8_stage3_warpsize4x2x1_ffma computes C^T, so its 256 is our n). Its
-//    k-major operands (row-major A: the transposed store) are copied element by element with
-//    4-byte cp.async, as cuBLAS copies all of its operands: nothing waits in registers, and
-//    the 3-stage pipeline covers both operands. 0.98-0.99x cuBLAS from 2048^3 to 8192^3
-//    in bench/run.py (1.00-1.04x in a harness run), where register staging gave 0.93-0.99x on
-//    the same loop and 4 stages 0.96-1.00x. Its grid is one-dimensional (gemm_work.h): with
-//    stream-K sharing out the short wave's tiles, 4096^3 and 8192^3 run at 1.00-1.01x cuBLAS
-//    instead of 0.95-0.98x (H100, 2026-11-26, in one process), and ragged grids at least a
-//    wave deep take it too.
-//  - Big (float32, both operands staged with 16-byte vectors): 128x128, 128 threads (2x2 warps
-//    of 64x64), 16x8 per thread: 128 FMAs per 6 LDS.128, two blocks per SM with up to 255
-//    registers, k-major operands through registers (4-byte cp.async copies measured 0.85-0.92x
-//    cuBLAS here against 0.94-0.98x). BK 16 measured slower than BK 8.
-//    Big and Wide also take row-major operands whose rows are not 16-byte aligned (odd row
-//    lengths, offsets into storage) with 4-byte cp.async copies for those (the Async4
-//    staging), which need no staging registers. Wide, with the strip for n = 4097, runs
-//    4095x4097x4093 at 1.01x cuBLAS and 8191x8193x8189 at 1.03x (H100, 2026-11-26, with
-//    stream-K), where Big ran 0.86x and 0.99x. On Big its 16
-//    copies per thread and k tile go between the FMAs; issued back to back they filled the
-//    MIO queue (ncu) and it ran at 0.80x.
-//  - BigScalar (float32 with an operand staged element by element through registers:
-//    strided or transposed misaligned views): 128x128, 256 threads, 8x8 per thread. With the
-//    scalar loads' staging registers it beat Big (0.63x vs 0.50x cuBLAS at 4095x4097x4093,
-//    before Async4 took that shape; its run-time mode kernel spills 100-160 bytes).
-//  - Small (float32: 64x64, 128 threads, 8x4 per thread): four times the blocks, for
-//    grids of 128x128 tiles that would leave SMs idle, or matrices of 64 rows or columns.
+// The configurations (route.h picks one; bench/RESULTS.md's design notes have the figures):
+//  - Wide: 128x256, 256 threads (2x4 warps of 64x64), 16x8 per thread, 3 stages, one block
+//    an SM: cuBLAS's FFMA tile (its 256x128 computes C^T). k-major operands are copied an
+//    element per 4-byte cp.async, as cuBLAS does, so nothing waits in registers. Its grid is
+//    one-dimensional (ffma_work.h: the strip, stream-K, a block per tile).
+//  - Big: 128x128, 128 threads (2x2 warps of 64x64), 16x8 per thread, two blocks an SM;
+//    k-major operands through registers.
+//  - BigScalar: 128x128, 256 threads, 8x8 per thread, for operands staged element by element
+//    through registers (strided or transposed misaligned views).
+//  - Small: 64x64, 128 threads, 8x4 per thread: four times the blocks, for small grids.
 //  - float64: 64x64, 256 threads, 4x4 doubles per thread (DFMA; registers allow no more).
 template <int ACC_BYTES>
 struct GemmBigOf {
@@ -121,72 +100,6 @@ enum class GemmConfig : int { Big = 0, BigScalar = 1, Small = 2, Wide = 3 };
 //  - Scalar: anything else (strided views, transposed misaligned ones): through registers.
 enum class GemmStaging : int { Vector = 0, Async4 = 1, Scalar = 2 };
 
-// Whether Wide's grid over (batch, m, n) keeps at least 7/8 of the SMs busy over all its
-// waves. A Wide block takes a whole SM, so a ragged last wave idles whole SMs; Big's
-// half-size blocks, two per SM, fill such grids better (an SM left with one runs it at 4
-// warps). The powers of two from 2048^3 up fill 97% (128 blocks of 132 SMs at 2048^3, 512
-// at 4096^3); 1536^2 (72 blocks) and 1600x1430 (78) do not, nor do ragged shapes just past a
-// full wave, e.g. 4096x4352 (544 blocks: 82% of 5 waves), which take Wide only where
-// stream-K evens out their last wave (gemm_wide_shares).
-BANKOPS_HD bool gemm_wide_fills(int64_t batch, int64_t m, int64_t n, int num_sms) {
-  const int64_t wide = batch * ceil_div(m, GemmWide::kBM) * ceil_div(n, GemmWide::kBN);
-  return 8 * wide >= 7 * ceil_div(wide, num_sms) * num_sms;
-}
-
-// Stream-K (gemm_work.h): a shared tile's k tiles go to at most kGemmMaxSplit blocks (the
-// block that ends it adds the others' partial sums), and a block takes kGemmMinSplitK k tiles
-// at least (each fills the cp.async pipeline again and writes or adds a partial sum, which a
-// shorter run does not pay back).
-constexpr int kGemmMaxSplit = 8, kGemmMinSplitK = 32;
-// The stream-K blocks of a Wide grid of `tiles` tiles, tiles_k k tiles deep: 0 where the last
-// wave is full or too short to share, else as many as its tiles can keep busy.
-BANKOPS_HD int gemm_stream_k_blocks(int64_t tiles, int64_t tiles_k, int num_sms) {
-  const int64_t rest = tiles % num_sms, blocks = rest * kGemmMaxSplit < num_sms ? rest * kGemmMaxSplit : num_sms;
-  return rest > 0 && rest * tiles_k >= blocks * kGemmMinSplitK ? static_cast<int>(blocks) : 0;
-}
-// Whether stream-K evens out the last wave of Wide's grid over (batch, m, n, k), at least a
-// wave deep: 4096x4352x4096 (544 tiles, 82% of 5 waves) then runs Wide at 1.05-1.07x cuBLAS
-// where Big ran 0.92x, and 2048x2065x2048 (144 tiles, the last column of them nearly empty)
-// at 0.94x where Big ran 0.57x (H100, 2026-11-26; the second with an earlier build).
-BANKOPS_HD bool gemm_wide_shares(int64_t batch, int64_t m, int64_t n, int64_t k, int num_sms, bool stream_k) {
-  const int64_t wide = batch * ceil_div(m, GemmWide::kBM) * ceil_div(n, GemmWide::kBN);
-  return stream_k && wide >= num_sms && gemm_stream_k_blocks(wide, ceil_div(k, GemmWide::kBK), num_sms) > 0;
-}
-
-// The strip: at most this many columns past the last whole 256-column tile, which strip
-// blocks (gemm_strip.h) compute instead of a column of Wide tiles.
-constexpr int kGemmStripCols = 16;
-
-// Columns at the right edge of C that go to the strip blocks, 0 for none: float32 with
-// vector or Async4 staging, n a few columns (1 .. kGemmStripCols) past whole Wide tiles, and
-// Wide's grid filling the SMs without that last column of blocks but not with it. n = 4097
-// (16 tiles and one column) is the case: 544 blocks are 82% of 5 waves; 512 fill 4 waves to
-// 97%, and the 128 strip blocks (4 per 128 rows) each take a fraction of a tile's time.
-BANKOPS_HD int gemm_strip_cols(int acc_bytes, int64_t batch, int64_t m, int64_t n, int num_sms, GemmStaging staging) {
-  const int64_t cols = n % GemmWide::kBN;
-  if (acc_bytes != 4 || staging == GemmStaging::Scalar || cols == 0 || cols > kGemmStripCols || n < GemmWide::kBN)
-    return 0;
-  if (gemm_wide_fills(batch, m, n, num_sms) || !gemm_wide_fills(batch, m, n - cols, num_sms)) return 0;
-  return static_cast<int>(cols);
-}
-
-// The rule (float32; float64 has one configuration):
-//  1. Small when the 128x128 grid leaves an SM without a block, or m or n fits one 64 tile.
-//  2. BigScalar when an operand stages through registers element by element (Scalar).
-//  3. Wide (Vector or Async4 staging) when its grid fills the SMs (gemm_wide_fills), over all
-//     of C or over all but a strip (gemm_strip_cols), or stream-K evens out its last wave
-//     (gemm_wide_shares; stream_k: the launch has its workspace).
-//  4. Big otherwise.
-BANKOPS_HD GemmConfig gemm_config(int acc_bytes, int64_t batch, int64_t m, int64_t n, int64_t k, int num_sms,
-                                  GemmStaging staging, bool stream_k) {
-  if (acc_bytes != 4) return GemmConfig::Big;
-  const int64_t blocks = batch * ceil_div(m, GemmBig<4>::kBM) * ceil_div(n, GemmBig<4>::kBN);
-  if (blocks < num_sms || m <= GemmSmall::kBM || n <= GemmSmall::kBN) return GemmConfig::Small;
-  if (staging == GemmStaging::Scalar) return GemmConfig::BigScalar;
-  const bool wide = gemm_wide_fills(batch, m, n, num_sms) || gemm_wide_shares(batch, m, n, k, num_sms, stream_k) ||
-                    gemm_strip_cols(acc_bytes, batch, m, n, num_sms, staging) > 0;
-  return wide ? GemmConfig::Wide : GemmConfig::Big;
-}
 
 // The swizzle of an operand's tiles. Only the transposed store (k-major staging) walks a tile
 // column: one warp phase (128 bytes of requests) holds P consecutive columns of the rows
@@ -328,14 +241,5 @@ BANKOPS_HD constexpr bool gemm_frags_affine() {
     }
   return true;
 }
-
-struct GemmArgs {
-  int64_t batch, m, n, k;
-  const void* a;
-  int64_t a_sb, a_sm, a_sk;  // element strides of A (batch, m, k); any values, views included
-  const void* b;
-  int64_t b_sb, b_sk, b_sn;
-  void* c;                   // contiguous (batch, m, n)
-};
 
 }  // namespace bankops

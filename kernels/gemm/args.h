@@ -1,0 +1,32 @@
+// What a gemm call is (its operands), what it runs on (the device) and the process's switches:
+// the three inputs of gemm_route (route.h), from which everything else follows.
+#pragma once
+#include <cstdint>
+
+namespace bankops {
+
+// C[b] = A[b] @ B[b]: element strides of each operand (batch, rows, cols), any values (views,
+// broadcast batches); C contiguous (batch, m, n).
+struct GemmArgs {
+  int64_t batch, m, n, k;
+  const void* a;
+  int64_t a_sb, a_sm, a_sk;
+  const void* b;
+  int64_t b_sb, b_sk, b_sn;
+  void* c;
+};
+
+// The calling device: SM count and compute capability (10 * major + minor: 90 for H100/H200).
+struct DeviceInfo {
+  int num_sms;
+  int cc;
+};
+
+// The process-wide switches (torch.ops.bankops._set_*), read once per call.
+struct GemmOptions {
+  bool wgmma = true;        // 16-bit swizzle may take the Hopper kernel (and the library has it)
+  bool repack = true;       // ... after copying misaligned operands into aligned rows
+  bool stream_k = true;     // float32's 128x256 grid may share its last wave's tiles by k
+};
+
+}  // namespace bankops

@@ -1,0 +1,459 @@
+// The FFMA/DFMA gemm kernel (tiling in ffma.h, staging in ffma_stage.cuh; trace_ffma.h
+// replays its shared-memory accesses) and its launcher, which runs what the route says.
+//
+// Per k tile of BK: every thread stages kLoads 16-byte vectors of each operand (register
+// modes load it while earlier tiles are computed and store it after; cp.async writes
+// straight to shared memory, kStages - 1 tiles ahead, a vector at a time or, for misaligned
+// rows, an element at a time), then reads BK rows of its A and B fragments as LDS.128 (one
+// row ahead of the FMAs) and does QM*QN*VEC*VEC FMAs per row. The kernel is issue-bound:
+// every instruction that is not an FMA costs time, so whole tiles (all but the edges of the
+// matrices) take a staging path without bounds or zero-fill, and the inner loop's shared
+// addresses are a register plus immediates in every layout.
+#include <cuda_runtime.h>
+
+#include <climits>
+#include <type_traits>
+
+#include "ffma_stage.cuh"
+#include "ffma_strip.cuh"
+#include "ffma_work.h"
+#include "launch.h"
+
+namespace bankops {
+namespace {
+
+// The stage ring, sized per configuration at launch.
+extern __shared__ float4 gemm_smem[];
+
+// A stream-K block's flag: set (release) once its partial sum is in the workspace, read
+// (acquire) by the block that ends the tile. One thread of each block does either; the
+// block's barrier orders the other threads' stores before the release and their loads after
+// the acquire.
+__device__ __forceinline__ void flag_release(int* f) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(f), "r"(1) : "memory");
+}
+__device__ __forceinline__ int flag_acquire(const int* f) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(f) : "memory");
+  return v;
+}
+
+// Where a thread's accumulators (row i, vector q) lie in a stream-K partial sum, in floats:
+// the block's threads interleaved, so that a warp's access is 512 contiguous bytes.
+template <class S>
+__device__ __forceinline__ int gemm_partial_at(int i, int q, int t) {
+  return ((i * S::kQN + q) * S::kThreads + t) * 4;
+}
+
+// Adds the partial sums of blocks [c_lo, c_hi) to a thread's accumulators, the latest k tiles
+// first (the sum's order is fixed by the shape), each once its block's flag is set.
+template <class S>
+__device__ __forceinline__ void gemm_add_partials(float (&acc)[S::kTM][S::kTN], const float* partials, const int* flags,
+                                                  int c_lo, int c_hi) {
+  const int t = threadIdx.x;
+  for (int c = c_hi - 1; c >= c_lo; --c) {
+    if (t == 0)
+      while (flag_acquire(flags + c) == 0) __nanosleep(256);
+    __syncthreads();
+    const float* const p = partials + int64_t(c) * S::kBM * S::kBN;
+#pragma unroll
+    for (int i = 0; i < S::kTM; ++i)
+#pragma unroll
+      for (int q = 0; q < S::kQN; ++q) {
+        const float4 v = __ldcg(reinterpret_cast<const float4*>(p + gemm_partial_at<S>(i, q, t)));
+        acc[i][q * 4] += v.x;
+        acc[i][q * 4 + 1] += v.y;
+        acc[i][q * 4 + 2] += v.z;
+        acc[i][q * 4 + 3] += v.w;
+      }
+  }
+}
+// The same as a call, on a copy of the accumulators. Which of the two a kernel takes is
+// measured, not reasoned (bench/RESULTS.md's design notes): the inlined loads change the main
+// loop's registers, for better or worse.
+template <class S>
+__device__ __noinline__ void gemm_add_partials_apart(float (&acc)[S::kTM][S::kTN], const float* partials,
+                                                     const int* flags, int c_lo, int c_hi) {
+  gemm_add_partials<S>(acc, partials, flags, c_lo, c_hi);
+}
+
+// A stream-K piece's end (pc): a partial sum (slot >= 0) goes to the workspace and its flag is
+// set, and the piece is done (true); a piece that ends a shared tile first adds the earlier
+// blocks' partial sums (false: C is still to be stored).
+template <class S, int MODE_B>
+__device__ __forceinline__ bool ffma_share(float (&acc)[S::kTM][S::kTN], const GemmPiece& pc, float* partials,
+                                           int* flags) {
+  constexpr int V = S::kVec;
+  const int t = threadIdx.x;
+  if (pc.slot >= 0) {
+    float* const p = partials + int64_t(pc.slot) * S::kBM * S::kBN;
+#pragma unroll
+    for (int i = 0; i < S::kTM; ++i)
+#pragma unroll
+      for (int q = 0; q < S::kQN; ++q)
+        __stcg(reinterpret_cast<float4*>(p + gemm_partial_at<S>(i, q, t)),
+               make_float4(acc[i][q * V], acc[i][q * V + 1], acc[i][q * V + 2], acc[i][q * V + 3]));
+    __syncthreads();
+    if (t == 0) flag_release(flags + pc.slot);
+    return true;
+  }
+  if (pc.c_hi > pc.c_lo) {
+    if constexpr (MODE_B == kXUnit) {
+      // B copied element by element: the sums are added by a call (gemm_add_partials_apart).
+      float sums[S::kTM][S::kTN];
+#pragma unroll
+      for (int i = 0; i < S::kTM; ++i)
+#pragma unroll
+        for (int j = 0; j < S::kTN; ++j) sums[i][j] = acc[i][j];
+      gemm_add_partials_apart<S>(sums, partials, flags, pc.c_lo, pc.c_hi);
+#pragma unroll
+      for (int i = 0; i < S::kTM; ++i)
+#pragma unroll
+        for (int j = 0; j < S::kTN; ++j) acc[i][j] = sums[i][j];
+    } else {
+      gemm_add_partials<S>(acc, partials, flags, pc.c_lo, pc.c_hi);
+    }
+  }
+  return false;
+}
+
+// A thread's micro-tile into C (ldc apart) at the block tile's corner (m0, n0) of batch bz;
+// am / bn: the thread's first row and column in the tile. Each row: QN vectors of VEC
+// columns, one STG.128 each where aligned; whole: the tile lies inside C.
+template <class S, class T, class Acc>
+__device__ __forceinline__ void ffma_store_c(const Acc (&acc)[S::kTM][S::kTN], const GemmArgs& g, int64_t ldc,
+                                             int64_t bz, int64_t m0, int64_t n0, int am, int bn, bool whole) {
+  constexpr int V = S::kVec;
+  const bool vec_out = sizeof(T) == sizeof(Acc) && ldc % V == 0 && n0 % V == 0;
+  const int64_t n_first = n0 + bn;
+  T* row = static_cast<T*>(g.c) + (bz * g.m + m0 + am) * ldc + n_first;
+  // Vector q of micro-tile row i.
+  const auto out_vec = [&](int i, int q, T* dst) {
+    Acc v[V];
+#pragma unroll
+    for (int e = 0; e < V; ++e) v[e] = acc[i][q * V + e];
+    st16(dst, v);
+  };
+  if constexpr (sizeof(T) == sizeof(Acc)) {
+    // A whole block tile: no bounds, and no branches, so every row's address is its own
+    // register (stores read theirs late: a reused one waits for the store before).
+    if (whole && vec_out) {
+#pragma unroll
+      for (int i = 0; i < S::kTM; ++i) {
+        T* dst = row + ((i / V) * S::kQuad + i % V) * ldc;
+#pragma unroll
+        for (int q = 0; q < S::kQN; ++q) out_vec(i, q, dst + q * S::kQuad);
+      }
+      return;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < S::kTM; ++i) {
+    const int dm = (i / V) * S::kQuad + i % V;
+    if (m0 + am + dm < g.m) {
+#pragma unroll
+      for (int q = 0; q < S::kQN; ++q) {
+        T* dst = row + dm * ldc + q * S::kQuad;
+        const int64_t left = g.n - n_first - q * S::kQuad;
+        if constexpr (sizeof(T) == sizeof(Acc)) {
+          if (vec_out && left >= V) {
+            out_vec(i, q, dst);
+            continue;
+          }
+        }
+#pragma unroll
+        for (int e = 0; e < V; ++e)
+          if (e < left) dst[e] = from_acc<T>(acc[i][q * V + e]);
+      }
+    }
+  }
+}
+
+// ldc: C's row stride. Wide kernels run a one-dimensional grid that w maps to work
+// (ffma_work.h): strip blocks for C's `strip` columns past g.n (gemm_strip_rows, in shared
+// memory laid out as TileS), stream-K blocks (partial sums in `partials`, one tile of
+// accumulators and one of `flags` per block) and a block per tile. The other configurations
+// take a block per tile of a (n, m, batch) grid.
+template <class S, class TileA, class TileB, class TileS, class T, class Acc, int MODE_A, int MODE_B>
+__global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
+    ffma_kernel(const GemmArgs g, const GemmStage mode_a, const GemmStage mode_b, const int64_t ldc, const int strip,
+                const GemmWork w, Acc* const partials, int* const flags) {
+  constexpr int V = S::kVec, kStages = S::kStages, kStageA = TileA::kSize, kStageB = TileB::kSize;
+  static_assert(kStageA % V == 0 && kStageB % V == 0, "stages start on 16-byte boundaries");
+  constexpr bool kWide = std::is_same<S, GemmWide>::value && std::is_same<T, float>::value;
+  Acc* const sa0 = reinterpret_cast<Acc*>(gemm_smem);
+  Acc* const sb0 = sa0 + kStages * kStageA;
+  using StA = Stager<typename S::OpA, TileA, T, Acc, MODE_A>;
+  using StB = Stager<typename S::OpB, TileB, T, Acc, MODE_B>;
+  const int t = threadIdx.x;
+  // A partial last tile moves back to end on the matrix's edge, where the matrix has a whole
+  // tile and the move keeps the tile's 16-byte vectors aligned: it recomputes some rows or
+  // columns of the tile before it (to the same values, stored again) and needs no bounds.
+  const auto edge = [](int64_t origin, int64_t extent, int tile, bool x_vectors) {
+    const bool move = origin + tile > extent && extent >= tile && (!x_vectors || extent % V == 0);
+    return move ? extent - tile : origin;
+  };
+  const int tiles_k = static_cast<int>(ceil_div(g.k, S::kBK));  // launch_ffma keeps it below 2^31
+  const int full_k = static_cast<int>(g.k / S::kBK);             // k tiles of BK rows
+  // Rows of k tile kt inside the operands.
+  const auto k_rows = [&](int kt) {
+    const int64_t left = g.k - int64_t(kt) * S::kBK;
+    return static_cast<int>(left < S::kBK ? left : S::kBK);
+  };
+  // The fragments' tile origins; row kk of quadrant q is a constant step from them
+  // (gemm_frags_affine), or else the whole offset is computed per read.
+  constexpr bool kAffine = gemm_frags_affine<S, TileA, TileB>();
+  const int am = gemm_frag_m<S>(t, 0), bn = gemm_frag_n<S>(t, 0);
+  const int a0 = TileA::offset(0, am), b0 = TileB::offset(0, bn);
+  const auto frag_at = [&](auto tile, int origin, int x, int kk, int q) {
+    using Tile = decltype(tile);
+    return kAffine ? origin + Tile::offset(kk, q * S::kQuad) : Tile::offset(kk, x + q * S::kQuad);
+  };
+
+  // One piece of work (GemmPiece).
+  const auto tile = [&](const GemmPiece& pc) {
+    const int64_t bz = pc.bz, tm = pc.tm, tn = pc.tn;
+    const bool fixed = pc.fixed;
+    const int kb = pc.kb, ke = pc.ke;
+    const int64_t m0 = fixed ? tm * S::kBM : edge(tm * S::kBM, g.m, S::kBM, StA::x_vectors(mode_a));
+    const int64_t n0 = fixed ? tn * S::kBN : edge(tn * S::kBN, g.n, S::kBN, StB::x_vectors(mode_b));
+    const bool whole_a = g.m - m0 >= S::kBM, whole_b = g.n - n0 >= S::kBN;
+    const int64_t k0 = int64_t(kb) * S::kBK;
+    StA sa(static_cast<const T*>(g.a) + bz * g.a_sb + m0 * g.a_sm + k0 * g.a_sk, g.a_sk, g.a_sm, g.m - m0, mode_a);
+    StB sb(static_cast<const T*>(g.b) + bz * g.b_sb + n0 * g.b_sn + k0 * g.b_sk, g.b_sk, g.b_sn, g.n - n0, mode_b);
+    Acc acc[S::kTM][S::kTN];
+#pragma unroll
+    for (int i = 0; i < S::kTM; ++i)
+#pragma unroll
+      for (int j = 0; j < S::kTN; ++j) acc[i][j] = Acc(0);
+
+    // Prologue: tiles kb .. kb+kStages-2 in flight, one cp.async group each. Register-staged
+    // tiles are stored one tile after their loads (see k_tile), so the last one stays in
+    // registers.
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) {
+      if (s > 0 && kb + s - 1 < ke) {
+        sa.store(sa0 + (s - 1) * kStageA);
+        sb.store(sb0 + (s - 1) * kStageB);
+      }
+      if (kb + s < ke) {
+        sa.issue(sa0 + s * kStageA, g.a, k_rows(kb + s), whole_a && kb + s < full_k);
+        sb.issue(sb0 + s * kStageB, g.b, k_rows(kb + s), whole_b && kb + s < full_k);
+      }
+      cp_async_commit();
+    }
+
+    // Fragments of row kk of the current tile, double-buffered: row kk + 1 is read while
+    // row kk's FMAs run.
+    Frag<Acc> fa[2][S::kQM], fb[2][S::kQN];
+    constexpr int kFrags = S::kQM + S::kQN;
+    // Fragment f (A's quadrants, then B's) of row kk into buffer buf.
+    const auto load_frag = [&](int f, int buf, const Acc* as, const Acc* bs, int kk) {
+      if (f < S::kQM)
+        fa[buf][f] = lds16(as + frag_at(TileA{}, a0, am, kk, f));
+      else
+        fb[buf][f - S::kQM] = lds16(bs + frag_at(TileB{}, b0, bn, kk, f - S::kQM));
+    };
+    // FMAs of micro-tile rows [i0, i1) from buffer buf. Row kk+1's fragment reads go between
+    // them (spread over the first two thirds of the rows), not in one burst: back-to-back
+    // LDS.128s wait on one another, FMAs between them keep the scheduler issuing.
+    // load(f): read fragment f (a no-op when there is nothing to read).
+    const auto fma_rows = [&](int buf, int i0, int i1, auto&& load) {
+#pragma unroll
+      for (int i = i0; i < i1; ++i) {
+#pragma unroll
+        for (int j = 0; j < S::kTN; ++j)
+          acc[i][j] = fma(fa[buf][i / V].v[i % V], fb[buf][j / V].v[j % V], acc[i][j]);
+#pragma unroll
+        for (int f = 0; f < kFrags; ++f)
+          if (f * 2 * (i1 - i0) / (3 * kFrags) == i - i0) load(f);
+      }
+    };
+
+    int read = 0;  // the stage of tile kt; tile kt + kStages - 1 goes to the one before it
+    cp_async_wait<kStages - 2>();
+    __syncthreads();
+    if (kb < ke) {
+#pragma unroll
+      for (int f = 0; f < kFrags; ++f) load_frag(f, 0, sa0, sb0, 0);
+    }
+    // One k tile. STEADY: tile kt + kStages - 1 exists and both operands' tiles are whole
+    // (no bounds to check), so has tile kt + 1.
+    const auto k_tile = [&](int kt, auto steady) {
+      constexpr bool kSteady = decltype(steady)::value;
+      // Tile kt + kStages - 1 goes to the stage before `read`; tile kt + kStages - 2, loaded
+      // into registers one tile ago (a whole tile of FMAs to hide the global latency), to
+      // the stage before that, which tile kt - 2 used: every warp has left it.
+      const int write = read == 0 ? kStages - 1 : read - 1;
+      const int prev = write == 0 ? kStages - 1 : write - 1;
+      const int next = kt + kStages - 1;
+      if (kSteady || next - 1 < ke) {
+        sa.store(sa0 + prev * kStageA);
+        sb.store(sb0 + prev * kStageB);
+      }
+      // Element copies of more than one vector a thread go between the first BK - 1 rows'
+      // FMAs (Stager::kSpread): issued in one burst they fill the MIO queue, and the
+      // fragment reads wait behind them (ncu, 4095x4097x4093).
+      constexpr bool kSpreadA = kSteady && StA::kSpread, kSpreadB = kSteady && StB::kSpread;
+      if (kSteady || next < ke) {
+        const int rows = kSteady ? S::kBK : k_rows(next);
+        if constexpr (!kSpreadA) sa.issue(sa0 + write * kStageA, g.a, rows, kSteady || (whole_a && next < full_k));
+        if constexpr (!kSpreadB) sb.issue(sb0 + write * kStageB, g.b, rows, kSteady || (whole_b && next < full_k));
+      }
+      if constexpr (!kSpreadA && !kSpreadB) cp_async_commit();
+      // Copies [kk * n / (BK - 1), (kk + 1) * n / (BK - 1)) of n during row kk.
+      const auto spread = [&](auto& st, Acc* dst, int kk) {
+        constexpr int n = std::remove_reference_t<decltype(st)>::kCopies;
+#pragma unroll
+        for (int j = kk * n / (S::kBK - 1); j < (kk + 1) * n / (S::kBK - 1); ++j) st.copy_whole(dst, j);
+      };
+
+      const Acc* as = sa0 + read * kStageA;
+      const Acc* bs = sb0 + read * kStageB;
+#pragma unroll
+      for (int kk = 0; kk < S::kBK - 1; ++kk) {
+        if constexpr (kSpreadA) spread(sa, sa0 + write * kStageA, kk);
+        if constexpr (kSpreadB) spread(sb, sb0 + write * kStageB, kk);
+        fma_rows(kk % 2, 0, S::kTM, [&](int f) { load_frag(f, (kk + 1) % 2, as, bs, kk + 1); });
+      }
+      if constexpr (kSpreadA) sa.advance();
+      if constexpr (kSpreadB) sb.advance();
+      if constexpr (kSpreadA || kSpreadB) cp_async_commit();
+      // The last row: a quarter of its FMAs, then the tile is read out: wait for tile
+      // kt + 1 and read its first row between the rest.
+      constexpr int kLast = (S::kBK - 1) % 2, kSplit = S::kTM / 4;
+      fma_rows(kLast, 0, kSplit, [](int) {});
+      cp_async_wait<kStages - 2>();
+      __syncthreads();
+      read = read == kStages - 1 ? 0 : read + 1;
+      const bool again = kSteady || kt + 1 < ke;
+      fma_rows(kLast, kSplit, S::kTM, [&](int f) {
+        if (again) load_frag(f, kLast ^ 1, sa0 + read * kStageA, sb0 + read * kStageB, 0);
+      });
+    };
+    const int steady = whole_a && whole_b ? (ke < full_k ? ke : full_k) - (kStages - 1) : kb;
+    int kt = kb;
+    for (; kt < steady; ++kt) k_tile(kt, std::true_type{});
+    for (; kt < ke; ++kt) k_tile(kt, std::false_type{});
+    cp_async_wait<0>();
+    __syncthreads();  // the next tile's prologue overwrites the stages
+
+    if constexpr (kWide) {
+      if (ffma_share<S, MODE_B>(acc, pc, partials, flags)) return;
+    }
+    ffma_store_c<S, T>(acc, g, ldc, bz, m0, n0, am, bn, whole_a && whole_b);
+  };
+
+  if constexpr (!kWide) {
+    const int64_t tiles_m = ceil_div(g.m, S::kBM);
+    for (int64_t bz = blockIdx.z; bz < g.batch; bz += gridDim.z)
+      for (int64_t tm = blockIdx.y; tm < tiles_m; tm += gridDim.y)
+        tile(GemmPiece{bz, tm, blockIdx.x, 0, tiles_k, false, -1, 0, 0});
+  } else {
+    const int64_t u = blockIdx.x;
+    if (u < w.strip_blocks) {
+      static_assert(TileS::kSize <= S::kStages * (kStageA + kStageB), "the strip's tile fits the stages");
+      const int64_t rows = u / kStripBlocks, bz = rows / w.tiles_m;
+      const int64_t m0 = rows % w.tiles_m * S::kBM + u % kStripBlocks * kStripRows, n1 = g.n;
+      if (m0 < g.m)
+        gemm_strip_rows<TileS>(static_cast<const float*>(g.a) + bz * g.a_sb + m0 * g.a_sm, g.a_sm, g.a_sk,
+                               static_cast<const float*>(g.b) + bz * g.b_sb + n1 * g.b_sn, g.b_sk, g.b_sn,
+                               static_cast<float*>(g.c) + (bz * g.m + m0) * ldc + n1, ldc,
+                               g.m - m0 < kStripRows ? g.m - m0 : kStripRows, g.k, strip, sa0);
+      return;
+    }
+#pragma unroll 1
+    for (int p = 0; p < 2; ++p) {
+      const GemmPiece pc = gemm_piece(w, u, p);
+      if (pc.kb < pc.ke) tile(pc);
+    }
+  }
+}
+
+constexpr int kKVec = int(GemmStage::KVec), kXAsync = int(GemmStage::XAsync);
+
+// SPECIALIZE: also build kernels with the aligned row-major / transposed operands' staging
+// fixed at compile time (fewer registers and branches); other layouts read it at run time.
+// ASYNC4: and the GemmStaging::Async4 pairs. Configurations that copy k-major operands
+// (gemm_copies_k) specialize aligned ones to kKUnit, as Async4 does misaligned ones, instead
+// of loading 16-byte vectors into registers. Wide: the route's strip columns past the tiles
+// and its blocks' work, with the route's scratch as the workspace.
+template <class S, Layout L, class T, class Acc, bool SPECIALIZE, bool ASYNC4 = false>
+cudaError_t run(const GemmRoute& r, void* workspace, cudaStream_t stream) {
+  const auto clamp = [](int64_t v) { return static_cast<unsigned>(v < 65535 ? v : 65535); };
+  constexpr bool kWide = std::is_same<S, GemmWide>::value;
+  const GemmStage ma = r.mode_a, mb = r.mode_b;
+  const GemmWork w = kWide ? r.work : GemmWork{};
+  GemmArgs g = r.args;
+  const int64_t ldc = g.n;
+  if (kWide) g.n -= r.strip;
+  if (kWide && w.blocks() > INT_MAX) return cudaErrorInvalidValue;  // C would hold 2^31 tiles: not in memory
+  const dim3 grid = kWide ? dim3(static_cast<unsigned>(w.blocks()))
+                          : dim3(static_cast<unsigned>(ceil_div(g.n, S::kBN)), clamp(ceil_div(g.m, S::kBM)), clamp(g.batch));
+  using TA = GemmTileOf<L, typename S::OpA>;  // (BK, BM) of Acc: A transposed
+  using TB = GemmTileOf<L, typename S::OpB>;  // (BK, BN) of Acc
+  using TS = StripTile<L>;                    // (strip columns, kStripK) floats
+  auto* kernel = ffma_kernel<S, TA, TB, TS, T, Acc, kAnyMode, kAnyMode>;
+  if constexpr (SPECIALIZE && sizeof(T) == sizeof(Acc)) {
+    constexpr int kK = gemm_copies_k<S>() ? kKUnit : kKVec;
+    if (ma == GemmStage::KVec && mb == GemmStage::XAsync) kernel = ffma_kernel<S, TA, TB, TS, T, Acc, kK, kXAsync>;
+    if (ma == GemmStage::XAsync && mb == GemmStage::XAsync) kernel = ffma_kernel<S, TA, TB, TS, T, Acc, kXAsync, kXAsync>;
+    if (ma == GemmStage::KVec && mb == GemmStage::KVec) kernel = ffma_kernel<S, TA, TB, TS, T, Acc, kK, kK>;
+    if (ma == GemmStage::XAsync && mb == GemmStage::KVec) kernel = ffma_kernel<S, TA, TB, TS, T, Acc, kXAsync, kK>;
+    if constexpr (ASYNC4) {
+      if (r.staging == GemmStaging::Async4) {
+        const bool ka = ma == GemmStage::KScalar, xb = mb == GemmStage::XScalar;  // the unit-scalar ones
+        if (ka && xb) kernel = ffma_kernel<S, TA, TB, TS, T, Acc, kKUnit, kXUnit>;
+        if (ka && !xb) kernel = ffma_kernel<S, TA, TB, TS, T, Acc, kKUnit, kXAsync>;
+        if (!ka && xb) kernel = ffma_kernel<S, TA, TB, TS, T, Acc, kK, kXUnit>;
+      }
+    }
+  }
+  constexpr int kSmem = S::kStages * (TA::kSize + TB::kSize) * int(sizeof(Acc));
+  // Past 48 KB the launch would need cudaFuncSetAttribute first; no configuration comes near.
+  static_assert(kSmem <= 48 * 1024, "a configuration's stages exceed the default dynamic shared memory");
+  // The workspace: the stream-K blocks' partial sums, then their flags, which start clear.
+  Acc* const partials = static_cast<Acc*>(workspace);
+  int* const flags = reinterpret_cast<int*>(partials + int64_t(w.sk_blocks) * S::kBM * S::kBN);
+  if (w.sk_blocks > 0) {
+    if (workspace == nullptr) return cudaErrorInvalidValue;
+    const cudaError_t err = cudaMemsetAsync(flags, 0, sizeof(int) * w.sk_blocks, stream);
+    if (err != cudaSuccess) return err;
+  }
+  kernel<<<grid, S::kThreads, kSmem, stream>>>(g, ma, mb, ldc, r.strip, w, partials, flags);
+  return cudaGetLastError();
+}
+
+template <Layout L, class T>
+cudaError_t dispatch(const GemmRoute& r, void* workspace, cudaStream_t stream) {
+  if constexpr (sizeof(T) == 8) {
+    return run<GemmBig<8>, L, T, T, true>(r, workspace, stream);
+  } else {
+    switch (r.config) {
+      case GemmConfig::Wide: return run<GemmWide, L, T, T, true, true>(r, workspace, stream);
+      case GemmConfig::Big: return run<GemmBig<4>, L, T, T, true, true>(r, workspace, stream);
+      case GemmConfig::BigScalar: return run<GemmBigScalar, L, T, T, false>(r, workspace, stream);
+      case GemmConfig::Small:
+      default: return run<GemmSmall, L, T, T, true>(r, workspace, stream);
+    }
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_ffma(const GemmRoute& r, void* workspace, cudaStream_t stream) {
+  const GemmArgs& g = r.args;
+  if (g.batch == 0 || g.m == 0 || g.n == 0) return cudaSuccess;
+  // k tiles are counted in int: K up to 2^34 (no tensor that fits a GPU comes near it).
+  if (ceil_div(g.k, kGemmBK) > INT_MAX) return cudaErrorInvalidValue;
+  return with_layout(r.layout, [&](auto tag) {
+    constexpr Layout L = decltype(tag)::value;
+    switch (r.dtype) {
+      case DType::F64: return dispatch<L, double>(r, nullptr, stream);
+      case DType::F32: return dispatch<L, float>(r, workspace, stream);
+      default: return cudaErrorNotSupported;
+    }
+  });
+}
+
+}  // namespace bankops

@@ -1,0 +1,38 @@
+// The gemm launcher: a route in (route.h), its kernels on the stream, a CUDA error code out.
+// Only ops/gemm_cuda.cpp includes this (the rest of ops/ builds without CUDA).
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include "route.h"
+
+namespace bankops {
+
+// The families' launchers, each running exactly what the route names.
+cudaError_t launch_ffma(const GemmRoute& r, void* workspace, cudaStream_t stream);
+cudaError_t launch_mma(const GemmRoute& r, cudaStream_t stream);
+cudaError_t launch_wgmma(const GemmRoute& r, cudaStream_t stream);
+// Copies jobs (1 or 2) of 2-byte elements into rows on 128-byte lines (repack.h), as a
+// programmatic dependent launch, so that the gemm kernel launched next overlaps its start.
+cudaError_t launch_repack(const RepackJob* job, int jobs, int num_sms, cudaStream_t stream);
+// Whether this library holds the Hopper kernel (a build with sm_90a).
+bool gemm_wgmma_built();
+
+// Runs the route; scratch: route.scratch_bytes bytes (null when 0), free to reuse once the
+// launches are queued on this stream.
+inline cudaError_t launch_gemm(GemmRoute route, void* scratch, cudaStream_t stream) {
+  if (route.scratch_bytes > 0 && scratch == nullptr) return cudaErrorInvalidValue;
+  switch (route.family) {
+    case GemmFamily::Ffma: return launch_ffma(route, scratch, stream);
+    case GemmFamily::Mma: return launch_mma(route, stream);
+    case GemmFamily::Wgmma:
+    default:
+      if (route.jobs > 0) {
+        route.place(scratch);
+        const cudaError_t err = launch_repack(route.job, route.jobs, route.device.num_sms, stream);
+        if (err != cudaSuccess) return err;
+      }
+      return launch_wgmma(route, stream);
+  }
+}
+
+}  // namespace bankops

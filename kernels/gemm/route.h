@@ -1,0 +1,377 @@
+// Which kernel runs a gemm call, and how: gemm_route() is the one place that decides. The op
+// computes the route once per call from the operands, the device and the switches; the
+// launcher (launch.h) runs exactly the route, explain() traces exactly the route (trace.h),
+// and torch.ops.bankops._gemm_route prints it (gemm_route_line).
+//
+//   float32 / float64   -> ffma:  the FFMA/DFMA kernel (ffma.h): tile, each operand's staging,
+//                                 and for the 128x256 tile the strip and stream-K (ffma_work.h)
+//   float16 / bfloat16  -> wgmma: the Hopper kernel (wgmma.h), swizzle on compute capability
+//                                 9.0: tile, TMA or realigning producers, copies of misaligned
+//                                 operands into aligned rows first (repack.h)
+//                       -> mma:   the mma.sync kernel (mma.h) otherwise: tile and fill
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "../dtype.h"
+#include "args.h"
+#include "ffma.h"
+#include "ffma_work.h"
+#include "mma.h"
+#include "repack.h"
+#include "wgmma.h"
+
+namespace bankops {
+
+// ---- float32: the FFMA kernel's configuration ------------------------------------------------
+
+// Whether Wide's grid over (batch, m, n) keeps at least 7/8 of the SMs busy over all its waves
+// (a Wide block takes a whole SM, so a ragged last wave idles whole SMs; Big's half-size
+// blocks fill such grids better).
+BANKOPS_HD bool gemm_wide_fills(int64_t batch, int64_t m, int64_t n, int num_sms) {
+  const int64_t wide = batch * ceil_div(m, GemmWide::kBM) * ceil_div(n, GemmWide::kBN);
+  return 8 * wide >= 7 * ceil_div(wide, num_sms) * num_sms;
+}
+
+// Whether stream-K evens out the last wave of Wide's grid over (batch, m, n, k), at least a
+// wave deep (ffma_work.h: gemm_stream_k_blocks).
+BANKOPS_HD bool gemm_wide_shares(int64_t batch, int64_t m, int64_t n, int64_t k, int num_sms, bool stream_k) {
+  const int64_t wide = batch * ceil_div(m, GemmWide::kBM) * ceil_div(n, GemmWide::kBN);
+  return stream_k && wide >= num_sms && gemm_stream_k_blocks(wide, ceil_div(k, GemmWide::kBK), num_sms) > 0;
+}
+
+// Columns at the right edge of C that go to the strip blocks (ffma_strip.h), 0 for none:
+// float32 with vector or Async4 staging, n a few columns (1 .. kGemmStripCols) past whole Wide
+// tiles, and Wide's grid filling the SMs without that last column of blocks but not with it
+// (n = 4097: 16 tiles and one column).
+BANKOPS_HD int gemm_strip_cols(int acc_bytes, int64_t batch, int64_t m, int64_t n, int num_sms, GemmStaging staging) {
+  const int64_t cols = n % GemmWide::kBN;
+  if (acc_bytes != 4 || staging == GemmStaging::Scalar || cols == 0 || cols > kGemmStripCols || n < GemmWide::kBN)
+    return 0;
+  if (gemm_wide_fills(batch, m, n, num_sms) || !gemm_wide_fills(batch, m, n - cols, num_sms)) return 0;
+  return static_cast<int>(cols);
+}
+
+// The rule (float32; float64 has one configuration):
+//  1. Small when the 128x128 grid leaves an SM without a block, or m or n fits one 64 tile.
+//  2. BigScalar when an operand stages through registers element by element (Scalar).
+//  3. Wide (Vector or Async4 staging) when its grid fills the SMs (gemm_wide_fills), over all
+//     of C or over all but a strip (gemm_strip_cols), or stream-K evens out its last wave.
+//  4. Big otherwise.
+BANKOPS_HD GemmConfig gemm_config(int acc_bytes, int64_t batch, int64_t m, int64_t n, int64_t k, int num_sms,
+                                  GemmStaging staging, bool stream_k) {
+  if (acc_bytes != 4) return GemmConfig::Big;
+  const int64_t blocks = batch * ceil_div(m, GemmBig<4>::kBM) * ceil_div(n, GemmBig<4>::kBN);
+  if (blocks < num_sms || m <= GemmSmall::kBM || n <= GemmSmall::kBN) return GemmConfig::Small;
+  if (staging == GemmStaging::Scalar) return GemmConfig::BigScalar;
+  const bool wide = gemm_wide_fills(batch, m, n, num_sms) || gemm_wide_shares(batch, m, n, k, num_sms, stream_k) ||
+                    gemm_strip_cols(acc_bytes, batch, m, n, num_sms, staging) > 0;
+  return wide ? GemmConfig::Wide : GemmConfig::Big;
+}
+
+// ---- float16/bfloat16: what the operands allow ----------------------------------------------
+
+// The operands as the tensor-core fills see them. fill: Async when every tile row starts
+// 16-byte aligned; Realign when both have a unit-stride contiguous dim (rows at any 2-byte
+// offset, 8 or more elements apart unless a row never fills a tile); Registers for any
+// strides. b_kn: B staged as Bs[BK][BN] (n contiguous), else Bs[BN][BK]. along: the register
+// fill's lanes walk the tile's contiguous dim an element each (right when that dim is
+// contiguous in memory too); otherwise each thread gathers an 8-element chunk.
+struct MmaOperands {
+  MmaFill fill;
+  bool b_kn, a_along, b_along;
+};
+
+// s_fast: stride of the tile's contiguous dim, s_row: of its rows.
+inline bool mma_along(int64_t s_fast, int64_t s_row) { return s_fast == 1 || (s_row != 1 && s_fast <= s_row); }
+inline bool mma_stride16(int64_t stride, int64_t size) { return size <= 1 || stride % kMmaChunk == 0; }
+inline bool mma_realign_ok(int64_t s_fast, int64_t s_row, int64_t rows, int64_t cols) {
+  return (s_fast == 1 || cols <= 1) && (rows <= 1 || s_row >= kMmaChunk || s_row >= cols);
+}
+inline bool mma_aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+// Whether every tile row of A (of B, Bs[BK][BN] or Bs[BN][BK]) starts 16-byte aligned: a
+// unit-stride contiguous dim, rows and batches 16 bytes apart, an aligned data pointer.
+inline bool mma_a_aligned(const GemmArgs& g) {
+  return mma_aligned16(g.a) && (g.a_sk == 1 || g.k <= 1) && mma_stride16(g.a_sm, g.m) && mma_stride16(g.a_sb, g.batch);
+}
+inline bool mma_b_kn(const GemmArgs& g) { return g.b_sn == 1 || (g.b_sk != 1 && g.b_sn <= g.b_sk); }
+inline bool mma_b_aligned(const GemmArgs& g) {
+  return mma_aligned16(g.b) && mma_stride16(g.b_sb, g.batch) &&
+         (mma_b_kn(g) ? (g.b_sn == 1 || g.n <= 1) && mma_stride16(g.b_sk, g.k)
+                      : (g.b_sk == 1 || g.k <= 1) && mma_stride16(g.b_sn, g.n));
+}
+inline MmaOperands mma_operands(const GemmArgs& g) {
+  MmaOperands p;
+  p.b_kn = mma_b_kn(g);
+  p.a_along = mma_along(g.a_sk, g.a_sm);
+  p.b_along = p.b_kn ? mma_along(g.b_sn, g.b_sk) : mma_along(g.b_sk, g.b_sn);
+  const bool realign = mma_realign_ok(g.a_sk, g.a_sm, g.m, g.k) &&
+                       (p.b_kn ? mma_realign_ok(g.b_sn, g.b_sk, g.k, g.n) : mma_realign_ok(g.b_sk, g.b_sn, g.n, g.k));
+  p.fill = mma_a_aligned(g) && mma_b_aligned(g) ? MmaFill::Async : realign ? MmaFill::Realign : MmaFill::Registers;
+  return p;
+}
+
+// What the tensor-core kernels take: 16-bit floats, and grids and k loops that fit their int
+// counters (no tensor that fits a GPU comes near the limits).
+inline bool gemm_mma_supports(DType dtype, const GemmArgs& g) {
+  return (dtype == DType::F16 || dtype == DType::BF16) && ceil_div(g.n, MmaSmall::kBN) <= 0x7fffffff &&
+         ceil_div(g.k, MmaSmall::kBK) <= 0x7fffffff;
+}
+
+// Whether a grid of bm x bn tiles gives about every SM a block (31/32 of them: 128 on 132).
+inline bool mma_fills(const GemmArgs& g, int bm, int bn, int num_sms) {
+  const int64_t want = (int64_t(num_sms) * 31 + 31) / 32;
+  return g.batch > 0 && ceil_div(g.m, bm) * ceil_div(g.n, bn) >= ceil_div(want, g.batch);
+}
+
+// The mma.sync tile: the largest that still gives about every SM a block; the realigning and
+// register fills run MmaSmall (their schedules are written for its tile).
+inline MmaShape mma_shape(const GemmArgs& g, MmaFill fill, int num_sms) {
+  if (fill != MmaFill::Async) return MmaShape::Small;
+  if (mma_fills(g, MmaLarge::kBM, MmaLarge::kBN, num_sms)) return MmaShape::Large;
+  if (mma_fills(g, MmaSmall::kBM, MmaSmall::kBN, num_sms)) return MmaShape::Small;
+  return MmaShape::Narrow;
+}
+
+// Whether a grid of C's tiles fills nine tenths of its last wave.
+template <class C>
+inline bool wgmma_whole_waves(const GemmArgs& g, int num_sms) {
+  const int64_t tiles = g.batch * ceil_div(g.m, C::kBM) * ceil_div(g.n, C::kBN);
+  return 10 * tiles >= 9 * ceil_div(tiles, num_sms) * num_sms;
+}
+
+// Whether TMA can map a call's operands (tma.cuh), beyond 16-byte aligned rows: row strides of
+// 1 element or more (a broadcast row, stride 0, has no tensor map; a batch stride of 0 is a map
+// of one batch), coordinates within int32 and strides within 2^40 bytes.
+inline bool wgmma_tma_ok(const GemmArgs& g, bool b_kn) {
+  constexpr int64_t kCoord = int64_t(1) << 31, kStride = int64_t(1) << 39;  // 2-byte elements: 2^40 bytes
+  const auto stride_ok = [](int64_t stride, int64_t size, bool zero) {
+    return size <= 1 || ((stride > 0 || (zero && stride == 0)) && stride < kStride);
+  };
+  return g.m < kCoord && g.n < kCoord && g.k < kCoord && stride_ok(g.a_sm, g.m, false) &&
+         (b_kn ? stride_ok(g.b_sk, g.k, false) : stride_ok(g.b_sn, g.n, false)) &&
+         stride_ok(g.a_sb, g.batch, true) && stride_ok(g.b_sb, g.batch, true);
+}
+
+// The Hopper tile, if any, for a call the layout and device allow (one block tile a block,
+// grids within the launch limits):
+// - Large: a grid that gives every SM a tile, by TMA, or by the realigning producer with B
+//   n-contiguous on whole waves;
+// - Medium, realigning (two producers): B n-contiguous on whole waves of its tiles;
+// - Medium, then Narrow: TMA on grids too small for the larger tiles.
+// The realigning producer runs at L2's request rate, not its bytes, so misaligned operands of
+// 256 x 256 or more are copied into aligned rows first (gemm_repack) and take TMA.
+inline WgmmaShape wgmma_shape(const GemmArgs& g, const MmaOperands& p, bool allowed, int num_sms) {
+  if (!allowed || g.batch > 65535 || ceil_div(g.m, WgmmaLarge::kBM) > 65535) return WgmmaShape::None;
+  const bool tma = p.fill == MmaFill::Async && wgmma_tma_ok(g, p.b_kn);
+  const bool realign = p.fill == MmaFill::Realign && p.b_kn;
+  const bool fill = tma || (realign && wgmma_whole_waves<WgmmaLarge>(g, num_sms));
+  if (fill && mma_fills(g, WgmmaLarge::kBM, WgmmaLarge::kBN, num_sms)) return WgmmaShape::Large;
+  if (!tma && realign && wgmma_whole_waves<WgmmaMediumRealign>(g, num_sms) &&
+      mma_fills(g, WgmmaMediumRealign::kBM, WgmmaMediumRealign::kBN, num_sms))
+    return WgmmaShape::Medium;
+  if (!tma) return WgmmaShape::None;
+  if (mma_fills(g, WgmmaMedium::kBM, WgmmaMedium::kBN, num_sms)) return WgmmaShape::Medium;
+  if (mma_fills(g, WgmmaNarrow::kBM, WgmmaNarrow::kBN, num_sms)) return WgmmaShape::Narrow;
+  return WgmmaShape::None;
+}
+
+// ---- The route ---------------------------------------------------------------------------
+
+enum class GemmFamily { Ffma, Mma, Wgmma };
+
+struct GemmRoute {
+  GemmFamily family = GemmFamily::Ffma;
+  DType dtype = DType::F32;
+  Layout layout = Layout::Swizzle;
+  DeviceInfo device{};
+  GemmArgs args{};  // what the kernel reads: the copies (offsets into scratch until place()) when repacked
+
+  // ffma: the configuration, each operand's staging, and Wide's strip columns and blocks.
+  GemmConfig config = GemmConfig::Big;
+  GemmStage mode_a = GemmStage::KVec, mode_b = GemmStage::XAsync;
+  bool unit_a = false, unit_b = false;
+  GemmStaging staging = GemmStaging::Vector;
+  int strip = 0;
+  GemmWork work{};
+
+  // mma / wgmma: the operands' fill and B orientation, the tile, C's rows 16-byte aligned.
+  MmaOperands ops{};
+  MmaShape mma = MmaShape::Small;
+  WgmmaShape wgmma = WgmmaShape::None;
+  bool out_vec = false;
+
+  // Copies of misaligned operands into aligned rows, before the Hopper kernel.
+  RepackJob job[2]{};
+  int jobs = 0;
+  bool copy_a = false, copy_b = false;
+
+  // Bytes of scratch the launch needs: the copies, or float32 stream-K's partial sums and flags.
+  int64_t scratch_bytes = 0;
+
+  // Points the copies' operands and jobs into the scratch (repacked routes).
+  void place(void* scratch) {
+    const auto at = [scratch](const void* offset) {
+      return static_cast<const void*>(static_cast<char*>(scratch) + reinterpret_cast<uintptr_t>(offset));
+    };
+    if (copy_a) args.a = at(args.a);
+    if (copy_b) args.b = at(args.b);
+    for (int j = 0; j < jobs; ++j) job[j].dst = const_cast<void*>(at(job[j].dst));
+  }
+};
+
+namespace route_detail {
+
+inline void ffma_route(GemmRoute& r, const GemmOptions& opt) {
+  const GemmArgs& g = r.args;
+  const int eb = r.dtype == DType::F64 ? 8 : 4;
+  r.mode_a = gemm_stage_mode(g.a, eb, eb, g.batch, g.a_sb, g.k, g.a_sk, g.m, g.a_sm);
+  r.mode_b = gemm_stage_mode(g.b, eb, eb, g.batch, g.b_sb, g.k, g.b_sk, g.n, g.b_sn);
+  r.unit_a = gemm_unit_scalar(r.mode_a, g.a, eb, g.a_sk, g.a_sm);
+  r.unit_b = gemm_unit_scalar(r.mode_b, g.b, eb, g.b_sk, g.b_sn);
+  r.staging = gemm_staging(r.mode_a, r.unit_a, r.mode_b, r.unit_b);
+  const int sms = r.device.num_sms;
+  // k tiles are counted in int: K up to 2^34 (no tensor that fits a GPU comes near it).
+  const bool stream_k = opt.stream_k && eb == 4 && ceil_div(g.k, kGemmBK) <= 0x7fffffff;
+  r.config = gemm_config(eb, g.batch, g.m, g.n, g.k, sms, r.staging, stream_k);
+  if (r.config != GemmConfig::Wide) return;
+  r.strip = gemm_strip_cols(eb, g.batch, g.m, g.n, sms, r.staging);
+  r.work = gemm_work(g.batch, g.m, g.n - r.strip, g.k, r.strip, sms, stream_k);
+  r.scratch_bytes = gemm_work_bytes(r.work);
+}
+
+// Misaligned 16-bit operands (rows off 16-byte boundaries, a unit-stride contiguous dim) of
+// matrices of 256 x 256 or more, on the swizzle layout's Hopper route: copies into rows on
+// 128-byte lines (repack.h), as long as the call on the copies takes a TMA tile. Each operand
+// must be read by two or more 128-row block tiles, or the copy moves as many bytes as the
+// product reads. A batch stride of 0 copies one batch.
+inline bool repack_route(GemmRoute& r) {
+  const GemmArgs& g = r.args;
+  if (g.batch < 1 || g.m < kRepackMinMN || g.n < kRepackMinMN || r.ops.fill != MmaFill::Realign) return false;
+  GemmRoute c = r;
+  c.copy_a = !mma_a_aligned(g);
+  c.copy_b = !mma_b_aligned(g);
+  const auto copy = [&](const void* src, int64_t s_batch, int64_t rows, int64_t cols, int64_t s_row,
+                        const void*& ptr, int64_t& sb, int64_t& s_rows, int64_t& s_cols) {
+    const int64_t pitch = repack_pitch(cols, 2), batch = s_batch == 0 ? 1 : g.batch;
+    void* dst = reinterpret_cast<void*>(static_cast<uintptr_t>(c.scratch_bytes));
+    c.job[c.jobs++] = RepackJob{src, dst, batch, rows, cols, s_batch, s_row, pitch};
+    c.scratch_bytes += (batch * rows * pitch * 2 + 255) / 256 * 256;
+    ptr = dst;  // an offset into the scratch, which starts 16-byte aligned
+    sb = s_batch == 0 ? 0 : rows * pitch;
+    s_rows = pitch;
+    s_cols = 1;
+  };
+  GemmArgs& a = c.args;
+  if (c.copy_a) copy(g.a, g.a_sb, g.m, g.k, g.a_sm, a.a, a.a_sb, a.a_sm, a.a_sk);
+  if (c.copy_b && mma_b_kn(g)) copy(g.b, g.b_sb, g.k, g.n, g.b_sk, a.b, a.b_sb, a.b_sk, a.b_sn);
+  else if (c.copy_b) copy(g.b, g.b_sb, g.n, g.k, g.b_sn, a.b, a.b_sb, a.b_sn, a.b_sk);
+  c.ops = mma_operands(a);
+  c.wgmma = wgmma_shape(a, c.ops, true, r.device.num_sms);
+  if (c.ops.fill != MmaFill::Async || c.wgmma == WgmmaShape::None) return false;
+  c.family = GemmFamily::Wgmma;
+  r = c;
+  return true;
+}
+
+inline void tensor_core_route(GemmRoute& r, const GemmOptions& opt) {
+  const GemmArgs& g = r.args;
+  r.ops = mma_operands(g);
+  r.out_vec = mma_aligned16(g.c) && g.n % kMmaChunk == 0;
+  const bool hopper = opt.wgmma && r.device.cc == 90 && r.layout == Layout::Swizzle;
+  if (hopper && opt.repack && repack_route(r)) return;
+  r.wgmma = wgmma_shape(g, r.ops, hopper, r.device.num_sms);
+  if (r.wgmma != WgmmaShape::None) {
+    r.family = GemmFamily::Wgmma;
+    return;
+  }
+  r.family = GemmFamily::Mma;
+  r.mma = mma_shape(g, r.ops.fill, r.device.num_sms);
+}
+
+}  // namespace route_detail
+
+// The route of C = A @ B for dtype (float32/float64: ffma; float16/bfloat16: mma or wgmma)
+// under `layout` on `device`. Data pointers count only through their alignment.
+inline GemmRoute gemm_route(const GemmArgs& g, DType dtype, Layout layout, const DeviceInfo& device,
+                            const GemmOptions& opt) {
+  GemmRoute r;
+  r.dtype = dtype;
+  r.layout = layout;
+  r.device = device;
+  r.args = g;
+  if (dtype == DType::F16 || dtype == DType::BF16) route_detail::tensor_core_route(r, opt);
+  else route_detail::ffma_route(r, opt);
+  return r;
+}
+
+// ---- The route as one line (torch.ops.bankops._gemm_route, bankops.explain) -------------------
+
+// The block tile (m x n x k) of a route.
+struct GemmTileDims {
+  int bm, bn, bk;
+};
+template <class C>
+constexpr GemmTileDims tile_dims() {
+  return {C::kBM, C::kBN, C::kBK};
+}
+inline GemmTileDims gemm_tile_dims(const GemmRoute& r) {
+  switch (r.family) {
+    case GemmFamily::Wgmma:
+      return r.wgmma == WgmmaShape::Large    ? tile_dims<WgmmaLarge>()
+             : r.wgmma == WgmmaShape::Narrow ? tile_dims<WgmmaNarrow>()
+                                             : tile_dims<WgmmaMedium>();
+    case GemmFamily::Mma:
+      return r.mma == MmaShape::Large    ? tile_dims<MmaLarge>()
+             : r.mma == MmaShape::Narrow ? tile_dims<MmaNarrow>()
+                                         : tile_dims<MmaSmall>();
+    default:
+      if (r.dtype == DType::F64) return tile_dims<GemmBig<8>>();
+      return r.config == GemmConfig::Wide        ? tile_dims<GemmWide>()
+             : r.config == GemmConfig::Small     ? tile_dims<GemmSmall>()
+             : r.config == GemmConfig::BigScalar ? tile_dims<GemmBigScalar>()
+                                                 : tile_dims<GemmBig<4>>();
+  }
+}
+
+// Blocks the route launches (its tiles; Wide: strip, stream-K and per-tile blocks).
+inline int64_t gemm_route_blocks(const GemmRoute& r) {
+  if (r.family == GemmFamily::Ffma && r.config == GemmConfig::Wide) return r.work.blocks();
+  const GemmTileDims t = gemm_tile_dims(r);
+  return r.args.batch * ceil_div(r.args.m, t.bm) * ceil_div(r.args.n, t.bn);
+}
+
+// e.g. "wgmma 128x256x64 producer=tma b=kn tiles=1024 repack=none scratch=0".
+inline std::string gemm_route_line(const GemmRoute& r) {
+  static const char* kStage[] = {"kvec", "kscalar", "xasync", "xscalar"};
+  static const char* kStaging[] = {"vector", "async4", "scalar"};
+  static const char* kConfig[] = {"big", "big_scalar", "small", "wide"};
+  static const char* kFill[] = {"cp.async", "realign", "registers"};
+  const GemmTileDims t = gemm_tile_dims(r);
+  const std::string tile = std::to_string(t.bm) + "x" + std::to_string(t.bn) + "x" + std::to_string(t.bk);
+  const std::string b = r.ops.b_kn ? "kn" : "nk";
+  std::string s;
+  switch (r.family) {
+    case GemmFamily::Ffma:
+      s = "ffma " + tile + " " + kConfig[int(r.config)] + " a=" + kStage[int(r.mode_a)] + " b=" + kStage[int(r.mode_b)] +
+          " staging=" + kStaging[int(r.staging)];
+      if (r.config == GemmConfig::Wide)
+        s += " stream_k=" + std::to_string(r.work.sk_blocks) + "/" + std::to_string(r.work.sk_tiles) +
+             " strip=" + std::to_string(r.strip);
+      break;
+    case GemmFamily::Mma:
+      s = std::string("mma ") + tile + " fill=" + kFill[int(r.ops.fill)] + " b=" + b;
+      if (r.ops.fill == MmaFill::Registers)
+        s += std::string(" along=") + (r.ops.a_along ? "a" : "") + (r.ops.b_along ? "b" : "") + (r.ops.a_along || r.ops.b_along ? "" : "none");
+      break;
+    case GemmFamily::Wgmma:
+      s = std::string("wgmma ") + tile + " producer=" + (r.ops.fill == MmaFill::Async ? "tma" : "realign") + " b=" + b +
+          " repack=" + (r.copy_a && r.copy_b ? "a,b" : r.copy_a ? "a" : r.copy_b ? "b" : "none");
+      break;
+  }
+  return s + " layout=" + kLayoutNames[int(r.layout)] + " blocks=" + std::to_string(gemm_route_blocks(r)) +
+         " sms=" + std::to_string(r.device.num_sms) + " cc=" + std::to_string(r.device.cc) +
+         " scratch=" + std::to_string(r.scratch_bytes);
+}
+
+}  // namespace bankops

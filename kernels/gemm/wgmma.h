@@ -1,0 +1,113 @@
+// The Hopper gemm kernel's tiling (float16/bfloat16, float32 accumulation; the swizzle
+// layout's kernel on compute capability 9.0, built for sm_90a only): wgmma.mma_async reads both
+// operands from 128-byte-swizzled shared-memory tiles, so a consumer warpgroup issues one
+// instruction per 64 x BN x 16 product. Producer warpgroups fill a ring of stages and
+// mbarriers hand each stage to the consumers (full) and back (empty): one thread issuing the
+// Tensor Memory Accelerator's boxes (tma.cuh) for rows 16 bytes apart, or, for rows that start
+// off 16-byte boundaries, warpgroups that cut each chunk out of two aligned loads
+// (wgmma_realign.cuh). Launches are programmatic dependent launches (pdl.cuh).
+//
+// Only swizzle runs here: the tensor cores read unswizzled (none, pad) tiles at a third of
+// the rate, so those layouts stay on the mma.sync kernel, where their bank conflicts show.
+#pragma once
+#include <cstdint>
+#include <type_traits>
+
+#include "mma.h"
+
+namespace bankops {
+
+// BM x BN x BK block tiles; CONSUMERS warpgroups split BM (64 rows each, m64nBNk16
+// instructions); PRODUCERS warpgroups fill STAGES ring slots (one thread of them, for TMA).
+template <int BM, int BN, int BK, int CONSUMERS, int STAGES, int PRODUCERS = 1>
+struct WgmmaConfig {
+  static constexpr int kBM = BM, kBN = BN, kBK = BK, kConsumers = CONSUMERS, kStages = STAGES;
+  static constexpr int kProducers = PRODUCERS, kProducerThreads = 128 * PRODUCERS;
+  static constexpr int kThreads = 128 * (CONSUMERS + PRODUCERS);
+  static constexpr int kSteps = BK / 16, kAcc = BN / 2;  // k16 steps per k-tile, floats per consumer thread
+  static_assert(BM == 64 * CONSUMERS && BK % 64 == 0 && (BN == 64 || BN == 128 || BN == 256),
+                "m64n64, m64n128 or m64n256 per consumer");
+};
+// The configurations (route.h picks one; bench/RESULTS.md's design notes have the figures):
+//   WgmmaLarge         128 x 256: two consumers of 64 x 256, four 48 KB stages;
+//   WgmmaMedium        128 x 128: two consumers of 64 x 128, six 32 KB stages (TMA only);
+//   WgmmaNarrow        128 x 64, cuBLAS's tile at 1024^3: eight 24 KB stages (TMA only);
+//   WgmmaMediumRealign 128 x 128 with two realigning producer warpgroups, which keep a whole
+//                      stage of loads in flight (512 threads: 128 registers each).
+using WgmmaLarge = WgmmaConfig<128, 256, 64, 2, 4>;
+using WgmmaMedium = WgmmaConfig<128, 128, 64, 2, 6>;
+using WgmmaNarrow = WgmmaConfig<128, 64, 64, 2, 8>;
+using WgmmaMediumRealign = WgmmaConfig<128, 128, 64, 2, 6, 2>;
+
+constexpr int kWgmmaRowCols = 64;  // halves in one 128-byte swizzled row
+using WgmmaSwizzle = Swizzle<3, 3, 3>;
+// A is As[BM][BK] (k-major); B is Bs[BK][BN] (n-major, KN) or Bs[BN][BK] (k-major). Tiles are
+// 64-column blocks of 128-byte swizzled rows, one block after another.
+template <int ROWS, int COLS>
+using WgmmaTile = Blocked<Swizzled<ROWS, kWgmmaRowCols, WgmmaSwizzle>, COLS>;
+template <class C>
+using WgmmaATile = WgmmaTile<C::kBM, C::kBK>;  // (BM, BK) halves, 128-byte swizzled rows
+template <class C, bool KN>  // (BK, BN) halves, or (BN, BK); 128-byte swizzled rows
+using WgmmaBTile = std::conditional_t<KN, WgmmaTile<C::kBK, C::kBN>, WgmmaTile<C::kBN, C::kBK>>;
+template <class C>
+using WgmmaCTile = MmaTile<Layout::Swizzle, C::kBM, C::kBN>;  // (BM, BN) halves of C, in the ring
+static_assert(std::is_same_v<MmaSwizzle<kWgmmaRowCols>, WgmmaSwizzle>, "the swizzle layout's 128-byte rows");
+
+// The descriptor's fixed fields (PTX "matrix descriptor"): leading and stride byte offsets
+// (16-byte units) and the 128-byte swizzle mode, read off the tile's own offsets. K_MAJOR: 8
+// rows are the stride step and the swizzle fixes the leading one (LBO unused, 1 by
+// convention); otherwise the tile's rows are k: 8 k rows are the stride step, the next
+// 64-column block the leading one.
+template <class Tile, bool K_MAJOR>
+BANKOPS_HD constexpr uint64_t wgmma_desc_fields() {
+  constexpr int64_t rows8 = Tile::offset(8, 0) * 2, block = Tile::offset(0, kWgmmaRowCols) * 2;
+  constexpr int64_t lbo = K_MAJOR ? 16 : block, sbo = rows8;
+  static_assert(lbo % 16 == 0 && sbo % 16 == 0 && lbo < (16 << 14) && sbo < (16 << 14), "14-bit 16-byte fields");
+  return uint64_t(lbo >> 4) << 16 | uint64_t(sbo >> 4) << 32 | uint64_t(1) << 62;
+}
+BANKOPS_HD uint64_t wgmma_desc(uint64_t fields, uint32_t smem_addr) { return fields | ((smem_addr >> 4) & 0x3FFF); }
+
+// Element offsets the k16 step s of consumer rows m0 (A) or of B start at (descriptor starts).
+template <class Tile>
+BANKOPS_HD int wgmma_a_at(int m0, int s) { return Tile::offset(m0, 16 * s); }
+template <class Tile, bool KN>
+BANKOPS_HD int wgmma_b_at(int s) { return KN ? Tile::offset(16 * s, 0) : Tile::offset(0, 16 * s); }
+
+// The consumer warps' accumulators as mma_acc and the shared epilogue see them (m16 x n8
+// fragments, as mma.sync's): warp w of the consumers holds rows 16 w.. 16 w + 15 of the block
+// tile, every n8 tile of BN; consumer thread t is the block's thread kProducerThreads + t.
+template <class C>
+struct WgmmaFrags {
+  static constexpr int kThreads = 128 * C::kConsumers, kWarpsM = 4 * C::kConsumers, kWarpsN = 1;
+  static constexpr int kWM = 16, kWN = C::kBN, kFragM = 1, kFragN = C::kBN / 8, kBN = C::kBN;
+  static constexpr int kOutChunks = C::kBM * C::kBN / kMmaChunk / kThreads;
+};
+
+// The realigning producer's chunk e of thread t in a tile: lanes walk the 8 chunks of a row
+// of a 64-column block, then the block's rows, then the next block: each 8-lane phase reads
+// one 128-byte line of a row and writes one swizzled row.
+template <class C, class Tile>
+BANKOPS_HD TileCoord wgmma_chunk(int t, int e) {
+  constexpr int kPerRow = kWgmmaRowCols / kMmaChunk, kPerBlock = Tile::kRows * kPerRow;
+  const int idx = t + e * C::kProducerThreads;
+  return TileCoord{idx % kPerBlock / kPerRow, idx / kPerBlock * kWgmmaRowCols + idx % kPerRow * kMmaChunk};
+}
+
+// The Hopper kernel's block tile (route.h decides), and how its producers fill the ring:
+// TMA boxes, or chunks realigned in registers.
+enum class WgmmaShape { None, Large, Medium, Narrow };
+enum class WgmmaLoad { Tma, Realign };
+
+// Shared memory: the stage ring (every tile 1024-byte aligned: the hardware anchors the
+// 128-byte swizzle to address bits), reused by the epilogue's C tile, plus 1024 bytes to align
+// the base (the mbarriers are static).
+template <class C, bool KN>
+struct WgmmaSmem {
+  static constexpr int kA = WgmmaATile<C>::kSize * 2, kB = WgmmaBTile<C, KN>::kSize * 2;
+  static constexpr int kStage = kA + kB, kRing = C::kStages * kStage;
+  static constexpr int kBytes = kRing + 1024;
+  static_assert(kA % 1024 == 0 && kB % 1024 == 0, "tiles on 1024-byte boundaries");
+  static_assert(kRing >= WgmmaCTile<C>::kSize * 2, "the C tile fits the ring");
+};
+
+}  // namespace bankops

@@ -1,0 +1,131 @@
+// PTX wrappers of the Hopper kernel (wgmma.cu and wgmma_realign.cuh include it; sm_90a code):
+// mbarriers, the stage ring's positions, named barriers and wgmma.
+#pragma once
+#include <cstdint>
+#include <type_traits>
+
+namespace bankops {
+namespace {  // included by wgmma.cu only
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+// Makes the inits visible to the async proxy, whose TMA copies count their bytes on them.
+__device__ __forceinline__ void mbar_init_fence() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+// One arrival that also expects `bytes` more of transactions (the TMA copies of a stage).
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(bar) : "memory");
+}
+// Returns once the phase of parity `parity` has completed.
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+
+// Consumer threads only (the producer may have left): named barrier 1.
+template <int THREADS>
+__device__ __forceinline__ void consumer_sync() {
+  asm volatile("bar.sync 1, %0;\n" ::"n"(THREADS) : "memory");
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// The accumulators are written by the asynchronous wgmma: keep the compiler from moving
+// their reads above the wait.
+template <int N>
+__device__ __forceinline__ void fence_acc(float (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+#define BANKOPS_F4(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
+#define BANKOPS_F16(i) BANKOPS_F4(i), BANKOPS_F4(i + 4), BANKOPS_F4(i + 8), BANKOPS_F4(i + 12)
+#define BANKOPS_F64(i) BANKOPS_F16(i), BANKOPS_F16(i + 16), BANKOPS_F16(i + 32), BANKOPS_F16(i + 48)
+#define BANKOPS_R0_31                                                                             \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                        \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define BANKOPS_R0_63                                                                             \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                        \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "              \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "              \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define BANKOPS_R64_127                                                                           \
+  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "              \
+  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "              \
+  "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "  \
+  "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+// N: the instruction's n; REGS its accumulator operands; A, B, SCALE, TRANS the numbers of
+// the operands after them.
+#define BANKOPS_WGMMA_ASM(N, TYPE, REGS, A, B, SCALE, TRANS, ...)                               \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #SCALE ", 0;\n"                             \
+               "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " {" REGS "}, "    \
+               "%" #A ", %" #B ", p, 1, 1, 0, %" #TRANS ";\n}\n"                                \
+               : __VA_ARGS__                                                                     \
+               : "l"(da), "l"(db), "r"(1), "n"(TRANS_B))
+// D (64 x N, float32) += A (64 x 16, shared, k-major) * B (16 x N, shared; TRANS_B: n-major).
+template <class T, int N, int TRANS_B>
+__device__ __forceinline__ void wgmma_mma(float (&d)[N / 2], uint64_t da, uint64_t db) {
+#define BANKOPS_R256 BANKOPS_R0_63 ", " BANKOPS_R64_127
+  constexpr bool kHalf = std::is_same_v<T, __half>;
+  if constexpr (N == 256 && kHalf)
+    BANKOPS_WGMMA_ASM(256, "f16", BANKOPS_R256, 128, 129, 130, 131, BANKOPS_F64(0), BANKOPS_F64(64));
+  else if constexpr (N == 256)
+    BANKOPS_WGMMA_ASM(256, "bf16", BANKOPS_R256, 128, 129, 130, 131, BANKOPS_F64(0), BANKOPS_F64(64));
+  else if constexpr (N == 128 && kHalf)
+    BANKOPS_WGMMA_ASM(128, "f16", BANKOPS_R0_63, 64, 65, 66, 67, BANKOPS_F64(0));
+  else if constexpr (N == 128)
+    BANKOPS_WGMMA_ASM(128, "bf16", BANKOPS_R0_63, 64, 65, 66, 67, BANKOPS_F64(0));
+  else if constexpr (kHalf)
+    BANKOPS_WGMMA_ASM(64, "f16", BANKOPS_R0_31, 32, 33, 34, 35, BANKOPS_F16(0), BANKOPS_F16(16));
+  else
+    BANKOPS_WGMMA_ASM(64, "bf16", BANKOPS_R0_31, 32, 33, 34, 35, BANKOPS_F16(0), BANKOPS_F16(16));
+#undef BANKOPS_R256
+}
+#undef BANKOPS_WGMMA_ASM
+#undef BANKOPS_R64_127
+#undef BANKOPS_R0_63
+#undef BANKOPS_R0_31
+#undef BANKOPS_F64
+#undef BANKOPS_F16
+#undef BANKOPS_F4
+
+// The position of k-tile kt in a ring of STAGES stages: its stage, and the parity of its pass
+// over the ring (an mbarrier's phase parity: it flips each time the ring wraps).
+template <int STAGES>
+struct RingPos {
+  int stage;
+  uint32_t phase;
+  __device__ __forceinline__ static RingPos at(int kt) { return RingPos{kt % STAGES, uint32_t(kt / STAGES) & 1}; }
+};
+
+// The ring's barriers: full[s] completes when stage s has landed, empty[s] when the consumers
+// are done reading it. A producer's first pass finds every stage empty.
+template <int STAGES>
+struct Ring {
+  uint32_t full0, empty0;  // shared addresses of full[0] and empty[0], 8 bytes apart
+  __device__ __forceinline__ uint32_t full(int s) const { return full0 + 8 * s; }
+  __device__ __forceinline__ uint32_t empty(int s) const { return empty0 + 8 * s; }
+  __device__ __forceinline__ void wait_full(const RingPos<STAGES>& p) const { mbar_wait(full(p.stage), p.phase); }
+  // kt: the k-tile about to go into p's stage (none to wait for in the first pass).
+  __device__ __forceinline__ void wait_empty(const RingPos<STAGES>& p, int kt) const {
+    if (kt >= STAGES) mbar_wait(empty(p.stage), p.phase ^ 1);
+  }
+};
+
+}  // namespace
+}  // namespace bankops

@@ -1,0 +1,39 @@
+// gemm's torch glue shared by the CPU reference, the CUDA op, _gemm_route and explain: the
+// checks, the kernels' view of the operands (GemmArgs) and the process's switches.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <array>
+#include <vector>
+
+#include "../kernels/gemm/route.h"
+
+namespace bankops {
+
+struct GemmGeometry {
+  int64_t batch, m, n, k;
+  bool batched;  // 3-D inputs
+  std::vector<int64_t> out_sizes;
+};
+
+// Checks a and b (ndim, shapes, dtypes, devices), naming them in errors.
+GemmGeometry gemm_geometry(const at::Tensor& a, const at::Tensor& b);
+
+// The operands as the kernels see them (c: the output's data, or null). Data pointers count
+// for their alignment only until launch; a meta tensor's is its storage offset in bytes.
+GemmArgs gemm_args(const GemmGeometry& g, const at::Tensor& a, const at::Tensor& b, void* c);
+
+// float16/bfloat16 run on the tensor-core kernels only: refuses the shapes their int tile
+// counters cannot hold (no tensor that fits a GPU comes near them).
+void check_gemm_mma(DType dtype, const GemmArgs& g, const char* op);
+
+// The switches (torch.ops.bankops._set_wgmma, _set_repack, _set_stream_k; all on by default),
+// read once per call: whether 16-bit swizzle may take the Hopper kernel, whether that route
+// copies misaligned operands into aligned rows first, whether the float32 128x256 kernel
+// deals its short last wave's tiles out by k.
+void set_wgmma(bool on);
+void set_repack(bool on);
+void set_stream_k(bool on);
+GemmOptions gemm_options();
+
+}  // namespace bankops

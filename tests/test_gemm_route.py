@@ -1,0 +1,181 @@
+"""gemm's route (kernels/gemm/route.h): the one place that decides which kernel runs a call.
+
+torch.ops.bankops._gemm_route prints it for any device (SM count, compute capability) from
+meta tensors, without a GPU; explain() traces the same route, and on a GPU the launcher runs
+the kernel it names (checked through the kernel names the profiler records)."""
+import contextlib
+import re
+import warnings
+
+import pytest
+import torch
+
+import bankops
+from conftest import requires_cuda
+
+H100, H200, A100 = (132, 90), (132, 90), (108, 80)
+BF16, F16, F32, F64 = torch.bfloat16, torch.float16, torch.float32, torch.float64
+
+
+def meta(*shape, dtype=BF16):
+    return torch.empty(*shape, dtype=dtype, device="meta")
+
+
+def route(a, b, layout="swizzle", device=H100):
+    return torch.ops.bankops._gemm_route(a, b, layout, *device)
+
+
+def fields(line):
+    """The route line's key=value fields."""
+    return dict(f.split("=", 1) for f in line.split() if "=" in f)
+
+
+@contextlib.contextmanager
+def switch(name, on):
+    """A process switch (torch.ops.bankops._set_<name>) for the block, back on after."""
+    getattr(torch.ops.bankops, f"_set_{name}")(on)
+    try:
+        yield
+    finally:
+        getattr(torch.ops.bankops, f"_set_{name}")(True)
+
+
+@pytest.mark.parametrize("dtype", [BF16, F16], ids=str)
+def test_16bit_square_per_device(dtype):
+    """4096^3 swizzle: the Hopper kernel's 128x256 tile on an H100 and an H200 (132 SMs,
+    cc 90), the mma.sync kernel's 128x256 tile on an A100 (108 SMs, cc 80); none and pad stay
+    on mma.sync everywhere (their bank conflicts are the point of them)."""
+    a, b = meta(4096, 4096, dtype=dtype), meta(4096, 4096, dtype=dtype)
+    for device in (H100, H200):
+        line = route(a, b, device=device)
+        assert line.startswith("wgmma 128x256x64 producer=tma b=kn repack=none"), line
+        assert fields(line)["blocks"] == "512" and fields(line)["scratch"] == "0", line
+    assert route(a, b, device=A100).startswith("mma 128x256x64 fill=cp.async b=kn"), route(a, b, device=A100)
+    for layout in ("none", "pad"):
+        assert route(a, b, layout, H100).startswith("mma 128x256x64 fill=cp.async"), layout
+
+
+def test_float_families():
+    """float32 runs the FFMA kernel, float64 the DFMA one (the same family), on any device."""
+    line = route(meta(4096, 4096, dtype=F32), meta(4096, 4096, dtype=F32))
+    assert line.startswith("ffma 128x256x8 wide a=kvec b=xasync staging=vector"), line
+    assert route(meta(4096, 4096, dtype=F64), meta(4096, 4096, dtype=F64)).startswith("ffma 64x64x8 big"), line
+
+
+def test_sm_count_is_the_devices():
+    """The float32 128x256 grid shares its short last wave by k over the device's own SMs:
+    4096^3 is 512 tiles, 116 past 3 waves of 132 (132 stream-K blocks), 80 past 4 waves of 108
+    (108 blocks); each with partial sums of 128 KB + a flag per stream-K block."""
+    a, b = meta(4096, 4096, dtype=F32), meta(4096, 4096, dtype=F32)
+    h, r = fields(route(a, b, device=H100)), fields(route(a, b, device=A100))
+    assert h["stream_k"] == "132/116" and r["stream_k"] == "108/80", (h, r)
+    assert int(h["scratch"]) == 132 * (128 * 256 * 4 + 4) and int(r["scratch"]) == 108 * (128 * 256 * 4 + 4)
+    assert h["sms"] == "132" and r["sms"] == "108" and r["cc"] == "80"
+
+
+def test_operand_majors_and_views():
+    """The route reads the operands' strides: a transposed B (x @ W.t()) is Bs[BN][BK]; A with m
+    contiguous takes the mma.sync register fill; rows off 16 bytes (odd K) on matrices of
+    256 x 256 or more are copied into aligned rows first (scratch: both copies)."""
+    x, w = meta(8192, 4096), meta(4096, 4096)
+    assert fields(route(x, w.t()))["b"] == "nk"
+    dy, x = meta(8192, 4096), meta(8192, 4096)
+    line = route(dy.t(), x)  # the weight gradient dy.t() @ x: A m-contiguous
+    assert line.startswith("mma 128x128x32 fill=registers"), line
+    a, b = meta(4095, 4093), meta(4093, 4097)
+    line = route(a, b)
+    assert line.startswith("wgmma 128x256x64 producer=tma") and fields(line)["repack"] == "a,b", line
+    assert int(fields(line)["scratch"]) >= 2 * (4095 * 4096 + 4093 * 4160)
+    off = meta(4096 * 4096 + 1)[1:].view(4096, 4096)  # a storage offset of one element
+    assert fields(route(off, meta(4096, 4096)))["repack"] == "a"
+
+
+def test_switches():
+    """_set_wgmma(False) keeps 16-bit calls on mma.sync, _set_repack(False) realigns in the
+    Hopper kernel's producers instead of copying, _set_stream_k(False) gives ragged float32
+    grids to the 128x128 tile; each switch is read once per call, and explain follows."""
+    a, b = meta(4096, 4096), meta(4096, 4096)
+    with switch("wgmma", False):
+        assert route(a, b).startswith("mma 128x256x64"), route(a, b)
+        assert {r["kernel"] for r in bankops.explain("gemm", "swizzle", BF16, m=4096, n=4096, k=4096, cc=90).rows} == {
+            "gemm_mma/cp.async"}
+    with switch("repack", False):
+        line = route(meta(4095, 4093), meta(4093, 4097))
+        assert line.startswith("wgmma 128x128x64 producer=realign") and fields(line)["scratch"] == "0", line
+    f = meta(4096, 4096, dtype=F32), meta(4096, 4352, dtype=F32)
+    assert route(*f).startswith("ffma 128x256x8 wide"), route(*f)
+    with switch("stream_k", False):
+        assert route(*f).startswith("ffma 128x128x8 big"), route(*f)
+
+
+def test_explain_prints_the_route():
+    """explain's report opens with the route line of the same problem, device and switches."""
+    rep = bankops.explain("gemm", "swizzle", BF16, m=1024, n=1024, k=1024, num_sms=132, cc=90)
+    assert rep.route == route(meta(1024, 1024), meta(1024, 1024)), rep.route
+    assert rep.route.startswith("wgmma 128x64x64")
+    assert str(rep).splitlines()[1] == f"route: {rep.route}"
+    rep = bankops.explain("gemm", "pad", F32, m=2048, n=2048, k=2048, a_transposed=True, num_sms=132)
+    assert rep.route == route(meta(2048, 2048, dtype=F32).t(), meta(2048, 2048, dtype=F32), "pad"), rep.route
+    assert bankops.gemm_route(meta(64, 64, dtype=F32), meta(64, 64, dtype=F32), num_sms=132, cc=90).startswith("ffma")
+
+
+@pytest.mark.parametrize("bad", [dict(num_sms=0), dict(num_sms=2**32), dict(num_sms=-1), dict(cc=0), dict(cc=900)])
+def test_bad_device(bad):
+    """The device numbers are checked and named, never cast silently (0 SMs divides by zero)."""
+    kw = dict(num_sms=132, cc=90) | bad
+    with pytest.raises(RuntimeError, match="num_sms" if "num_sms" in bad else "cc"):
+        torch.ops.bankops._gemm_route(meta(64, 64), meta(64, 64), "swizzle", kw["num_sms"], kw["cc"])
+    with pytest.raises(RuntimeError, match="layout"):
+        torch.ops.bankops._gemm_route(meta(64, 64), meta(64, 64), "diagonal", 132, 90)
+    with pytest.raises(RuntimeError, match="columns"):
+        torch.ops.bankops._gemm_route(meta(64, 63), meta(64, 64), "swizzle", 132, 90)
+
+
+# The kernel names the profiler records, and the tile each route family's configuration spells.
+def _tile_of(name):
+    found = re.search(r"(?:Wgmma|Mma)Config<(\d+), (\d+), (\d+)", name)
+    if found:
+        return tuple(int(v) for v in found.groups())
+    found = re.search(r"GemmShape<(\d+), (\d+), (\d+), (\d+), (\d+), \d+, (\d+)", name)
+    assert found, name
+    acc, qm, qn, wm, wn, bk = (int(v) for v in found.groups())
+    vec = 16 // acc
+    return wm * 4 * qm * vec, wn * 8 * qn * vec, bk
+
+
+def _launched(fn):
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return [e.name for e in prof.events() if "_kernel<" in e.name and "bankops" in e.name]
+
+
+CASES = [  # (m, n, k, dtype, layout, views)
+    (4096, 4096, 4096, BF16, "swizzle", "nn"), (4096, 4096, 4096, F16, "pad", "nn"),
+    (1024, 1024, 1024, BF16, "swizzle", "nt"), (1536, 1536, 1536, F16, "swizzle", "nn"),
+    (4095, 4097, 4093, BF16, "swizzle", "nn"), (1023, 2047, 130, F16, "none", "tn"),
+    (4096, 4096, 4096, F32, "swizzle", "nn"), (2048, 2048, 2048, F32, "none", "tt"),
+    (4095, 4097, 4093, F32, "pad", "nn"), (700, 515, 1029, F64, "swizzle", "nn"),
+]
+
+
+@requires_cuda
+@pytest.mark.parametrize("m,n,k,dtype,layout,views", CASES, ids=lambda v: str(v).replace("torch.", ""))
+def test_launcher_runs_the_route(m, n, k, dtype, layout, views):
+    """On the current GPU, the gemm kernel launched is the route's family and tile (and a copy
+    kernel runs first exactly when the route copies operands)."""
+    a = torch.randn(m, k, device="cuda").to(dtype) if views[0] == "n" else torch.randn(k, m, device="cuda").to(dtype).t()
+    b = torch.randn(k, n, device="cuda").to(dtype) if views[1] == "n" else torch.randn(n, k, device="cuda").to(dtype).t()
+    line = bankops.gemm_route(a, b, layout)
+    names = _launched(lambda: bankops.gemm(a, b, layout))
+    if not names:
+        warnings.warn("the profiler recorded no bankops kernel: the launcher's choice is not checked")
+        return
+    family = line.split()[0]
+    gemm = [n for n in names if f"::{family}_kernel<" in n]
+    assert len(gemm) == 1 and len(names) == 1 + (fields(line).get("repack", "none") != "none"), (line, names)
+    tile = tuple(int(v) for v in line.split()[1].split("x"))
+    assert _tile_of(gemm[0]) == tile, (line, gemm[0])
