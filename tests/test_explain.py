@@ -143,6 +143,18 @@ def test_bad_arguments_are_named():
         bankops.explain("transpose", "pad", shape=(64, 64)).find("ldmatrix")
 
 
+@pytest.mark.parametrize("num_sms", [0, -1, 2**31, 2**32, 2**32 + 1])
+def test_sm_counts_are_checked_not_cast(num_sms):
+    """An SM count outside [1, 65536] is an error naming num_sms: cast to int, 2**32 was 0 SMs
+    (a division by zero that ended the process), 2**31 a negative count, 2**32 + 1 one SM."""
+    with pytest.raises(RuntimeError, match="num_sms must be in"):
+        bankops.explain("gemm", "none", F32, num_sms=num_sms, m=1024, n=1024, k=64)
+    with pytest.raises(RuntimeError, match="num_sms must be in"):
+        torch.ops.bankops._smem_trace("gemm", "none", F32, [1, 4096, 4096, 4096, 1, 1], num_sms)
+    with pytest.raises(RuntimeError, match="num_sms must be in"):
+        bankops.explain("reduce_sum", "none", F32, num_sms=num_sms, shape=(4096, 96), dim=0)
+
+
 @pytest.mark.parametrize("store", [False, True], ids=["load", "store"])
 @pytest.mark.parametrize("width", [1, 2, 4, 8, 16])
 def test_bank_map_is_the_model_schedule(width, store):

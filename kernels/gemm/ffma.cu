@@ -424,19 +424,17 @@ cudaError_t run(const GemmRoute& r, void* workspace, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+// The route's configuration as a template argument. BigScalar stages through registers only
+// (no specialized modes); Wide and Big also take Async4 staging.
 template <Layout L, class T>
 cudaError_t dispatch(const GemmRoute& r, void* workspace, cudaStream_t stream) {
-  if constexpr (sizeof(T) == 8) {
-    return run<GemmBig<8>, L, T, T, true>(r, workspace, stream);
-  } else {
-    switch (r.config) {
-      case GemmConfig::Wide: return run<GemmWide, L, T, T, true, true>(r, workspace, stream);
-      case GemmConfig::Big: return run<GemmBig<4>, L, T, T, true, true>(r, workspace, stream);
-      case GemmConfig::BigScalar: return run<GemmBigScalar, L, T, T, false>(r, workspace, stream);
-      case GemmConfig::Small:
-      default: return run<GemmSmall, L, T, T, true>(r, workspace, stream);
-    }
-  }
+  return with_ffma_config(r, [&](auto shape) {
+    using S = decltype(shape);
+    constexpr bool kSpecialize = !std::is_same<S, GemmBigScalar>::value;
+    constexpr bool kAsync4 = std::is_same<S, GemmWide>::value || std::is_same<S, GemmBig<4>>::value;
+    if constexpr (S::kAccBytes != sizeof(T)) return cudaErrorNotSupported;  // another dtype's configuration
+    else return run<S, L, T, T, kSpecialize, kAsync4>(r, workspace, stream);
+  });
 }
 
 }  // namespace

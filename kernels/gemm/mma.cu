@@ -291,19 +291,17 @@ cudaError_t run(const GemmArgs& g, const MmaFlags& f, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-// The route's fill, B orientation and tile as template arguments (the realigning and register
-// fills run MmaSmall only).
+// The route's tile and fill as template arguments (the realigning and register fills run
+// MmaSmall only: their schedules are written for its tile).
 template <Layout L, class T, bool KN>
 cudaError_t dispatch(const GemmRoute& r, const MmaFlags& f, cudaStream_t stream) {
-  switch (r.ops.fill) {
-    case MmaFill::Realign: return run<L, MmaSmall, T, KN, MmaFill::Realign>(r.args, f, stream);
-    case MmaFill::Registers: return run<L, MmaSmall, T, KN, MmaFill::Registers>(r.args, f, stream);
-    case MmaFill::Async:
-    default:
-      return r.mma == MmaShape::Large    ? run<L, MmaLarge, T, KN, MmaFill::Async>(r.args, f, stream)
-             : r.mma == MmaShape::Narrow ? run<L, MmaNarrow, T, KN, MmaFill::Async>(r.args, f, stream)
-                                         : run<L, MmaSmall, T, KN, MmaFill::Async>(r.args, f, stream);
-  }
+  return with_mma_config(r, [&](auto config) {
+    using C = decltype(config);
+    if (r.ops.fill == MmaFill::Async) return run<L, C, T, KN, MmaFill::Async>(r.args, f, stream);
+    if constexpr (!std::is_same<C, MmaSmall>::value) return cudaErrorNotSupported;
+    else if (r.ops.fill == MmaFill::Realign) return run<L, C, T, KN, MmaFill::Realign>(r.args, f, stream);
+    else return run<L, C, T, KN, MmaFill::Registers>(r.args, f, stream);
+  });
 }
 
 }  // namespace

@@ -220,6 +220,41 @@ struct GemmRoute {
   }
 };
 
+// ---- The route's block configuration as a type -----------------------------------------------
+
+// f(C{}) with C the route's configuration (ffma.h's GemmShape, mma.h's MmaConfig, wgmma.h's
+// WgmmaConfig): the one switch per family that turns a route into a template argument, for the
+// launchers, the trace and the route line alike.
+template <class F>
+decltype(auto) with_ffma_config(const GemmRoute& r, F&& f) {
+  if (r.dtype == DType::F64) return f(GemmBig<8>{});
+  switch (r.config) {
+    case GemmConfig::Wide: return f(GemmWide{});
+    case GemmConfig::BigScalar: return f(GemmBigScalar{});
+    case GemmConfig::Small: return f(GemmSmall{});
+    case GemmConfig::Big:
+    default: return f(GemmBig<4>{});
+  }
+}
+template <class F>
+decltype(auto) with_mma_config(const GemmRoute& r, F&& f) {
+  switch (r.mma) {
+    case MmaShape::Large: return f(MmaLarge{});
+    case MmaShape::Narrow: return f(MmaNarrow{});
+    case MmaShape::Small:
+    default: return f(MmaSmall{});
+  }
+}
+template <class F>
+decltype(auto) with_wgmma_config(const GemmRoute& r, F&& f) {
+  switch (r.wgmma) {
+    case WgmmaShape::Large: return f(WgmmaLarge{});
+    case WgmmaShape::Narrow: return f(WgmmaNarrow{});
+    case WgmmaShape::Medium:
+    default: return r.ops.fill == MmaFill::Async ? f(WgmmaMedium{}) : f(WgmmaMediumRealign{});
+  }
+}
+
 namespace route_detail {
 
 inline void ffma_route(GemmRoute& r, const GemmOptions& opt) {
@@ -311,26 +346,16 @@ inline GemmRoute gemm_route(const GemmArgs& g, DType dtype, Layout layout, const
 struct GemmTileDims {
   int bm, bn, bk;
 };
-template <class C>
-constexpr GemmTileDims tile_dims() {
-  return {C::kBM, C::kBN, C::kBK};
-}
 inline GemmTileDims gemm_tile_dims(const GemmRoute& r) {
+  const auto dims = [](auto c) {
+    using C = decltype(c);
+    return GemmTileDims{C::kBM, C::kBN, C::kBK};
+  };
   switch (r.family) {
-    case GemmFamily::Wgmma:
-      return r.wgmma == WgmmaShape::Large    ? tile_dims<WgmmaLarge>()
-             : r.wgmma == WgmmaShape::Narrow ? tile_dims<WgmmaNarrow>()
-                                             : tile_dims<WgmmaMedium>();
-    case GemmFamily::Mma:
-      return r.mma == MmaShape::Large    ? tile_dims<MmaLarge>()
-             : r.mma == MmaShape::Narrow ? tile_dims<MmaNarrow>()
-                                         : tile_dims<MmaSmall>();
-    default:
-      if (r.dtype == DType::F64) return tile_dims<GemmBig<8>>();
-      return r.config == GemmConfig::Wide        ? tile_dims<GemmWide>()
-             : r.config == GemmConfig::Small     ? tile_dims<GemmSmall>()
-             : r.config == GemmConfig::BigScalar ? tile_dims<GemmBigScalar>()
-                                                 : tile_dims<GemmBig<4>>();
+    case GemmFamily::Wgmma: return with_wgmma_config(r, dims);
+    case GemmFamily::Mma: return with_mma_config(r, dims);
+    case GemmFamily::Ffma:
+    default: return with_ffma_config(r, dims);
   }
 }
 

@@ -113,29 +113,23 @@ inline void trace_ffma(const GemmRoute& r, SmemTrace& trace_out) {
   // Bytes between an operand's rows: of k elements when k is its staged dim, else of m (A) or n (B).
   const int64_t pitch_a = (a_k ? g.a_sm : g.a_sk) * elem_bytes, pitch_b = (b_k ? g.b_sn : g.b_sk) * elem_bytes;
   const int64_t n = g.n - r.strip;
-  const auto trace = [&](auto shape, const char* kernel) {
+  with_ffma_config(r, [&](auto shape) {
     using S = decltype(shape);
+    // The kernel's name in the report: gemm/BMxBN, and the threads where two share a tile.
+    std::string kernel = "gemm/" + std::to_string(S::kBM) + "x" + std::to_string(S::kBN);
+    if (std::is_same<S, GemmBigScalar>::value) kernel += "/" + std::to_string(S::kThreads);
     const int64_t iterations = g.batch * ceil_div(g.m, S::kBM) * ceil_div(n, S::kBN) * ceil_div(g.k, S::kBK);
-    gemm_detail::trace_layout<S>(r.layout, kernel, mode(a_k), mode(b_k), pitch_a, pitch_b, iterations, trace_out);
-  };
-  if (elem_bytes == 8) return trace(GemmBig<8>{}, "gemm/64x64");
-  switch (r.config) {
-    case GemmConfig::Wide:
-      // Whole 256-column tiles, and kStripBlocks strip blocks per 128 rows for the last few
-      // columns of C: per strip block, a chunk per kStripK k rows.
-      trace(GemmWide{}, "gemm/128x256");
-      if (r.strip > 0)
-        with_layout(r.layout, [&](auto tag) {
-          const int64_t passes = g.batch * ceil_div(g.m, GemmWide::kBM) * kStripBlocks;
-          gemm_detail::trace_strip<StripTile<decltype(tag)::value>>("gemm/128x256", r.strip,
-                                                                    passes * ceil_div(g.k, kStripK), trace_out);
-        });
-      return;
-    case GemmConfig::Big: return trace(GemmBig<4>{}, "gemm/128x128");
-    case GemmConfig::BigScalar: return trace(GemmBigScalar{}, "gemm/128x128/256");
-    case GemmConfig::Small:
-    default: return trace(GemmSmall{}, "gemm/64x64");
-  }
+    gemm_detail::trace_layout<S>(r.layout, kernel.c_str(), mode(a_k), mode(b_k), pitch_a, pitch_b, iterations,
+                                 trace_out);
+    // Wide: kStripBlocks strip blocks per 128 rows for the last few columns of C, a chunk per
+    // kStripK k rows each.
+    if (std::is_same<S, GemmWide>::value && r.strip > 0)
+      with_layout(r.layout, [&](auto tag) {
+        const int64_t passes = g.batch * ceil_div(g.m, GemmWide::kBM) * kStripBlocks;
+        gemm_detail::trace_strip<StripTile<decltype(tag)::value>>(kernel.c_str(), r.strip,
+                                                                  passes * ceil_div(g.k, kStripK), trace_out);
+      });
+  });
 }
 
 }  // namespace bankops

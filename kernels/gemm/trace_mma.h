@@ -231,21 +231,10 @@ inline void trace_wgmma_tile(const GemmRoute& r, SmemTrace& trace) {
 
 // The route's tensor-core kernel and tile.
 inline void trace_tensor_core(const GemmRoute& r, SmemTrace& trace) {
-  if (r.family == GemmFamily::Wgmma) {
-    switch (r.wgmma) {
-      case WgmmaShape::Large: return trace_wgmma_tile<WgmmaLarge>(r, trace);
-      case WgmmaShape::Medium:
-        return r.ops.fill == MmaFill::Async ? trace_wgmma_tile<WgmmaMedium>(r, trace)
-                                            : trace_wgmma_tile<WgmmaMediumRealign>(r, trace);
-      case WgmmaShape::Narrow: return trace_wgmma_tile<WgmmaNarrow>(r, trace);
-      default: return;
-    }
-  }
-  switch (r.mma) {
-    case MmaShape::Large: return trace_mma_tile<MmaLarge>(r, trace);
-    case MmaShape::Narrow: return trace_mma_tile<MmaNarrow>(r, trace);
-    default: return trace_mma_tile<MmaSmall>(r, trace);
-  }
+  if (r.family == GemmFamily::Wgmma)
+    with_wgmma_config(r, [&](auto config) { trace_wgmma_tile<decltype(config)>(r, trace); });
+  else
+    with_mma_config(r, [&](auto config) { trace_mma_tile<decltype(config)>(r, trace); });
 }
 
 }  // namespace bankops

@@ -218,14 +218,8 @@ cudaError_t run_dtype(const GemmRoute& r, cudaStream_t stream) {
 bool gemm_wgmma_built() { return true; }
 
 cudaError_t launch_wgmma(const GemmRoute& r, cudaStream_t stream) {
-  switch (r.wgmma) {
-    case WgmmaShape::Large: return run_dtype<WgmmaLarge>(r, stream);
-    case WgmmaShape::Medium:
-      return r.ops.fill == MmaFill::Realign ? run_dtype<WgmmaMediumRealign>(r, stream)
-                                            : run_dtype<WgmmaMedium>(r, stream);
-    case WgmmaShape::Narrow: return run_dtype<WgmmaNarrow>(r, stream);
-    default: return cudaErrorNotSupported;
-  }
+  if (r.wgmma == WgmmaShape::None) return cudaErrorNotSupported;
+  return with_wgmma_config(r, [&](auto config) { return run_dtype<decltype(config)>(r, stream); });
 }
 
 }  // namespace bankops
