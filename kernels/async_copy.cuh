@@ -1,5 +1,5 @@
 // cp.async, 16-byte shared-memory accesses and the shared-memory window's addresses, for the
-// tensor-core gemm kernels (gemm_mma.cu, gemm_wgmma.cu), and the one-time dynamic
+// tensor-core gemm kernels (gemm/mma.cu, gemm/wgmma.cu), and the one-time dynamic
 // shared-memory limit of a kernel.
 #pragma once
 #include <cstdint>

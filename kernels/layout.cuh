@@ -77,7 +77,7 @@ struct Swizzled {
 };
 
 // A tile stored as blocks of Inner::kCols columns, one block after another: the form wgmma
-// reads its operands in (gemm_wgmma.h). The block index adds, so a step of whole blocks is
+// reads its operands in (gemm/wgmma.h). The block index adds, so a step of whole blocks is
 // an add, and row steps keep Inner's period.
 template <class Inner, int COLS>
 struct Blocked {

@@ -49,7 +49,7 @@ struct GemmShape {
   static constexpr int kQuad = 4 * kVec;  // tile columns between a thread's quadrants (A and B)
   static constexpr int kWM = kLanesM * kTM, kWN = kLanesN * kTN;  // warp tile
   static constexpr int kBM = WARPS_M * kWM, kBN = WARPS_N * kWN, kBK = BK, kStages = STAGES;
-  // Register-staged tiles are stored into shared memory a tile after their loads (gemm.cu).
+  // Register-staged tiles are stored into shared memory a tile after their loads (ffma.cu).
   static_assert(BK % kGemmBK == 0 && STAGES >= 3, "k tiles of whole staging groups, three stages at least");
   static_assert(is_pow2(WARPS_M) && is_pow2(WARPS_N), "gemm_frag_m / gemm_frag_n mask the warp index");
   static constexpr int kThreads = 32 * WARPS_M * WARPS_N;

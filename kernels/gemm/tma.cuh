@@ -1,5 +1,5 @@
 // The Tensor Memory Accelerator (compute capability 9.0), for the Hopper gemm kernel
-// (gemm_wgmma.cu): a tensor map describes an operand in global memory (the host encodes it,
+// (wgmma.cu): a tensor map describes an operand in global memory (the host encodes it,
 // the kernel takes it as a __grid_constant__ parameter), and one thread copies a whole box of
 // it into shared memory with one instruction, 128-byte swizzled on the way (the swizzle
 // layout's own tiles: CuTe's Swizzle<3,4,3> on bytes, anchored to 1024-byte boundaries),
