@@ -10,7 +10,7 @@ namespace bankops {
 namespace {
 
 // addr (or src) as int64 on the CPU, every entry -1 or a `width`-aligned offset with
-// offset + width <= limit.
+// offset <= limit - width (offset + width would wrap for offsets near 2^63).
 at::Tensor checked_offsets(const at::Tensor& t, const char* name, int64_t width, int64_t limit) {
   TORCH_CHECK(!at::isFloatingType(t.scalar_type()) && !at::isComplexType(t.scalar_type()) && t.scalar_type() != at::kBool,
               "_smem_probe: expected ", name, " to hold integer byte offsets, got ", t.scalar_type());
@@ -19,7 +19,7 @@ at::Tensor checked_offsets(const at::Tensor& t, const char* name, int64_t width,
   at::Tensor a = t.to(at::kCPU, at::kLong).contiguous();
   const int64_t* v = a.const_data_ptr<int64_t>();
   for (int64_t i = 0; i < a.numel(); ++i) {
-    TORCH_CHECK(v[i] == -1 || (v[i] >= 0 && v[i] % width == 0 && v[i] + width <= limit), "_smem_probe: ", name, "[",
+    TORCH_CHECK(v[i] == -1 || (v[i] >= 0 && v[i] % width == 0 && v[i] <= limit - width), "_smem_probe: ", name, "[",
                 i / 32, "][", i % 32, "] = ", v[i], " is not -1 or a ", width, "-byte aligned offset below ",
                 limit - width + 1);
   }

@@ -228,6 +228,15 @@ def test_probe_arguments_are_checked():
         torch.ops.bankops._smem_probe(torch.tensor([[0, 0, 0, 6] + [0] * 28]), 4)
     with pytest.raises(RuntimeError, match="below"):
         torch.ops.bankops._smem_probe(torch.full((1, 32), 48 * 1024), 4)
+    # Offsets near 2^63: offset + width wrapped negative and passed the bounds check, and the
+    # probe then read a wild address (a dead CUDA context on the GPU).
+    for name in ("addr", "src"):
+        a = torch.full((1, 32), -1)
+        a[0, 0] = 0
+        bad = a.clone()
+        bad[0, 0] = 2**63 - 16
+        with pytest.raises(RuntimeError, match=rf"{name}\[0\]\[0\] = {2**63 - 16} is not -1"):
+            torch.ops.bankops._smem_probe(bad if name == "addr" else a, 16, src=bad if name == "src" else a)
     with pytest.raises(RuntimeError, match="expected addr on a CUDA device"):
         torch.ops.bankops._smem_probe(good, 4)
     # cp.async probes: src gives each lane's global source offset.
