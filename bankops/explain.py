@@ -91,6 +91,9 @@ def problem_of(op, shape=None, dim=None, m=None, n=None, k=None, batch=1, a_tran
         shape = list(shape) or [1]
         if dim is None:
             return [1, math.prod(shape), 1]
+        if not -len(shape) <= dim < len(shape):
+            raise ValueError(f"explain('reduce_sum'): dim={dim} is out of range for a {len(shape)}-d shape "
+                             f"(expected {-len(shape)} to {len(shape) - 1})")
         d = dim % len(shape)
         return [math.prod(shape[:d]), shape[d], math.prod(shape[d + 1 :])]
     if op == "gemm":

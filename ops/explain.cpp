@@ -2,6 +2,7 @@
 // prediction, for bankops.explain and bankops.plot_banks.
 #include <torch/library.h>
 
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -20,6 +21,15 @@ namespace {
 int64_t positive(const std::vector<int64_t>& p, size_t i, const char* what) {
   TORCH_CHECK(p[i] >= 0, "_smem_trace: ", what, " must be >= 0, got ", p[i]);
   return p[i];
+}
+
+// Dims of one tensor of the problem: more than 2^62 elements fit in no tensor, and the plans'
+// int64 arithmetic would overflow (once into a division by zero).
+void check_elements(std::string_view op, std::initializer_list<int64_t> dims) {
+  int64_t n = 1;
+  for (const int64_t d : dims)
+    TORCH_CHECK(!__builtin_mul_overflow(n, d, &n) && n <= (int64_t(1) << 62), "_smem_trace: ", op,
+                "'s problem holds a tensor of more than 2^62 elements (dims ", std::vector<int64_t>(dims), ")");
 }
 
 // A gemm problem's operands, contiguous: A row-major, or a transposed view when k is not its
@@ -41,11 +51,12 @@ SmemTrace trace_op(std::string_view op, Layout layout, at::ScalarType dtype, con
     const int64_t bytes = c10::elementSize(dtype);
     TORCH_CHECK(bytes == 1 || bytes == 2 || bytes == 4 || bytes == 8 || bytes == 16,
                 "_smem_trace: transpose moves 1, 2, 4, 8 or 16-byte elements, got ", dtype);
-    trace_transpose(layout, static_cast<int>(bytes), positive(p, 0, "batch"), positive(p, 1, "rows"),
-                    positive(p, 2, "cols"), trace);
+    check_elements(op, {positive(p, 0, "batch"), positive(p, 1, "rows"), positive(p, 2, "cols")});
+    trace_transpose(layout, static_cast<int>(bytes), p[0], p[1], p[2], trace);
   } else if (op == "reduce_sum") {
     expect(3, "[outer, len, inner]");
     const ReduceShape s{positive(p, 0, "outer"), positive(p, 1, "len"), positive(p, 2, "inner")};
+    check_elements(op, {s.outer, s.len, s.inner});
     trace_reduce_sum(layout, to_dtype(dtype), s, static_cast<int>(num_sms), trace);
   } else if (op == "gemm") {
     expect(6, "[batch, m, n, k, a_k_contiguous, b_k_contiguous]");
@@ -54,6 +65,9 @@ SmemTrace trace_op(std::string_view op, Layout layout, at::ScalarType dtype, con
     TORCH_CHECK(cc >= 10 && cc <= 255, "_smem_trace: cc must be 10 * major + minor (e.g. 90 for an H100), got ", cc);
     const GemmArgs args = problem_args(positive(p, 0, "batch"), positive(p, 1, "m"), positive(p, 2, "n"),
                                        positive(p, 3, "k"), p[4] != 0, p[5] != 0);
+    check_elements(op, {args.batch, args.m, args.k});
+    check_elements(op, {args.batch, args.k, args.n});
+    check_elements(op, {args.batch, args.m, args.n});
     const DType dt = to_dtype(dtype);
     if (dt == DType::F16 || dt == DType::BF16) check_gemm_mma(dt, args, "_smem_trace");
     // The route gemm_cuda takes on such a device (the library's CUDA build assumed).

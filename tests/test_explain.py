@@ -143,6 +143,22 @@ def test_bad_arguments_are_named():
         bankops.explain("transpose", "pad", shape=(64, 64)).find("ldmatrix")
 
 
+def test_problems_past_int64_are_refused():
+    """Problems no tensor can hold are an error, not an int64 overflow in the launch plans (a
+    division by zero that ended the process); a reduce dim past the shape is named, not wrapped."""
+    with pytest.raises(RuntimeError, match="more than 2\\^62 elements"):
+        bankops.explain("reduce_sum", "none", F32, shape=(2**62, 2**62, 2**62), dim=1)
+    with pytest.raises(RuntimeError, match="more than 2\\^62 elements"):
+        torch.ops.bankops._smem_trace("reduce_sum", "pad", F32, [2**40, 2**40, 2**40])
+    with pytest.raises(RuntimeError, match="more than 2\\^62 elements"):
+        torch.ops.bankops._smem_trace("transpose", "pad", F32, [2**40, 2**40, 2**40])
+    with pytest.raises(RuntimeError, match="more than 2\\^62 elements"):
+        bankops.explain("gemm", "none", F32, m=2**40, n=2**40, k=8)
+    with pytest.raises(ValueError, match="dim=5 is out of range for a 2-d shape"):
+        bankops.explain("reduce_sum", "none", F32, shape=(4, 4), dim=5)
+    assert bankops.explain("reduce_sum", "none", F32, shape=(2**31, 2**30), dim=0).rows  # 2^61 elements: fine
+
+
 @pytest.mark.parametrize("num_sms", [0, -1, 2**31, 2**32, 2**32 + 1])
 def test_sm_counts_are_checked_not_cast(num_sms):
     """An SM count outside [1, 65536] is an error naming num_sms: cast to int, 2**32 was 0 SMs
