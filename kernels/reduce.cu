@@ -112,7 +112,7 @@ reduce_rows_kernel(const In* __restrict__ x, Out* __restrict__ out, int64_t oute
     if (row < outer) v = group_share<G, In, Acc>(x + row * len, begin, end, tid % G);
     tree[at(tid)] = v;
     if constexpr (G == kReduceWarp) __syncwarp(); else __syncthreads();
-    // Interleaved tree (seed 004), until 32 values per group remain.
+    // Interleaved tree (strided index), until 32 values per group remain.
 #pragma unroll
     for (int s = 1; s < G / kReduceWarp; s *= 2) {
       if (tid < tree_pairs(s)) tree[at(tree_dst(tid, s))] += tree[at(tree_dst(tid, s) + s)];

@@ -27,8 +27,8 @@ constexpr int kReduceUnroll = 8, kReduceColsUnroll = 16;
 constexpr int kReduceRowGroups = kReduceThreads / kReduceWarp;
 constexpr int kLoadBytes = 16;
 
-// The interleaved tree (seed 004's "strided index" step) runs over kReduceThreads values
-// laid out as rows of one 128-byte bank line each.
+// The interleaved tree (the "strided index" step: at stride s a thread adds the value s places
+// on, s doubling) runs over kReduceThreads values laid out as rows of one 128-byte bank line each.
 template <Layout L, int ACC_BYTES>
 using ReduceTreeTile = TileLayout<L, kReduceThreads * ACC_BYTES / 128, 128 / ACC_BYTES, ACC_BYTES>;
 // Partial column sums, stored transposed: tile row = column (component-major: row
