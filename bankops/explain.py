@@ -23,7 +23,8 @@ OPS = ("ld", "st", "ldsm", "ldgsts")
 def _device(device=None):
     """The CUDA device a route is planned for: ``device``, else the current one (None without a GPU)."""
     if device is not None and torch.device(device).type == "cuda":
-        return torch.device(device).index if torch.device(device).index is not None else torch.cuda.current_device()
+        index = torch.device(device).index
+        return index if index is not None else torch.cuda.current_device()
     return torch.cuda.current_device() if torch.cuda.is_available() else None
 
 

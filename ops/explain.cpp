@@ -62,17 +62,14 @@ SmemTrace trace_op(std::string_view op, Layout layout, at::ScalarType dtype, con
     expect(6, "[batch, m, n, k, a_k_contiguous, b_k_contiguous]");
     TORCH_CHECK(dtype == at::kFloat || dtype == at::kHalf || dtype == at::kBFloat16 || dtype == at::kDouble,
                 "_smem_trace: gemm takes float32, float16, bfloat16 or float64, got ", dtype);
-    TORCH_CHECK(cc >= 10 && cc <= 255, "_smem_trace: cc must be 10 * major + minor (e.g. 90 for an H100), got ", cc);
+    const DeviceInfo device = checked_device(num_sms, cc, "_smem_trace");
     const GemmArgs args = problem_args(positive(p, 0, "batch"), positive(p, 1, "m"), positive(p, 2, "n"),
                                        positive(p, 3, "k"), p[4] != 0, p[5] != 0);
     check_elements(op, {args.batch, args.m, args.k});
     check_elements(op, {args.batch, args.k, args.n});
     check_elements(op, {args.batch, args.m, args.n});
-    const DType dt = to_dtype(dtype);
-    if (dt == DType::F16 || dt == DType::BF16) check_gemm_mma(dt, args, "_smem_trace");
     // The route gemm_cuda takes on such a device (the library's CUDA build assumed).
-    trace_gemm(gemm_route(args, dt, layout, DeviceInfo{static_cast<int>(num_sms), static_cast<int>(cc)}, gemm_options()),
-               trace);
+    trace_gemm(checked_route(args, to_dtype(dtype), layout, device, gemm_options(), "_smem_trace"), trace);
   } else {
     TORCH_CHECK(false, "_smem_trace: unknown op '", op, "'; expected one of: reduce_sum, transpose, gemm");
   }

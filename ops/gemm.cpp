@@ -28,9 +28,18 @@ GemmOptions gemm_options() {
   return o;
 }
 
-void check_gemm_mma(DType dtype, const GemmArgs& g, const char* op) {
-  TORCH_CHECK(gemm_mma_supports(dtype, g), op, ": float16/bfloat16 gemm takes n below 2^31 * ", MmaSmall::kBN,
-              " and k below 2^31 * ", MmaSmall::kBK, ", got n = ", g.n, ", k = ", g.k);
+DeviceInfo checked_device(int64_t num_sms, int64_t cc, const char* op) {
+  TORCH_CHECK(num_sms >= 1 && num_sms <= 65536, op, ": num_sms must be in [1, 65536], got ", num_sms);
+  TORCH_CHECK(cc >= 10 && cc <= 255, op, ": cc must be 10 * major + minor (e.g. 90 for an H100), got ", cc);
+  return DeviceInfo{static_cast<int>(num_sms), static_cast<int>(cc)};
+}
+
+GemmRoute checked_route(const GemmArgs& g, DType dtype, Layout layout, const DeviceInfo& device,
+                        const GemmOptions& options, const char* op) {
+  TORCH_CHECK((dtype != DType::F16 && dtype != DType::BF16) || gemm_mma_supports(dtype, g), op,
+              ": float16/bfloat16 gemm takes n below 2^31 * ", MmaSmall::kBN, " and k below 2^31 * ", MmaSmall::kBK,
+              ", got n = ", g.n, ", k = ", g.k);
+  return gemm_route(g, dtype, layout, device, options);
 }
 
 GemmGeometry gemm_geometry(const at::Tensor& a, const at::Tensor& b) {
@@ -104,13 +113,10 @@ std::string gemm_route_op(const at::Tensor& a, const at::Tensor& b, std::string_
                           int64_t cc) {
   const Layout l = parse_layout(layout, "_gemm_route");
   const GemmGeometry g = gemm_geometry(a, b);
-  TORCH_CHECK(num_sms >= 1 && num_sms <= 65536, "_gemm_route: num_sms must be in [1, 65536], got ", num_sms);
-  TORCH_CHECK(cc >= 10 && cc <= 255, "_gemm_route: cc must be 10 * major + minor (e.g. 90 for an H100), got ", cc);
-  const DType dtype = to_dtype(a.scalar_type());
+  const DeviceInfo device = checked_device(num_sms, cc, "_gemm_route");
   const GemmArgs args = gemm_args(g, a, b, nullptr);
-  if (dtype == DType::F16 || dtype == DType::BF16) check_gemm_mma(dtype, args, "_gemm_route");
-  const DeviceInfo device{static_cast<int>(num_sms), static_cast<int>(cc)};
-  return gemm_route_line(gemm_route(args, dtype, l, device, gemm_options()));
+  return gemm_route_line(
+      checked_route(args, to_dtype(a.scalar_type()), l, device, gemm_options(), "_gemm_route"));
 }
 
 }  // namespace

@@ -26,11 +26,9 @@ at::Tensor gemm_cuda(const at::Tensor& a, const at::Tensor& b, std::string_view 
   at::Tensor out = new_output(g.out_sizes, a.options());
   if (out.numel() == 0) return out;
   const GemmArgs args = gemm_args(g, a, b, out.mutable_data_ptr());
-  const DType dtype = to_dtype(a.scalar_type());
-  if (dtype == DType::F16 || dtype == DType::BF16) check_gemm_mma(dtype, args, "gemm");
   GemmOptions options = gemm_options();
   options.wgmma = options.wgmma && gemm_wgmma_built();
-  const GemmRoute route = gemm_route(args, dtype, l, device_info(a.get_device()), options);
+  const GemmRoute route = checked_route(args, to_dtype(a.scalar_type()), l, device_info(a.get_device()), options, "gemm");
   // The scratch (copies of misaligned operands, stream-K's partial sums; poisoned like outputs
   // in test mode) goes back to the caching allocator once the launches are queued: later work
   // on this stream runs after them.

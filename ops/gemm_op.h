@@ -23,9 +23,15 @@ GemmGeometry gemm_geometry(const at::Tensor& a, const at::Tensor& b);
 // for their alignment only until launch; a meta tensor's is its storage offset in bytes.
 GemmArgs gemm_args(const GemmGeometry& g, const at::Tensor& a, const at::Tensor& b, void* c);
 
-// float16/bfloat16 run on the tensor-core kernels only: refuses the shapes their int tile
-// counters cannot hold (no tensor that fits a GPU comes near them).
-void check_gemm_mma(DType dtype, const GemmArgs& g, const char* op);
+// A device named by the caller (_gemm_route, explain): num_sms in [1, 65536], cc = 10 * major +
+// minor in [10, 255], or an error naming the argument.
+DeviceInfo checked_device(int64_t num_sms, int64_t cc, const char* op);
+
+// gemm_route after the checks every caller needs: float16/bfloat16 run on the tensor-core
+// kernels only, which refuse shapes their int tile counters cannot hold (no tensor that fits a
+// GPU comes near them).
+GemmRoute checked_route(const GemmArgs& g, DType dtype, Layout layout, const DeviceInfo& device,
+                        const GemmOptions& options, const char* op);
 
 // The switches (torch.ops.bankops._set_wgmma, _set_repack, _set_stream_k; all on by default),
 // read once per call: whether 16-bit swizzle may take the Hopper kernel, whether that route
