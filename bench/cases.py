@@ -52,7 +52,7 @@ def check_close(out, ref, scale):
 class Case:
     op: str
     dtype: torch.dtype
-    shape: list                      # input shape; [M, N, K] or [B, M, N, K] for gemm
+    shape: list                      # input shape; [M, N, K] or [B, M, N, K] for gemm, [M, K, N] for linear
     make: Callable                   # device -> tuple of input tensors
     run: Callable                    # (inputs, layout) -> bankops result
     peer: Callable                   # inputs -> torch result
@@ -61,20 +61,36 @@ class Case:
     scale: float = 0.0
     dim: Optional[int] = None
     quick: bool = False              # part of the --quick sweep
+    model_case: Optional[str] = None  # the row's "case": which of a Linear layer's products, or "layer"
+    linear_shape: Optional[list] = None  # [M tokens, K in, N out] of that layer
+
+    # Floating-point operations per element of M·N·K: a multiply and an add, three products
+    # (forward, input grad, weight grad) for a Linear layer's training step.
+    FLOPS = {"gemm": 2, "linear": 6}
 
     @property
     def memory_bound(self):
-        return self.op != "gemm"
+        return self.op not in self.FLOPS
+
+    @property
+    def section(self):
+        """"models" for the shapes and calls of a Linear layer, "ops" for the operator sweep."""
+        return "ops" if self.model_case is None else "models"
+
+    @property
+    def eager(self):
+        """Also timed eagerly: users call a model's layers eagerly, host overhead included."""
+        return self.section == "models"
 
     @property
     def unit(self):
         return "GB/s" if self.memory_bound else "TFLOP/s"
 
     def work(self, inputs, out):
-        """Bytes read + written (memory-bound ops) or floating-point operations (gemm)."""
+        """Bytes read + written (memory-bound ops) or floating-point operations (gemm, linear)."""
         if self.memory_bound:
             return sum(t.nbytes for t in inputs) + out.nbytes
-        return 2 * math.prod(self.shape)
+        return self.FLOPS[self.op] * math.prod(self.shape)
 
     def figure(self, work, ms):
         return work / (ms * 1e-3) / (1e9 if self.memory_bound else 1e12)
@@ -108,16 +124,111 @@ def reduce_sum(shape, dtype, dim=None, quick=False):
         peer_name="torch.sum", check=check_close, scale=math.sqrt(n), dim=dim, quick=quick)
 
 
-def gemm(shape, dtype, quick=False, cpu=False):
+def peer_name(name, dtype, cpu):
+    if cpu:
+        return f"{name} (CPU)"
+    return f"{name} (cuBLAS, no TF32)" if dtype == f32 else f"{name} (cuBLAS)"
+
+
+def gemm(shape, dtype, quick=False, cpu=False, make=None, model_case=None, linear_shape=None):
+    """a @ b for contiguous operands, or for the views that make(device) returns (a Linear
+    layer's product: linear_gemm)."""
     *batch, m, n, k = shape
     return Case(
         "gemm", dtype, list(shape),
-        make=lambda dev: (rand((*batch, m, k), dtype, dev), rand((*batch, k, n), dtype, dev)),
+        make=make or (lambda dev: (rand((*batch, m, k), dtype, dev), rand((*batch, k, n), dtype, dev))),
         run=lambda inp, layout: bankops.gemm(inp[0], inp[1], layout=layout),
         peer=lambda inp: torch.matmul(inp[0], inp[1]),
-        peer_name="torch.matmul (CPU)" if cpu else "torch.matmul (cuBLAS, no TF32)" if dtype == f32
-        else "torch.matmul (cuBLAS)",
-        check=check_close, scale=math.sqrt(k), quick=quick)
+        peer_name=peer_name("torch.matmul", dtype, cpu),
+        check=check_close, scale=math.sqrt(k), quick=quick, model_case=model_case, linear_shape=linear_shape)
+
+
+# The three products of a Linear layer y = x @ W.t() + b, as its forward and backward call
+# gemm: (a, b) as (tensor, transposed?) over the contiguous x (M, K), W (N, K) and dy (M, N).
+LINEAR_PRODUCTS = {
+    "x@W.t()": (("x", False), ("W", True)),    # forward
+    "dy@W": (("dy", False), ("W", False)),     # input grad
+    "dy.t()@x": (("dy", True), ("x", False)),  # weight grad
+}
+
+
+def linear_gemm(product, linear_shape, dtype, quick=False, cpu=False):
+    """One product of a Linear layer of [M tokens, K in, N out] on the views the layer passes;
+    the row's shape is the product's own [m, n, k]."""
+    m_tok, k_in, n_out = linear_shape
+    stored = {"x": (m_tok, k_in), "W": (n_out, k_in), "dy": (m_tok, n_out)}
+    a, b = LINEAR_PRODUCTS[product]
+
+    def view_shape(name, transposed):
+        return stored[name][::-1] if transposed else stored[name]
+
+    def operand(dev, name, transposed):
+        t = rand(stored[name], dtype, dev)
+        return t.t() if transposed else t
+
+    (m, k), (_, n) = view_shape(*a), view_shape(*b)
+    return gemm((m, n, k), dtype, quick, cpu, make=lambda dev: (operand(dev, *a), operand(dev, *b)),
+                model_case=product, linear_shape=list(linear_shape))
+
+
+def linear_step(module, x, dy):
+    """Forward with bias, then backward of y against dy; returns y and the grads of x, weight
+    and bias. Grads are set to None first, on both sides alike, so each call writes fresh ones:
+    neither side's time includes adding into the previous call's grads."""
+    x.grad = None
+    module.zero_grad(set_to_none=True)
+    y = module(x)
+    y.backward(dy)
+    return y.detach(), x.grad, module.weight.grad, module.bias.grad
+
+
+def check_each(names, scales):
+    """check_close on each of a tuple of results, with its own scale."""
+    def check(out, ref, _):
+        bad = [f"{name}: {msg}" for name, o, r, s in zip(names, out, ref, scales)
+               if (msg := check_close(o, r, s)) != "ok"]
+        return "; ".join(bad) or "ok"
+    return check
+
+
+def linear(linear_shape, dtype, quick=False, cpu=False):
+    """A Linear layer's training step: bankops.nn.Linear against torch.nn.Linear, one module per
+    layout sharing the torch module's parameters. The parameters are redrawn as randn so that
+    the check's scales (sqrt of each reduction's length) fit, as for the gemm rows: nn.Linear's
+    own init would shrink y by sqrt(K) and leave the tolerance that much looser."""
+    m_tok, k_in, n_out = linear_shape
+
+    def make(dev):
+        lin = torch.nn.Linear(k_in, n_out, bias=True, device=dev, dtype=dtype)
+        with torch.no_grad():
+            for p in lin.parameters():
+                p.copy_(rand(p.shape, dtype, dev))
+        mine = {layout: bankops.nn.Linear.from_torch(lin, layout=layout) for layout in bankops.LAYOUTS}
+        return rand((m_tok, k_in), dtype, dev).requires_grad_(), rand((m_tok, n_out), dtype, dev), lin, mine
+
+    return Case(
+        "linear", dtype, list(linear_shape), make=make,
+        run=lambda inp, layout: linear_step(inp[3][layout], inp[0], inp[1]),
+        peer=lambda inp: linear_step(inp[2], inp[0], inp[1]),
+        peer_name=peer_name("torch.nn.Linear", dtype, cpu),
+        check=check_each(("y", "x.grad", "weight.grad", "bias.grad"),
+                         [math.sqrt(n) for n in (k_in, n_out, m_tok, m_tok)]),
+        quick=quick, model_case="layer", linear_shape=list(linear_shape))
+
+
+def model_cases(shapes, dtypes, quick=(), cpu=False):
+    """Per Linear shape [M, K, N] and dtype: its three products, then the layer's step.
+    (No autocast row: bankops has no autocast rules yet, so under autocast it would not run.)"""
+    return [c for s in shapes for dt in dtypes
+            for c in [*[linear_gemm(p, s, dt, (s, dt) in quick, cpu) for p in LINEAR_PRODUCTS],
+                      linear(s, dt, (s, dt) in quick, cpu)]]
+
+
+# [M tokens, K in, N out] of Linear layers in models: a 7-8B transformer's attention
+# projection and MLP up and down (hidden 4096, MLP 14336) at 8192 tokens and its projection at
+# 1024, BERT-base / GPT-2 small's MLP (768, 3072), a narrow 1024 -> 4096 and a 2048 cube.
+MODEL_SHAPES = [(8192, 4096, 4096), (8192, 4096, 14336), (8192, 14336, 4096), (4096, 1024, 4096),
+                (2048, 2048, 2048), (16384, 768, 3072), (1024, 4096, 4096)]
 
 
 def gpu_cases():
@@ -152,6 +263,7 @@ def gpu_cases():
         # with the strip (kernels/gemm/ffma_strip.h)
         gemm((4095, 4097, 4093), f32),
         gemm((8191, 8193, 8189), f32),
+        *model_cases(MODEL_SHAPES, (bf16, f32), quick=[((4096, 1024, 4096), bf16)]),
     ]
 
 
@@ -170,4 +282,7 @@ def cpu_cases():
         gemm((256, 256, 256), f32, quick=True, cpu=True),
         gemm((4, 128, 128, 128), f32, cpu=True),
         gemm((255, 257, 253), f32, cpu=True),
+        # a small Linear and an odd one (no dim a multiple of 8), bfloat16 for its tolerances
+        *model_cases([(256, 128, 192)], (f32,), quick=[((256, 128, 192), f32)], cpu=True),
+        *model_cases([(129, 65, 97)], (f32, bf16), cpu=True),
     ]

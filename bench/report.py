@@ -3,12 +3,17 @@ import datetime
 import json
 import math
 import os
+import statistics
 import subprocess
 
 import torch
 
 from bankops import LAYOUTS
-OPS = ("transpose", "reduce_sum", "gemm")
+OPS = ("transpose", "reduce_sum", "gemm", "linear")
+# The models section's tables: a Linear layer's gemm calls, each its row's "case", in the
+# order forward, input grad, weight grad; and the layout they show (bankops' default).
+PRODUCTS = (("x@W.t()", "forward"), ("dy@W", "input grad"), ("dy.t()@x", "weight grad"))
+MODEL_LAYOUT = "swizzle"
 
 
 def metadata(device_name, root):
@@ -46,6 +51,8 @@ def label(row):
     s = "x".join(map(str, row["shape"]))
     if row["op"] == "reduce_sum":
         s += ", all" if row.get("dim") is None else f", dim={row['dim']}"
+    if row.get("case"):  # a model's gemm calls of one shape differ only in this
+        s += f", {row['case']}"
     return s
 
 
@@ -142,24 +149,11 @@ def markdown(rows, meta, how):
         "## How measured\n",
         how_measured(how) + "\n",
     ]
+    op_rows = [r for r in rows if not r.get("case")]  # the models section has its own tables
     for op in OPS:
-        op_rows = [r for r in rows if r["op"] == op]
-        if not op_rows:
-            continue
-        unit = op_rows[0]["unit"]
-        memory_bound = op != "gemm"
-        peers = ", ".join(dict.fromkeys(f"`{r['peer']}`" for r in op_rows))
-        shape_note = " (gemm shapes are [B,] M, N, K)" if op == "gemm" else ""
-        header = ["shape", "dtype", "layout", "ms", unit, "peer ms", "ratio vs peer"]
-        header += ["ratio to copy"] if memory_bound else []
-        header += ["check"]
-        lines = []
-        for r in op_rows:
-            line = [label(r), r["dtype"], r["layout"], fmt(r.get("ms")), fmt(r.get("figure")),
-                    fmt(r.get("peer_ms")), fmt(r.get("ratio"))]
-            line += [fmt(r.get("ratio_to_copy"))] if memory_bound else []
-            lines.append(line + [status(r)])
-        parts += [f"## {op}\n", f"Peer: {peers}{shape_note}.\n", md_table(header, lines)]
+        if any(r["op"] == op for r in op_rows):
+            parts += rows_section(f"## {op}\n", [r for r in op_rows if r["op"] == op])
+    parts += models_markdown([r for r in rows if r.get("case")])
 
     lines = []
     for op in OPS:
@@ -180,6 +174,108 @@ def markdown(rows, meta, how):
     return "\n".join(parts)
 
 
+def peers(rows):
+    return ", ".join(dict.fromkeys(f"`{r['peer']}`" for r in rows))
+
+
+SHAPE_NOTES = (("gemm", "gemm shapes are [B,] M, N, K"), ("linear", "linear shapes are M tokens, K in, N out"))
+
+
+def rows_section(title, rows):
+    """A heading, the peers and a table of every row: the ratio to copy for the memory-bound
+    operators, the eager timings where the rows have them."""
+    unit = rows[0]["unit"]
+    memory_bound = unit == "GB/s"
+    eager = "eager_ms" in rows[0]
+    ops = {r["op"] for r in rows}
+    notes = [note for op, note in SHAPE_NOTES if op in ops]
+    shape_note = f" ({'; '.join(notes)})" if notes else ""
+    header = ["shape", "dtype", "layout", "ms", unit, "peer ms", "ratio vs peer"]
+    header += ["ratio to copy"] if memory_bound else []
+    header += ["eager ms", "eager peer ms", "eager ratio"] if eager else []
+    lines = []
+    for r in rows:
+        line = [label(r), r["dtype"], r["layout"], fmt(r.get("ms")), fmt(r.get("figure")),
+                fmt(r.get("peer_ms")), fmt(r.get("ratio"))]
+        line += [fmt(r.get("ratio_to_copy"))] if memory_bound else []
+        line += [fmt(r.get(k)) for k in ("eager_ms", "eager_peer_ms", "eager_ratio")] if eager else []
+        lines.append(line + [status(r)])
+    return [title, f"Peer: {peers(rows)}{shape_note}.\n", md_table(header + ["check"], lines)]
+
+
+def by_layer(rows):
+    """Model rows grouped per Linear layer (dtype, [M, K, N]) in run order, each a dict of its
+    rows of MODEL_LAYOUT by case."""
+    out = {}
+    for r in rows:
+        if r.get("case") and r["layout"] == MODEL_LAYOUT:
+            out.setdefault((r["dtype"], *r["linear_shape"]), {})[r["case"]] = r
+    return out
+
+
+def ratios(rows, key):
+    """The checked rows' values of key ("ratio" or "eager_ratio")."""
+    return [r[key] for r in rows if r is not None and valid(r) and r.get(key)]
+
+
+def geomean(values):
+    return statistics.geometric_mean(values) if values else None
+
+
+def ratio_cell(rows):
+    """graph / eager ratio, as the geometric mean where there are several rows."""
+    rows = [r for r in rows if r is not None]
+    if not rows:
+        return "—"
+    if len(rows) == 1 and not valid(rows[0]):
+        return "error" if rows[0].get("error") else "wrong"
+    return f"{fmt(geomean(ratios(rows, 'ratio')))} / {fmt(geomean(ratios(rows, 'eager_ratio')))}"
+
+
+def models_markdown(rows):
+    """The models section: a Linear layer's three gemm calls and its training step, ratio of
+    MODEL_LAYOUT to torch per layer shape, a geometric mean per dtype, then every row."""
+    if not rows:
+        return []
+    layers = by_layer(rows)
+    dtypes = list(dict.fromkeys(dt for dt, *_ in layers))
+    product_lines = [[dt, m, k, n] + [ratio_cell([by_case.get(c)]) for c, _ in PRODUCTS]
+                     for (dt, m, k, n), by_case in layers.items()]
+    product_lines += [[f"geomean {dt}", "", "", ""]
+                      + [ratio_cell([cs.get(c) for (d, *_), cs in layers.items() if d == dt]) for c, _ in PRODUCTS]
+                      for dt in dtypes]
+    layer_lines = []
+    for (dt, m, k, n), by_case in layers.items():
+        r = by_case.get("layer", {})
+        layer_lines.append([dt, m, k, n, ratio_cell([by_case.get("layer")])]
+                           + [fmt(r.get(f)) for f in ("figure", "ms", "peer_ms")])
+    products, _ = model_rows(rows)
+    return [
+        "## Models\n",
+        "gemm as a model's Linear layer y = x @ W.t() + b calls it, W (N, K), x (M, K) and dy (M, N) contiguous: "
+        "the forward `x @ W.t()`, the input grad `dy @ W` and the weight grad `dy.t() @ x` on those views (the "
+        "rows' shapes are each product's own M, N, K), against `torch.matmul` on the same views; then the layer's "
+        "forward with bias and backward (grads of x, weight and bias), `bankops.nn.Linear` against "
+        f"`torch.nn.Linear` sharing its parameters. Cells: ratio vs torch of layout `{MODEL_LAYOUT}`, graph / eager "
+        "(above 1: bankops is faster). *graph* is timed as above, kernels only; *eager* times eager calls, one "
+        "CUDA event pair around each, no sync in between: a call's host overhead counts where it outlasts the "
+        "kernel, as in a model run eagerly. The geomean rows are over the shapes of that dtype.\n",
+        md_table(["dtype", "M", "K", "N"] + [f"{what} `{c}`" for c, what in PRODUCTS], product_lines),
+        f"Geometric mean over every product above: {fmt(geomean(ratios(products, 'ratio')))} graph, "
+        f"{fmt(geomean(ratios(products, 'eager_ratio')))} eager.\n",
+        "### Linear layer: forward + backward\n",
+        "TFLOP/s counts the three products (6·M·N·K); ms is graph-timed.\n",
+        md_table(["dtype", "M", "K", "N", "ratio graph / eager", "TFLOP/s", "ms", "torch ms"], layer_lines),
+        *rows_section("### Every model row\n", rows),
+    ]
+
+
+def model_rows(rows):
+    """The MODEL_LAYOUT rows of the Linear layers' products, and of the layers' steps."""
+    layers = by_layer(rows).values()
+    return [cs[c] for cs in layers for c, _ in PRODUCTS if c in cs], [cs["layer"] for cs in layers if "layer" in cs]
+
+
 def plots(rows, meta, plot_dir):
     """One grouped bar chart per op; returns whether matplotlib was there to draw them."""
     try:
@@ -190,6 +286,7 @@ def plots(rows, meta, plot_dir):
         print("note: matplotlib is not importable, no plots written")
         return False
     os.makedirs(plot_dir, exist_ok=True)
+    rows = [r for r in rows if not r.get("case")]  # the model rows would crowd the operators' bars
     for op in OPS:
         cases = groups(rows, op)
         if not cases:
@@ -242,7 +339,7 @@ def bank_map(plot_dir, plt):
 
 def summary(rows, meta):
     """Compact plain text: one line per case, the ratio vs peer of each layout and the best one."""
-    head = f"{'op':<10} {'shape':<24} {'dtype':<8} " + " ".join(f"{l:>7}" for l in LAYOUTS)
+    head = f"{'op':<10} {'shape':<28} {'dtype':<8} " + " ".join(f"{l:>7}" for l in LAYOUTS)
     head += f"  {'best':<7} {'figure':>14} {'vs copy':>7}"
     out = [f"bankops vs torch peer on {meta['device']} ({meta['date']}, commit {meta['commit']}, "
            f"torch {meta['torch']}); ratio = peer ms / ms, >1 means bankops is faster",
@@ -267,7 +364,11 @@ def summary(rows, meta):
             b = best(case_rows)
             tail = (f"{b['layout']:<7} {fmt(b['figure']) + ' ' + b['unit']:>14} {fmt(b.get('ratio_to_copy')):>7}"
                     if b else f"{'—':<7} {'—':>14} {'—':>7}")
-            out.append(f"{op:<10} {lab:<24} {dtype:<8} " + " ".join(f"{c:>7}" for c in cells) + "  " + tail)
+            out.append(f"{op:<10} {lab:<28} {dtype:<8} " + " ".join(f"{c:>7}" for c in cells) + "  " + tail)
+    products, layers = model_rows(rows)
+    if products or layers:
+        out += ["", f"models, {MODEL_LAYOUT} vs torch, geometric mean of ratios (graph / eager): Linear layers' gemm "
+                    f"calls {ratio_cell(products)}, their forward + backward {ratio_cell(layers)}"]
     if bad:
         out += ["", "problems:"] + [f"  {b}" for b in bad]
     return "\n".join(out)

@@ -1,7 +1,10 @@
 """Time every bankops operator x layout x dtype against its torch peer, in one process.
 
-    python3 bench/run.py [--quick] [--out DIR] [--reps N] [--ops transpose,gemm]
+    python3 bench/run.py [--quick] [--out DIR] [--reps N] [--ops transpose,gemm] [--sections models]
 
+Two sections: "ops", each operator on its own shapes, and "models", gemm as a model's Linear
+layer calls it (forward x@W.t(), input grad dy@W, weight grad dy.t()@x on the layer's views)
+and the layer's forward + backward against torch.nn.Linear (op "linear"), also timed eagerly.
 Writes DIR/results.json, DIR/RESULTS.md and DIR/plots/<op>.png (DIR defaults to bench/),
 then prints a summary table last. Without a CUDA GPU it times the CPU reference instead,
 on small shapes, and says so.
@@ -30,6 +33,7 @@ BUDGET_S = 1.0  # per timed function: keeps a slow layout from stretching the ru
 GRAPH_MS = 1.0  # calls per CUDA graph: enough that a replay lasts about this long
 GRAPH_CALLS_MAX = 64
 COPY_TRIALS = 3  # buffer pairs per copy reference
+SECTIONS = ("ops", "models")
 
 
 def time_ms(fn, cuda, max_reps, graph=True):
@@ -133,15 +137,21 @@ def run_case(case, device, max_reps, copy_bw):
     """One row per layout; an exception is recorded in its row and the sweep goes on."""
     cuda = device == "cuda"
     base = {"op": case.op, "layout": None, "dtype": str(case.dtype).replace("torch.", ""), "shape": case.shape}
+    if case.model_case is not None:
+        base.update(case=case.model_case, linear_shape=case.linear_shape)
     if case.op == "reduce_sum":
         base["dim"] = case.dim
     base.update(ms=None, figure=None, unit=case.unit, peer=case.peer_name, peer_ms=None,
                 ratio=None, ratio_to_copy=None)
+    if case.eager:
+        base.update(eager_ms=None, eager_peer_ms=None, eager_ratio=None)
     rows = []
     try:
         inputs = case.make(device)
         ref = case.peer(inputs)
         peer_ms, _ = time_ms(lambda: case.peer(inputs), cuda, max_reps)
+        if case.eager:
+            base["eager_peer_ms"], _ = time_ms(lambda: case.peer(inputs), cuda, max_reps, graph=False)
         copy_gbps = copy_bw(sum(t.nbytes for t in inputs)) if case.memory_bound else None
         for layout in bankops.LAYOUTS:
             row = dict(base, layout=layout, peer_ms=peer_ms)
@@ -155,6 +165,9 @@ def run_case(case, device, max_reps, copy_bw):
                 row.update(ms=ms, figure=case.figure(work, ms), ratio=peer_ms / ms)
                 if copy_gbps:
                     row.update(ratio_to_copy=row["figure"] / copy_gbps, copy_GBps=copy_gbps)
+                if case.eager:
+                    row["eager_ms"], _ = time_ms(lambda: case.run(inputs, layout), cuda, max_reps, graph=False)
+                    row["eager_ratio"] = row["eager_peer_ms"] / row["eager_ms"]
             except Exception as e:  # noqa: BLE001  (a failing layout must not end the sweep)
                 row["error"] = short(e)
             progress(row)
@@ -176,12 +189,13 @@ def run_case(case, device, max_reps, copy_bw):
 
 
 def progress(row):
-    label = f"{row['op']:<10} {'x'.join(map(str, row['shape'])):<18} {row['dtype']:<8} {row['layout']:<7}"
+    label = f"{row['op']:<10} {report.label(row):<26} {row['dtype']:<8} {row['layout']:<7}"
     if row.get("error"):
         print(f"  {label} ERROR {row['error']}", flush=True)
     else:
+        eager = f" (eager x{row['eager_ratio']:.3g})" if row.get("eager_ratio") else ""
         print(f"  {label} {row['ms']:.4g} ms  {row['figure']:.4g} {row['unit']}  "
-              f"x{row['ratio']:.3g} vs peer  {row['check']}", flush=True)
+              f"x{row['ratio']:.3g} vs peer{eager}  {row['check']}", flush=True)
 
 
 def main():
@@ -189,8 +203,14 @@ def main():
     ap.add_argument("--quick", action="store_true", help="a smaller, faster sweep (fewer cases and reps)")
     ap.add_argument("--out", default=HERE, help="where results.json, RESULTS.md and plots/ go (default: bench/)")
     ap.add_argument("--reps", type=int, default=None, help="most repetitions per timing (default 20, --quick 10)")
-    ap.add_argument("--ops", default=None, help="comma-separated subset of transpose,reduce_sum,gemm")
+    ap.add_argument("--ops", default=None, help="comma-separated subset of transpose,reduce_sum,gemm,linear")
+    ap.add_argument("--sections", default=",".join(SECTIONS),
+                    help="comma-separated subset of ops (the operator sweep) and models (Linear layers' gemms and "
+                         "steps); default both. --sections models --ops linear: the layer rows only")
     args = ap.parse_args()
+    sections = set(args.sections.split(","))
+    if not sections <= set(SECTIONS):
+        ap.error(f"--sections: unknown {','.join(sorted(sections - set(SECTIONS)))}; choose from {','.join(SECTIONS)}")
     max_reps = args.reps or (10 if args.quick else 20)
 
     cuda = torch.cuda.is_available()
@@ -206,6 +226,7 @@ def main():
         print("no CUDA GPU: timing the CPU reference implementation, not the kernels")
         print("=" * 72, flush=True)
         todo = cases.cpu_cases()
+    todo = [c for c in todo if c.section in sections]
     if args.quick:
         todo = [c for c in todo if c.quick]
     if args.ops:

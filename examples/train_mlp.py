@@ -1,9 +1,10 @@
-"""Train a small MLP for a few steps with bankops.nn.Linear under torch.compile, beside the
+"""Train an MLP for a few steps with bankops.nn.Linear under torch.compile, beside the
 same MLP built from torch.nn.Linear: same initial weights, same batches, same optimizer.
-Prints both loss curves, whether they match, and the time per training step of each.
+Prints both loss curves, whether they match, and the time per training step of each, for
+each dtype asked for.
 
-    python examples/train_mlp.py                  # CUDA when present, else a small CPU run
-    python examples/train_mlp.py --layout pad --steps 100 --dtype bfloat16
+    python examples/train_mlp.py                  # CUDA: float32 and bfloat16; else a small CPU run
+    python examples/train_mlp.py --layout pad --steps 100 --dtypes bfloat16
 """
 import argparse
 import os
@@ -33,13 +34,14 @@ def make_mlp(linear, sizes, dtype, device, **kw):
 
 
 def batches(steps, batch, sizes, dtype, device):
-    """A learnable task: labels are the argmax of a fixed random linear teacher."""
-    g = torch.Generator(device="cpu").manual_seed(1234)
-    teacher = torch.randn(sizes[0], sizes[-1], generator=g)
+    """A learnable task: labels are the argmax of a fixed random linear teacher. Drawn on the
+    device (the CUDA default's 60 batches of 8192 x 4096 would take the CPU a while)."""
+    g = torch.Generator(device=device).manual_seed(1234)
+    teacher = torch.randn(sizes[0], sizes[-1], generator=g, device=device)
     data = []
     for _ in range(steps):
-        x = torch.randn(batch, sizes[0], generator=g)
-        data.append((x.to(device, dtype), (x @ teacher).argmax(1).to(device)))
+        x = torch.randn(batch, sizes[0], generator=g, device=device)
+        data.append((x.to(dtype), (x @ teacher).argmax(1)))
     return data
 
 
@@ -71,29 +73,40 @@ def train(model, data, compile_, lr):
     return [float(v) for v in losses], times
 
 
-def main(argv=None):
+DTYPES = ("float32", "bfloat16", "float16", "float64")
+
+
+def parse(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16", "float64"])
+    p.add_argument("--dtypes", "--dtype", default=None,
+                   help=f"comma-separated, of {','.join(DTYPES)}; default float32,bfloat16 on CUDA, float32 on CPU")
     p.add_argument("--layout", default="swizzle", choices=bankops.LAYOUTS)
     p.add_argument("--steps", type=int, default=None, help="default: 60 on CUDA, 12 on CPU")
-    p.add_argument("--batch", type=int, default=None, help="default: 4096 on CUDA, 64 on CPU")
-    p.add_argument("--sizes", default=None, help="layer widths, default 1024,2048,2048,10 on CUDA, 32,64,64,10 on CPU")
+    p.add_argument("--batch", type=int, default=None, help="default: 8192 on CUDA, 64 on CPU")
+    p.add_argument("--sizes", default=None,
+                   help="layer widths, default 4096,4096,4096,4096,10 on CUDA, 32,64,64,10 on CPU")
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--warmup", type=int, default=5, help="steps left out of the time per step (compilation)")
     p.add_argument("--no-compile", action="store_true", help="run eagerly")
     args = p.parse_args(argv)
     cuda = args.device.startswith("cuda")
-    steps = args.steps or (60 if cuda else 12)
+    args.dtypes = (args.dtypes or ("float32,bfloat16" if cuda else "float32")).split(",")
+    if not set(args.dtypes) <= set(DTYPES):
+        p.error(f"--dtypes: choose from {', '.join(DTYPES)}")
+    args.steps = args.steps or (60 if cuda else 12)
     # On CUDA big enough that the gemms, not Python and launch overhead, set the time per
-    # step (a 512-1024-1024-10 MLP at batch 1024 takes ~2 ms/step either way, all overhead).
-    batch = args.batch or (4096 if cuda else 64)
-    sizes = [int(s) for s in (args.sizes or ("1024,2048,2048,10" if cuda else "32,64,64,10")).split(",")]
-    dtype = getattr(torch, args.dtype)
-    # True float32 on both sides: cuBLAS without TF32, bankops' float32 gemm is FFMA.
-    torch.backends.cuda.matmul.allow_tf32 = False
-    warnings.filterwarnings("ignore", message="TensorFloat32 tensor cores")  # off on purpose
+    # step (a 512-1024-1024-10 MLP at batch 1024 takes ~2 ms/step either way, all overhead);
+    # 4096-wide layers at 8192 rows are a 7-8B transformer's projections at 8192 tokens.
+    args.batch = args.batch or (8192 if cuda else 64)
+    args.sizes = [int(s) for s in (args.sizes or ("4096,4096,4096,4096,10" if cuda else "32,64,64,10")).split(",")]
+    return args
 
+
+def compare(args, dtype_name):
+    """Trains both MLPs in dtype_name and prints their losses; returns whether the losses match
+    and each one's median ms per step."""
+    dtype, sizes, batch, steps = getattr(torch, dtype_name), args.sizes, args.batch, args.steps
     torch.manual_seed(0)
     ref = make_mlp(torch.nn.Linear, sizes, dtype, args.device)
     mine = make_mlp(bankops.nn.Linear, sizes, dtype, args.device, layout=args.layout)
@@ -103,24 +116,44 @@ def main(argv=None):
     ref_loss, ref_t = train(ref, data, not args.no_compile, args.lr)
     my_loss, my_t = train(mine, data, not args.no_compile, args.lr)
 
-    where = torch.cuda.get_device_name(args.device) if cuda else "CPU"
-    print(f"device: {where}; torch {torch.__version__}; dtype {args.dtype}; layout {args.layout}; "
+    where = torch.cuda.get_device_name(args.device) if args.device.startswith("cuda") else "CPU"
+    print(f"device: {where}; torch {torch.__version__}; dtype {dtype_name}; layout {args.layout}; "
           f"MLP {'-'.join(map(str, sizes))}, batch {batch}, {steps} steps of SGD (lr {args.lr}, momentum 0.9); "
           f"{'eager' if args.no_compile else 'torch.compile(fullgraph=True)'}")
+    ok = losses_match(ref_loss, my_loss, TOLERANCE[dtype])
+    timed = slice(min(args.warmup, steps - 1), None)
+    ref_ms, my_ms = (1e3 * statistics.median(t[timed]) for t in (ref_t, my_t))
+    print(f"ms/step (median of steps {timed.start + 1}-{steps}, forward + backward + SGD): "
+          f"torch.nn.Linear {ref_ms:.3f}, bankops.nn.Linear {my_ms:.3f} ({my_ms / ref_ms:.2f}x torch's time)")
+    return ok, ref_ms, my_ms
+
+
+def losses_match(ref_loss, my_loss, tol):
+    """Prints both loss curves (some steps); whether each step's relative difference is within tol."""
+    steps = len(ref_loss)
     print(f"{'step':>5}  {'torch.nn.Linear':>16}  {'bankops.nn.Linear':>18}  {'rel. diff':>9}")
     rel = [abs(m - r) / max(abs(r), 1e-12) for m, r in zip(my_loss, ref_loss)]
     for i in range(steps):
         if i < 3 or i % max(steps // 10, 1) == 0 or i == steps - 1:
             print(f"{i + 1:>5}  {ref_loss[i]:>16.6f}  {my_loss[i]:>18.6f}  {rel[i]:>9.2e}")
-    tol = TOLERANCE[dtype]
     ok = max(rel) <= tol and all(v == v for v in my_loss)
     print(f"loss curves match: {'yes' if ok else 'NO'} (largest relative difference {max(rel):.2e}, "
           f"allowed {tol:.0e}); loss {ref_loss[0]:.4f} -> {ref_loss[-1]:.4f}")
-    timed = slice(min(args.warmup, steps - 1), None)
-    ref_ms, my_ms = (1e3 * statistics.median(t[timed]) for t in (ref_t, my_t))
-    print(f"ms/step (median of steps {timed.start + 1}-{steps}, forward + backward + SGD): "
-          f"torch.nn.Linear {ref_ms:.3f}, bankops.nn.Linear {my_ms:.3f} ({my_ms / ref_ms:.2f}x torch's time)")
-    return 0 if ok else 1
+    return ok
+
+
+def main(argv=None):
+    args = parse(argv)
+    # True float32 on both sides: cuBLAS without TF32, bankops' float32 gemm is FFMA.
+    torch.backends.cuda.matmul.allow_tf32 = False
+    warnings.filterwarnings("ignore", message="TensorFloat32 tensor cores")  # off on purpose
+    results = {name: compare(args, name) for name in args.dtypes}
+    if len(results) > 1:
+        print("\nms/step, forward + backward + SGD:")
+        for name, (ok, ref_ms, my_ms) in results.items():
+            print(f"  {name:<9} torch.nn.Linear {ref_ms:.3f}, bankops.nn.Linear {my_ms:.3f} "
+                  f"({my_ms / ref_ms:.2f}x torch's time); loss curves match: {'yes' if ok else 'NO'}")
+    return 0 if all(ok for ok, _, _ in results.values()) else 1
 
 
 if __name__ == "__main__":

@@ -181,7 +181,8 @@ def route(batch, m, n, k, views, layout="swizzle", num_sms=None):
 
 # gemm_config's rule on an H100's 132 SMs (kernels/gemm/route.h): Wide (128x256, one block per SM) where
 # its grid fills at least 7/8 of its waves or stream-K evens out its last wave (a wave at
-# least, and enough k), Big (128x128, two per SM) on other ragged grids.
+# least, or fewer tiles where Big's blocks would leave most SMs one block; and enough k), Big
+# (128x128, two per SM) on other ragged grids.
 ROUTES = [
     ((None, 2048, 2048, 2048), "gemm/128x256"),  # 128 blocks: 97% of one wave
     ((None, 4096, 4096, 4096), "gemm/128x256"),
@@ -193,7 +194,8 @@ ROUTES = [
     ((None, 4095, 4097, 4093), "gemm/128x256"),  # 512 blocks and a strip of one column
     ((None, 2048, 2065, 2048), "gemm/128x256"),  # 17 columns past whole tiles: no strip, stream-K
     ((None, 1536, 1536, 72), "gemm/128x128"),    # 72 blocks
-    ((None, 1600, 1430, 1029), "gemm/128x128"),  # 78 blocks
+    ((None, 1600, 1430, 1029), "gemm/128x256"),  # 78 tiles shared by k: Big's 156 blocks fill 59% of 264
+    ((None, 3072, 768, 16384), "gemm/128x256"),  # a weight gradient: 72 tiles, 2048 k tiles each
     ((None, 1024, 1024, 1024), "gemm/64x64"),    # 64 128x128 blocks: fewer than the SMs
 ]
 

@@ -231,9 +231,10 @@ def test_explain_ldmatrix_and_cp_async(dtype):
 
 @pytest.mark.parametrize("a_t,b_t", [(False, True), (True, False), (True, True)], ids=["b^T", "a^T", "both^T"])
 def test_explain_views_and_odd_k(a_t, b_t):
-    """Transposed views and odd K (the register path; with A row-major and B^T the
-    realigning path): swizzle stays conflict-free on every instruction (on the shared-memory
-    side of the realigning path's cp.async of misaligned rows), none does not."""
+    """Transposed views and odd K (aligned rows: cp.async; odd K: the realigning path, whose
+    rows are each operand's contiguous dim): swizzle stays conflict-free on every instruction
+    (on the shared-memory side of the realigning path's cp.async of misaligned rows), none
+    does not."""
     for k in (1024, 1023):
         sw = bankops.explain("gemm", "swizzle", torch.bfloat16, m=512, n=512, k=k, a_transposed=a_t, b_transposed=b_t,
                              hopper=False)
@@ -243,9 +244,9 @@ def test_explain_views_and_odd_k(a_t, b_t):
         else:
             assert sw.conflicts == 0, str(sw)
         assert none.conflicts > 0
-        assert "ldsm" in _ops(sw)
-        # A row-major: cp.async, or (odd K) cp.async of raw chunks for the realigning path.
-        assert ("ldgsts" in _ops(sw)) == (not a_t), str(sw)
+        assert {"ldsm", "ldgsts"} <= _ops(sw), str(sw)
+        a_frags = "ldmatrix.x4.trans A fragments" if a_t else "ldmatrix.x4 A fragments"
+        assert _count(sw, a_frags) > 0, str(sw)
 
 
 def test_explain_float32_stays_on_ffma():
@@ -318,9 +319,8 @@ def offset_operand(rows, cols, batch, dtype, off, transposed=False):
 @pytest.mark.parametrize("batch,m,n,k", REALIGN_SHAPES, ids=REALIGN_IDS)
 @pytest.mark.parametrize("b_t", [False, True], ids=["b", "b^T"])
 def test_explain_realign_route(batch, m, n, k, b_t):
-    """The shapes below take the realigning path with A row-major and B either way; A as a
-    transposed view (m contiguous, unless M = 1) stays on the register path (its tile is
-    As[m][k])."""
+    """The shapes below take the realigning path with A and B either way (a transposed A's
+    tile is As[BK][BM], its rows m-contiguous, unless M = 1)."""
     if b_t and k % 8 == 0:
         pytest.skip("B^T rows K apart: aligned (the N = 137 case is for row-major B)")
     for layout in LAYOUTS:
@@ -329,9 +329,11 @@ def test_explain_realign_route(batch, m, n, k, b_t):
         assert {"ldgsts", "ld", "st", "ldsm"} <= _ops(rep), str(rep)
         if layout == "swizzle":
             _assert_smem_side_conflict_free(rep)
-    if m > 1:
-        rep = bankops.explain("gemm", "swizzle", torch.float16, m=m, n=n, k=k, a_transposed=True, b_transposed=b_t)
-        assert _kernels(rep) == {"gemm_mma/registers"}, str(rep)
+    if m > 1 and m % 8:
+        rep = bankops.explain("gemm", "swizzle", torch.float16, m=m, n=n, k=k, batch=batch or 1, a_transposed=True,
+                              b_transposed=b_t, hopper=False)
+        assert _kernels(rep) == {"gemm_mma/realign"}, str(rep)
+        assert any(row["instruction"].startswith("ldgsts As[k][m]") for row in rep.rows), str(rep)
 
 
 def _assert_smem_side_conflict_free(rep):

@@ -48,9 +48,9 @@ def test_16bit_square_per_device(dtype):
     a, b = meta(4096, 4096, dtype=dtype), meta(4096, 4096, dtype=dtype)
     for device in (H100, H200):
         line = route(a, b, device=device)
-        assert line.startswith("wgmma 128x256x64 producer=tma b=kn repack=none"), line
+        assert line.startswith("wgmma 128x256x64 producer=tma a=mk b=kn repack=none"), line
         assert fields(line)["blocks"] == "512" and fields(line)["scratch"] == "0", line
-    assert route(a, b, device=A100).startswith("mma 128x256x64 fill=cp.async b=kn"), route(a, b, device=A100)
+    assert route(a, b, device=A100).startswith("mma 128x256x64 fill=cp.async a=mk b=kn"), route(a, b, device=A100)
     for layout in ("none", "pad"):
         assert route(a, b, layout, H100).startswith("mma 128x256x64 fill=cp.async"), layout
 
@@ -75,13 +75,17 @@ def test_sm_count_is_the_devices():
 
 def test_operand_majors_and_views():
     """The route reads the operands' strides: a transposed B (x @ W.t()) is Bs[BN][BK]; A with m
-    contiguous takes the mma.sync register fill; rows off 16 bytes (odd K) on matrices of
-    256 x 256 or more are copied into aligned rows first (scratch: both copies)."""
+    contiguous (the weight gradient dy.t() @ x) As[BK][BM], by TMA; a strided A (no unit
+    stride) takes the mma.sync register fill, its tile along the faster dim; rows off 16 bytes
+    (odd K) on matrices of 256 x 256 or more are copied into aligned rows first (scratch: both
+    copies)."""
     x, w = meta(8192, 4096), meta(4096, 4096)
     assert fields(route(x, w.t()))["b"] == "nk"
     dy, x = meta(8192, 4096), meta(8192, 4096)
-    line = route(dy.t(), x)  # the weight gradient dy.t() @ x: A m-contiguous
-    assert line.startswith("mma 128x128x32 fill=registers"), line
+    line = route(dy.t(), x)
+    assert line.startswith("wgmma 128x256x64 producer=tma a=km b=kn repack=none"), line
+    strided = meta(8192, 8192)[:, ::2].t()  # (4096, 8192), strides (2, 8192): m the faster dim
+    assert route(strided, x).startswith("mma 128x128x32 fill=registers a=km b=kn"), route(strided, x)
     a, b = meta(4095, 4093), meta(4093, 4097)
     line = route(a, b)
     assert line.startswith("wgmma 128x256x64 producer=tma") and fields(line)["repack"] == "a,b", line

@@ -51,7 +51,7 @@ def test_explain_route(b_t):
     """swizzle with 16-byte aligned rows takes the Hopper kernel: its 128 x 256 tiles once
     they fill the GPU (128 of them, over the batch too), its 128 x 128 tiles on smaller grids
     of 128 or more of those, its 128 x 64 tiles on smaller grids of 128 or more of those, at
-    any k; smaller grids still, none and pad, misaligned rows A as a transposed view, grids
+    any k, with either operand transposed; smaller grids still, none and pad, grids
     past 65535 batches and other GPUs (hopper=False) keep the mma.sync kernel. Misaligned
     rows (odd K) on matrices of 256 x 256 or more are copied into aligned rows first and
     take the aligned routes (4095 x 4097: 544 tiles of 128 x 256); on smaller ones, or with
@@ -95,7 +95,7 @@ def test_explain_route(b_t):
         if not b_t:
             assert tile(m=4095, n=4097, k=4093) == (128, 128)
         assert ex("swizzle", m=2047, n=2049, k=4093, hopper=True) == {"gemm_mma/realign"}
-    assert ex("swizzle", m=4096, n=4096, k=4096, a_transposed=True, hopper=True) == {"gemm_mma/registers"}
+    assert ex("swizzle", m=4096, n=4096, k=4096, a_transposed=True, hopper=True) == {"gemm_wgmma"}
     assert ex("swizzle", m=8, n=8, k=8, batch=70_000, hopper=True) == {"gemm_mma/cp.async"}
 
 

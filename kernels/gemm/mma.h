@@ -1,7 +1,7 @@
 // The mma.sync gemm kernel's tiling (float16/bfloat16, float32 accumulation): m16n8k16 fed by
-// ldmatrix from shared-memory tiles. Tiles (halves): A is As[BM][BK] (k contiguous); B is
-// Bs[BK][BN] (n contiguous, read with ldmatrix.trans) when n is B's contiguous dim, else
-// Bs[BN][BK] (plain ldmatrix). The fills (mma_fill.cuh): cp.async of 16-byte chunks when every
+// ldmatrix from shared-memory tiles whose rows follow each operand's contiguous dim (halves):
+// A is As[BM][BK] (k contiguous, plain ldmatrix) or As[BK][BM] (m contiguous, ldmatrix.trans);
+// B is Bs[BK][BN] (n contiguous, ldmatrix.trans) or Bs[BN][BK] (plain ldmatrix). The fills (mma_fill.cuh): cp.async of 16-byte chunks when every
 // tile row starts 16-byte aligned; a raw staging ring and a realign pass in shared memory when
 // rows are contiguous but start anywhere (odd K or N, offset data pointers); element by
 // element through registers otherwise. The epilogue goes through a shared-memory C tile so
@@ -55,8 +55,8 @@ using MmaSwizzle = std::conditional_t<(COLS * 2 >= 128), Swizzle<3, 3, log2_exac
 template <Layout L, int ROWS, int COLS>
 using MmaTile = std::conditional_t<L == Layout::Swizzle, Swizzled<ROWS, COLS, MmaSwizzle<COLS>>,
                                    TileLayout<L, ROWS, COLS, 2, 16>>;
-template <Layout L, class C>
-using MmaATile = MmaTile<L, C::kBM, C::kBK>;  // (BM, BK) halves
+template <Layout L, class C, bool KM>  // (BM, BK) halves, or (BK, BM)
+using MmaATile = std::conditional_t<KM, MmaTile<L, C::kBK, C::kBM>, MmaTile<L, C::kBM, C::kBK>>;
 template <Layout L, class C, bool KN>  // (BK, BN) halves, or (BN, BK)
 using MmaBTile = std::conditional_t<KN, MmaTile<L, C::kBK, C::kBN>, MmaTile<L, C::kBN, C::kBK>>;
 template <Layout L, class C>
@@ -87,27 +87,25 @@ BANKOPS_HD TileCoord mma_out_elem(int t, int e) {
   constexpr int kPerRow = C::kBN / 32, kWarps = C::kThreads / 32;
   return TileCoord{e / kPerRow * kWarps + t / 32, e % kPerRow * 32 + t % 32};
 }
-// Register path, along: element e of thread t; lanes on consecutive columns.
+// Register path: element e of thread t; lanes on consecutive columns.
 template <class C>
-BANKOPS_HD TileCoord mma_along_elem(int t, int e, int cols) {
+BANKOPS_HD TileCoord mma_elem(int t, int e, int cols) {
   const int idx = t + e * C::kThreads;
   return TileCoord{idx / cols, idx % cols};
-}
-// Register path, across: chunk e of thread t (its first element); lanes on consecutive rows.
-template <class C>
-BANKOPS_HD TileCoord mma_across_chunk(int t, int e, int rows) {
-  const int idx = t + e * C::kThreads;
-  return TileCoord{idx % rows, idx / rows * kMmaChunk};
 }
 
 // ldmatrix.x4: lane l gives the address of row l % 8 of 8x8 matrix l / 8.
 // A (m16 tile i, k16 step s): matrices (m 0-7, k 0-7), (m 8-15, k 0-7), (m 0-7, k 8-15),
-// (m 8-15, k 8-15): the registers come out as mma's a0..a3. The kernel reaches (i, s) from
-// the thread's (0, 0) with offset(16 i, 0) added and offset(0, 16 s) joined (layout.cuh).
+// (m 8-15, k 8-15): the registers come out as mma's a0..a3. In As[BM][BK] a matrix row is an
+// m row (the kernel reaches (i, s) from the thread's (0, 0) with offset(16 i, 0) added and
+// offset(0, 16 s) joined, layout.cuh), in As[BK][BM] a k row (ldmatrix.trans; s adds rows,
+// i joins columns).
 template <class C>
-BANKOPS_HD TileCoord mma_ldsm_a(int t, int i, int s) {
+BANKOPS_HD TileCoord mma_ldsm_a(int t, int i, int s, bool km) {
   const int lane = mma_lane(t), q = lane / 8;
-  return TileCoord{mma_warp_m<C>(t) + i * 16 + (q & 1) * 8 + lane % 8, s * 16 + (q >> 1) * 8};
+  const int m = mma_warp_m<C>(t) + i * 16 + (q & 1) * 8;
+  if (km) return TileCoord{s * 16 + (q >> 1) * 8 + lane % 8, m};
+  return TileCoord{m + lane % 8, s * 16 + (q >> 1) * 8};
 }
 // B (n8 tiles 2j and 2j+1, k16 step s): matrices (k 0-7, n 0-7), (k 8-15, n 0-7),
 // (k 0-7, n 8-15), (k 8-15, n 8-15): b0, b1 of tile 2j, then of tile 2j+1. In Bs[BK][BN]
@@ -213,15 +211,15 @@ BANKOPS_HD RawChunk MmaRaw<ROWS, COLS>::chunk(int s, const RawKTile& k) {
   return RawChunk{src, end, bytes, how};
 }
 
-template <class C>
-using MmaRawA = MmaRaw<C::kBM, C::kBK>;
+template <class C, bool KM>
+using MmaRawA = std::conditional_t<KM, MmaRaw<C::kBK, C::kBM>, MmaRaw<C::kBM, C::kBK>>;
 template <class C, bool KN>
 using MmaRawB = std::conditional_t<KN, MmaRaw<C::kBK, C::kBN>, MmaRaw<C::kBN, C::kBK>>;
 
 // Bytes of dynamic shared memory: the stage ring, reused by the C tile.
-template <Layout L, class C, bool KN>
+template <Layout L, class C, bool KM, bool KN>
 constexpr int mma_smem_bytes() {
-  const int ring = C::kStages * (MmaATile<L, C>::kSize + MmaBTile<L, C, KN>::kSize) * 2;
+  const int ring = C::kStages * (MmaATile<L, C, KM>::kSize + MmaBTile<L, C, KN>::kSize) * 2;
   const int out = MmaCTile<L, C>::kSize * 2;
   return ring > out ? ring : out;
 }
@@ -229,14 +227,15 @@ constexpr int mma_smem_bytes() {
 // The realigning path: two tile buffers (realign k-tile x + 1 while the mma reads x), then
 // a ring of raw stages, as deep as two blocks per SM leave room for (3 or 4: a raw stage
 // is filled 2 or 3 k-tiles before its realign; 3 is the least the schedule works with).
-template <Layout L, class C, bool KN>
+template <Layout L, class C, bool KM, bool KN>
 constexpr int mma_realign_bytes(int raw_stages) {
-  const int tiles = 2 * (MmaATile<L, C>::kSize + MmaBTile<L, C, KN>::kSize) * 2;
-  const int raw = raw_stages * (MmaRawA<C>::kBytes + MmaRawB<C, KN>::kBytes);
+  const int tiles = 2 * (MmaATile<L, C, KM>::kSize + MmaBTile<L, C, KN>::kSize) * 2;
+  const int raw = raw_stages * (MmaRawA<C, KM>::kBytes + MmaRawB<C, KN>::kBytes);
   const int out = MmaCTile<L, C>::kSize * 2;
   return tiles + raw > out ? tiles + raw : out;
 }
-template <Layout L, class C, bool KN>
-constexpr int kMmaRawStages = C::kBlocksPerSM * (mma_realign_bytes<L, C, KN>(4) + 1024) <= 228 * 1024 ? 4 : 3;
+template <Layout L, class C, bool KM, bool KN>
+constexpr int kMmaRawStages =
+    C::kBlocksPerSM * (mma_realign_bytes<L, C, KM, KN>(4) + 1024) <= 228 * 1024 ? 4 : 3;
 
 }  // namespace bankops

@@ -80,51 +80,30 @@ struct WholeFill {
 
 // Register path, group G (8 elements) of a thread's elements: the loads are issued before
 // a quarter of a k-tile's mma work and stored into the tile after it, so that only 8-16
-// loaded values are live beside the accumulators. Along: a thread's elements share a
-// column and step down the rows; across: group G is one 8-element chunk of a row. The
-// addresses advance from one pointer: hoisting a 64-bit offset per element out of the k
-// loop would cost more registers than the accumulators leave.
+// loaded values are live beside the accumulators. A thread's elements share a column and step
+// down the rows; the lanes of a warp walk consecutive columns (the operand's faster dim:
+// route.h orients each tile so). The addresses advance from one pointer: hoisting a 64-bit
+// offset per element out of the k loop would cost more registers than the accumulators leave.
 template <class C, class Tile, int G>
-__device__ __forceinline__ void stage_load(uint16_t (&v)[kMmaChunk], const Operand& o, int64_t r0, int64_t c0,
-                                           bool along) {
+__device__ __forceinline__ void stage_load(uint16_t (&v)[kMmaChunk], const Operand& o, int64_t r0, int64_t c0) {
+  static_assert(C::kThreads % Tile::kCols == 0, "a thread's elements share a column");
+  constexpr int kRowStep = C::kThreads / Tile::kCols;
   const int64_t rows_left = o.rows - r0, cols_left = o.cols - c0;
-  const int tid = opaque_tid();
-  if (along) {
-    static_assert(C::kThreads % Tile::kCols == 0, "along: a thread's elements share a column");
-    constexpr int kRowStep = C::kThreads / Tile::kCols;
-    const TileCoord t = mma_along_elem<C>(tid, G * kMmaChunk, Tile::kCols);
-    const bool col_in = t.c < cols_left;
-    const uint16_t* p = o.p + (r0 + t.r) * o.s_row + (c0 + t.c) * o.s_col;
-    const int64_t step = kRowStep * o.s_row;
+  const TileCoord t = mma_elem<C>(opaque_tid(), G * kMmaChunk, Tile::kCols);
+  const bool col_in = t.c < cols_left;
+  const uint16_t* p = o.p + (r0 + t.r) * o.s_row + (c0 + t.c) * o.s_col;
+  const int64_t step = kRowStep * o.s_row;
 #pragma unroll
-    for (int e = 0; e < kMmaChunk; ++e)
-      v[e] = (col_in && t.r + e * kRowStep < rows_left) ? __ldg(p + e * step) : uint16_t(0);
-  } else {
-    const TileCoord t = mma_across_chunk<C>(tid, G, Tile::kRows);
-    const bool row_in = t.r < rows_left;
-    const uint16_t* p = o.p + (r0 + t.r) * o.s_row + (c0 + t.c) * o.s_col;
-#pragma unroll
-    for (int q = 0; q < kMmaChunk; ++q) v[q] = (row_in && t.c + q < cols_left) ? __ldg(p + q * o.s_col) : uint16_t(0);
-  }
+  for (int e = 0; e < kMmaChunk; ++e) v[e] = (col_in && t.r + e * kRowStep < rows_left) ? __ldg(p + e * step) : uint16_t(0);
 }
 
 template <class C, class Tile, int G>
-__device__ __forceinline__ void stage_store(uint16_t* tile, const uint16_t (&v)[kMmaChunk], bool along) {
+__device__ __forceinline__ void stage_store(uint16_t* tile, const uint16_t (&v)[kMmaChunk]) {
   const int tid = opaque_tid();
-  if (along) {
 #pragma unroll
-    for (int e = 0; e < kMmaChunk; ++e) {
-      const TileCoord t = mma_along_elem<C>(tid, G * kMmaChunk + e, Tile::kCols);
-      tile[Tile::offset(t.r, t.c)] = v[e];
-    }
-  } else {
-    const TileCoord t = mma_across_chunk<C>(tid, G, Tile::kRows);
-    uint4 w;
-    w.x = v[0] | uint32_t(v[1]) << 16;
-    w.y = v[2] | uint32_t(v[3]) << 16;
-    w.z = v[4] | uint32_t(v[5]) << 16;
-    w.w = v[6] | uint32_t(v[7]) << 16;
-    *reinterpret_cast<uint4*>(tile + Tile::offset(t.r, t.c)) = w;
+  for (int e = 0; e < kMmaChunk; ++e) {
+    const TileCoord t = mma_elem<C>(tid, G * kMmaChunk + e, Tile::kCols);
+    tile[Tile::offset(t.r, t.c)] = v[e];
   }
 }
 

@@ -41,27 +41,28 @@ struct Mma<__nv_bfloat16> {
 
 // A thread's ldmatrix byte offsets inside one stage, computed once per kernel: the swizzle
 // of a step that the thread's own coordinates leave clear is one XOR (layout.cuh, join), so
-// the k loop only adds the stage base and compile-time row offsets. A joins its k16 steps s;
-// B joins its n16 pairs j (Bs[BK][BN], s adds rows) or its k16 steps s (Bs[BN][BK], j adds
-// rows).
-template <Layout L, class C, bool KN>
+// the k loop only adds the stage base and compile-time row offsets. Along a tile's rows the
+// steps join, down them they add: A joins its k16 steps s (As[BM][BK], i adds rows) or its
+// m16 tiles i (As[BK][BM], s adds rows); B joins its n16 pairs j (Bs[BK][BN], s adds rows)
+// or its k16 steps s (Bs[BN][BK], j adds rows).
+template <Layout L, class C, bool KM, bool KN>
 struct LdsmOffsets {
-  using ATile = MmaATile<L, C>;
+  using ATile = MmaATile<L, C, KM>;
   using BTile = MmaBTile<L, C, KN>;
-  static constexpr int kA = C::kSteps, kB = KN ? C::kFragN / 2 : C::kSteps;
+  static constexpr int kA = KM ? C::kFragM : C::kSteps, kB = KN ? C::kFragN / 2 : C::kSteps;
   static_assert(16 % ATile::kRowPeriod == 0 && 16 % BTile::kRowPeriod == 0, "16-row steps are adds");
   uint32_t a[kA], b[kB];
   __device__ __forceinline__ LdsmOffsets() {
-    const TileCoord ca = mma_ldsm_a<C>(threadIdx.x, 0, 0), cb = mma_ldsm_b<C>(threadIdx.x, 0, 0, KN);
+    const TileCoord ca = mma_ldsm_a<C>(threadIdx.x, 0, 0, KM), cb = mma_ldsm_b<C>(threadIdx.x, 0, 0, KN);
     const int oa = ATile::offset(ca.r, ca.c), ob = BTile::offset(cb.r, cb.c);
 #pragma unroll
-    for (int s = 0; s < kA; ++s) a[s] = ATile::join(oa, ATile::offset(0, 16 * s)) * 2;
+    for (int x = 0; x < kA; ++x) a[x] = ATile::join(oa, ATile::offset(0, 16 * x)) * 2;
 #pragma unroll
     for (int x = 0; x < kB; ++x) b[x] = BTile::join(ob, BTile::offset(0, 16 * x)) * 2;
   }
   // ldmatrix addresses: A (m16 tile i, k16 step s), B (n8 pair j, k16 step s).
   __device__ __forceinline__ uint32_t a_addr(uint32_t base, int i, int s) const {
-    return base + a[s] + ATile::offset(16 * i, 0) * 2;
+    return KM ? base + a[i] + ATile::offset(16 * s, 0) * 2 : base + a[s] + ATile::offset(16 * i, 0) * 2;
   }
   __device__ __forceinline__ uint32_t b_addr(uint32_t base, int j, int s) const {
     return KN ? base + b[j] + BTile::offset(16 * s, 0) * 2 : base + b[s] + BTile::offset(16 * j, 0) * 2;
@@ -69,8 +70,8 @@ struct LdsmOffsets {
 };
 
 // The B fragments of k16 step s: n8 tiles 2j, 2j+1 from ldmatrix.x4 j.
-template <Layout L, class C, bool KN>
-__device__ __forceinline__ void load_b_frags(uint32_t (&bf)[C::kFragN / 2][4], const LdsmOffsets<L, C, KN>& lo,
+template <Layout L, class C, bool KM, bool KN>
+__device__ __forceinline__ void load_b_frags(uint32_t (&bf)[C::kFragN / 2][4], const LdsmOffsets<L, C, KM, KN>& lo,
                                              uint32_t b_base, int s) {
 #pragma unroll
   for (int j = 0; j < C::kFragN / 2; ++j) {
@@ -78,14 +79,21 @@ __device__ __forceinline__ void load_b_frags(uint32_t (&bf)[C::kFragN / 2][4], c
     else ldsm_x4(bf[j], lo.b_addr(b_base, j, s));
   }
 }
+// The A fragment of m16 tile i, k16 step s.
+template <Layout L, class C, bool KM, bool KN>
+__device__ __forceinline__ void load_a_frag(uint32_t (&af)[4], const LdsmOffsets<L, C, KM, KN>& lo, uint32_t a_base,
+                                            int i, int s) {
+  if (KM) ldsm_x4_trans(af, lo.a_addr(a_base, i, s));
+  else ldsm_x4(af, lo.a_addr(a_base, i, s));
+}
 // Half H of a k16 step: m16 tiles 2H and 2H+1 against every n8 tile of the warp.
-template <class T, Layout L, class C, bool KN, int H>
+template <class T, Layout L, class C, bool KM, bool KN, int H>
 __device__ __forceinline__ void mma_half(float (&acc)[C::kFragM][C::kFragN][4], const uint32_t (&bf)[C::kFragN / 2][4],
-                                         const LdsmOffsets<L, C, KN>& lo, uint32_t a_base, int s) {
+                                         const LdsmOffsets<L, C, KM, KN>& lo, uint32_t a_base, int s) {
   constexpr int kI = C::kFragM / 2;
   uint32_t af[kI][4];
 #pragma unroll
-  for (int i = 0; i < kI; ++i) ldsm_x4(af[i], lo.a_addr(a_base, H * kI + i, s));
+  for (int i = 0; i < kI; ++i) load_a_frag<L, C, KM, KN>(af[i], lo, a_base, H * kI + i, s);
 #pragma unroll
   for (int i = 0; i < kI; ++i)
 #pragma unroll
@@ -99,12 +107,12 @@ template <class C>
 struct MmaFrags {
   uint32_t a[C::kFragM][4], b[C::kFragN / 2][4];
 };
-template <Layout L, class C, bool KN>
-__device__ __forceinline__ void load_frags(MmaFrags<C>& fr, const LdsmOffsets<L, C, KN>& lo, uint32_t a_base,
+template <Layout L, class C, bool KM, bool KN>
+__device__ __forceinline__ void load_frags(MmaFrags<C>& fr, const LdsmOffsets<L, C, KM, KN>& lo, uint32_t a_base,
                                            uint32_t b_base, int s) {
-  load_b_frags<L, C, KN>(fr.b, lo, b_base, s);
+  load_b_frags<L, C, KM, KN>(fr.b, lo, b_base, s);
 #pragma unroll
-  for (int i = 0; i < C::kFragM; ++i) ldsm_x4(fr.a[i], lo.a_addr(a_base, i, s));
+  for (int i = 0; i < C::kFragM; ++i) load_a_frag<L, C, KM, KN>(fr.a[i], lo, a_base, i, s);
 }
 template <class T, class C>
 __device__ __forceinline__ void mma_step(float (&acc)[C::kFragM][C::kFragN][4], const MmaFrags<C>& fr) {

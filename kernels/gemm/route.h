@@ -12,6 +12,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "../dtype.h"
 #include "args.h"
@@ -33,11 +34,20 @@ BANKOPS_HD bool gemm_wide_fills(int64_t batch, int64_t m, int64_t n, int num_sms
   return 8 * wide >= 7 * ceil_div(wide, num_sms) * num_sms;
 }
 
-// Whether stream-K evens out the last wave of Wide's grid over (batch, m, n, k), at least a
-// wave deep (ffma_work.h: gemm_stream_k_blocks).
+// Whether Big's grid (two blocks an SM, each half an SM's worth of warps) keeps at least 7/8
+// of its block slots busy over all its waves.
+BANKOPS_HD bool gemm_big_fills(int64_t batch, int64_t m, int64_t n, int num_sms) {
+  const int64_t big = batch * ceil_div(m, GemmBig<4>::kBM) * ceil_div(n, GemmBig<4>::kBN), slots = 2 * int64_t(num_sms);
+  return 8 * big >= 7 * ceil_div(big, slots) * slots;
+}
+
+// Whether stream-K evens out the last wave of Wide's grid over (batch, m, n, k)
+// (ffma_work.h: gemm_stream_k_blocks): a grid a wave deep or more, or a shorter one that
+// Big's blocks would leave SMs half idle on (a weight gradient's few tiles over a long k).
 BANKOPS_HD bool gemm_wide_shares(int64_t batch, int64_t m, int64_t n, int64_t k, int num_sms, bool stream_k) {
   const int64_t wide = batch * ceil_div(m, GemmWide::kBM) * ceil_div(n, GemmWide::kBN);
-  return stream_k && wide >= num_sms && gemm_stream_k_blocks(wide, ceil_div(k, GemmWide::kBK), num_sms) > 0;
+  return stream_k && (wide >= num_sms || !gemm_big_fills(batch, m, n, num_sms)) &&
+         gemm_stream_k_blocks(wide, ceil_div(k, GemmWide::kBK), num_sms) > 0;
 }
 
 // Columns at the right edge of C that go to the strip blocks (ffma_strip.h), 0 for none:
@@ -74,38 +84,44 @@ BANKOPS_HD GemmConfig gemm_config(int acc_bytes, int64_t batch, int64_t m, int64
 // The operands as the tensor-core fills see them. fill: Async when every tile row starts
 // 16-byte aligned; Realign when both have a unit-stride contiguous dim (rows at any 2-byte
 // offset, 8 or more elements apart unless a row never fills a tile); Registers for any
-// strides. b_kn: B staged as Bs[BK][BN] (n contiguous), else Bs[BN][BK]. along: the register
-// fill's lanes walk the tile's contiguous dim an element each (right when that dim is
-// contiguous in memory too); otherwise each thread gathers an 8-element chunk.
+// strides. Each operand's tile rows follow its faster dim: a_km: A staged as As[BK][BM] (m
+// contiguous: every weight gradient's dy.t()), else As[BM][BK]; b_kn: B as Bs[BK][BN] (n
+// contiguous), else Bs[BN][BK]. So every fill reads along the tile's rows (the register
+// fill's lanes an element each on consecutive columns).
 struct MmaOperands {
   MmaFill fill;
-  bool b_kn, a_along, b_along;
+  bool a_km, b_kn;
 };
 
-// s_fast: stride of the tile's contiguous dim, s_row: of its rows.
-inline bool mma_along(int64_t s_fast, int64_t s_row) { return s_fast == 1 || (s_row != 1 && s_fast <= s_row); }
 inline bool mma_stride16(int64_t stride, int64_t size) { return size <= 1 || stride % kMmaChunk == 0; }
 inline bool mma_realign_ok(int64_t s_fast, int64_t s_row, int64_t rows, int64_t cols) {
   return (s_fast == 1 || cols <= 1) && (rows <= 1 || s_row >= kMmaChunk || s_row >= cols);
 }
 inline bool mma_aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-// Whether every tile row of A (of B, Bs[BK][BN] or Bs[BN][BK]) starts 16-byte aligned: a
-// unit-stride contiguous dim, rows and batches 16 bytes apart, an aligned data pointer.
-inline bool mma_a_aligned(const GemmArgs& g) {
-  return mma_aligned16(g.a) && (g.a_sk == 1 || g.k <= 1) && mma_stride16(g.a_sm, g.m) && mma_stride16(g.a_sb, g.batch);
+// Whether an operand's tile takes the dim of stride s_col as its columns (the contiguous dim,
+// or the faster of two strided ones) rather than the one of stride s_row.
+inline bool mma_cols_fast(int64_t s_col, int64_t s_row) { return s_col == 1 || (s_row != 1 && s_col <= s_row); }
+inline bool mma_a_km(const GemmArgs& g) { return mma_cols_fast(g.a_sm, g.a_sk); }
+inline bool mma_b_kn(const GemmArgs& g) { return mma_cols_fast(g.b_sn, g.b_sk); }
+// Whether every tile row of an operand starts 16-byte aligned: a unit-stride contiguous dim,
+// rows and batches 16 bytes apart, an aligned data pointer.
+inline bool mma_rows_aligned(const void* p, int64_t s_batch, int64_t batch, int64_t s_col, int64_t cols,
+                             int64_t s_row, int64_t rows) {
+  return mma_aligned16(p) && mma_stride16(s_batch, batch) && (s_col == 1 || cols <= 1) && mma_stride16(s_row, rows);
 }
-inline bool mma_b_kn(const GemmArgs& g) { return g.b_sn == 1 || (g.b_sk != 1 && g.b_sn <= g.b_sk); }
+inline bool mma_a_aligned(const GemmArgs& g) {
+  return mma_a_km(g) ? mma_rows_aligned(g.a, g.a_sb, g.batch, g.a_sm, g.m, g.a_sk, g.k)
+                     : mma_rows_aligned(g.a, g.a_sb, g.batch, g.a_sk, g.k, g.a_sm, g.m);
+}
 inline bool mma_b_aligned(const GemmArgs& g) {
-  return mma_aligned16(g.b) && mma_stride16(g.b_sb, g.batch) &&
-         (mma_b_kn(g) ? (g.b_sn == 1 || g.n <= 1) && mma_stride16(g.b_sk, g.k)
-                      : (g.b_sk == 1 || g.k <= 1) && mma_stride16(g.b_sn, g.n));
+  return mma_b_kn(g) ? mma_rows_aligned(g.b, g.b_sb, g.batch, g.b_sn, g.n, g.b_sk, g.k)
+                     : mma_rows_aligned(g.b, g.b_sb, g.batch, g.b_sk, g.k, g.b_sn, g.n);
 }
 inline MmaOperands mma_operands(const GemmArgs& g) {
   MmaOperands p;
+  p.a_km = mma_a_km(g);
   p.b_kn = mma_b_kn(g);
-  p.a_along = mma_along(g.a_sk, g.a_sm);
-  p.b_along = p.b_kn ? mma_along(g.b_sn, g.b_sk) : mma_along(g.b_sk, g.b_sn);
-  const bool realign = mma_realign_ok(g.a_sk, g.a_sm, g.m, g.k) &&
+  const bool realign = (p.a_km ? mma_realign_ok(g.a_sm, g.a_sk, g.k, g.m) : mma_realign_ok(g.a_sk, g.a_sm, g.m, g.k)) &&
                        (p.b_kn ? mma_realign_ok(g.b_sn, g.b_sk, g.k, g.n) : mma_realign_ok(g.b_sk, g.b_sn, g.n, g.k));
   p.fill = mma_a_aligned(g) && mma_b_aligned(g) ? MmaFill::Async : realign ? MmaFill::Realign : MmaFill::Registers;
   return p;
@@ -143,12 +159,13 @@ inline bool wgmma_whole_waves(const GemmArgs& g, int num_sms) {
 // Whether TMA can map a call's operands (tma.cuh), beyond 16-byte aligned rows: row strides of
 // 1 element or more (a broadcast row, stride 0, has no tensor map; a batch stride of 0 is a map
 // of one batch), coordinates within int32 and strides within 2^40 bytes.
-inline bool wgmma_tma_ok(const GemmArgs& g, bool b_kn) {
+inline bool wgmma_tma_ok(const GemmArgs& g, bool a_km, bool b_kn) {
   constexpr int64_t kCoord = int64_t(1) << 31, kStride = int64_t(1) << 39;  // 2-byte elements: 2^40 bytes
   const auto stride_ok = [](int64_t stride, int64_t size, bool zero) {
     return size <= 1 || ((stride > 0 || (zero && stride == 0)) && stride < kStride);
   };
-  return g.m < kCoord && g.n < kCoord && g.k < kCoord && stride_ok(g.a_sm, g.m, false) &&
+  return g.m < kCoord && g.n < kCoord && g.k < kCoord &&
+         (a_km ? stride_ok(g.a_sk, g.k, false) : stride_ok(g.a_sm, g.m, false)) &&
          (b_kn ? stride_ok(g.b_sk, g.k, false) : stride_ok(g.b_sn, g.n, false)) &&
          stride_ok(g.a_sb, g.batch, true) && stride_ok(g.b_sb, g.batch, true);
 }
@@ -163,7 +180,7 @@ inline bool wgmma_tma_ok(const GemmArgs& g, bool b_kn) {
 // 256 x 256 or more are copied into aligned rows first (gemm_repack) and take TMA.
 inline WgmmaShape wgmma_shape(const GemmArgs& g, const MmaOperands& p, bool allowed, int num_sms) {
   if (!allowed || g.batch > 65535 || ceil_div(g.m, WgmmaLarge::kBM) > 65535) return WgmmaShape::None;
-  const bool tma = p.fill == MmaFill::Async && wgmma_tma_ok(g, p.b_kn);
+  const bool tma = p.fill == MmaFill::Async && wgmma_tma_ok(g, p.a_km, p.b_kn);
   const bool realign = p.fill == MmaFill::Realign && p.b_kn;
   const bool fill = tma || (realign && wgmma_whole_waves<WgmmaLarge>(g, num_sms));
   if (fill && mma_fills(g, WgmmaLarge::kBM, WgmmaLarge::kBN, num_sms)) return WgmmaShape::Large;
@@ -255,6 +272,16 @@ decltype(auto) with_wgmma_config(const GemmRoute& r, F&& f) {
   }
 }
 
+// f(km, kn) with the operands' tile orientations (MmaOperands::a_km, b_kn) as
+// std::bool_constant: the one switch that turns them into template arguments.
+template <class F>
+decltype(auto) with_operand_majors(const MmaOperands& ops, F&& f) {
+  using Y = std::true_type;
+  using N = std::false_type;
+  if (ops.a_km) return ops.b_kn ? f(Y{}, Y{}) : f(Y{}, N{});
+  return ops.b_kn ? f(N{}, Y{}) : f(N{}, N{});
+}
+
 namespace route_detail {
 
 inline void ffma_route(GemmRoute& r, const GemmOptions& opt) {
@@ -298,7 +325,8 @@ inline bool repack_route(GemmRoute& r) {
     s_cols = 1;
   };
   GemmArgs& a = c.args;
-  if (c.copy_a) copy(g.a, g.a_sb, g.m, g.k, g.a_sm, a.a, a.a_sb, a.a_sm, a.a_sk);
+  if (c.copy_a && mma_a_km(g)) copy(g.a, g.a_sb, g.k, g.m, g.a_sk, a.a, a.a_sb, a.a_sk, a.a_sm);
+  else if (c.copy_a) copy(g.a, g.a_sb, g.m, g.k, g.a_sm, a.a, a.a_sb, a.a_sm, a.a_sk);
   if (c.copy_b && mma_b_kn(g)) copy(g.b, g.b_sb, g.k, g.n, g.b_sk, a.b, a.b_sb, a.b_sk, a.b_sn);
   else if (c.copy_b) copy(g.b, g.b_sb, g.n, g.k, g.b_sn, a.b, a.b_sb, a.b_sn, a.b_sk);
   c.ops = mma_operands(a);
@@ -366,7 +394,7 @@ inline int64_t gemm_route_blocks(const GemmRoute& r) {
   return r.args.batch * ceil_div(r.args.m, t.bm) * ceil_div(r.args.n, t.bn);
 }
 
-// e.g. "wgmma 128x256x64 producer=tma b=kn tiles=1024 repack=none scratch=0".
+// e.g. "wgmma 128x256x64 producer=tma a=mk b=kn repack=none layout=swizzle blocks=512 sms=132 cc=90 scratch=0".
 inline std::string gemm_route_line(const GemmRoute& r) {
   static const char* kStage[] = {"kvec", "kscalar", "xasync", "xscalar"};
   static const char* kStaging[] = {"vector", "async4", "scalar"};
@@ -374,7 +402,7 @@ inline std::string gemm_route_line(const GemmRoute& r) {
   static const char* kFill[] = {"cp.async", "realign", "registers"};
   const GemmTileDims t = gemm_tile_dims(r);
   const std::string tile = std::to_string(t.bm) + "x" + std::to_string(t.bn) + "x" + std::to_string(t.bk);
-  const std::string b = r.ops.b_kn ? "kn" : "nk";
+  const std::string ab = std::string(" a=") + (r.ops.a_km ? "km" : "mk") + " b=" + (r.ops.b_kn ? "kn" : "nk");
   std::string s;
   switch (r.family) {
     case GemmFamily::Ffma:
@@ -385,12 +413,10 @@ inline std::string gemm_route_line(const GemmRoute& r) {
              " strip=" + std::to_string(r.strip);
       break;
     case GemmFamily::Mma:
-      s = std::string("mma ") + tile + " fill=" + kFill[int(r.ops.fill)] + " b=" + b;
-      if (r.ops.fill == MmaFill::Registers)
-        s += std::string(" along=") + (r.ops.a_along ? "a" : "") + (r.ops.b_along ? "b" : "") + (r.ops.a_along || r.ops.b_along ? "" : "none");
+      s = std::string("mma ") + tile + " fill=" + kFill[int(r.ops.fill)] + ab;
       break;
     case GemmFamily::Wgmma:
-      s = std::string("wgmma ") + tile + " producer=" + (r.ops.fill == MmaFill::Async ? "tma" : "realign") + " b=" + b +
+      s = std::string("wgmma ") + tile + " producer=" + (r.ops.fill == MmaFill::Async ? "tma" : "realign") + ab +
           " repack=" + (r.copy_a && r.copy_b ? "a,b" : r.copy_a ? "a" : r.copy_b ? "b" : "none");
       break;
   }

@@ -103,7 +103,7 @@ inline void trace_raw_fill(SmemTrace& trace, const char* kernel, const std::stri
 }
 
 // One call of the mma.sync kernel on block tile C: the route's fill (cp.async, realigned
-// 16-byte chunks or the register path, along or across) and B tile orientation.
+// 16-byte chunks or the register path) and tile orientations.
 template <class C>
 inline void trace_mma_tile(const GemmRoute& r, SmemTrace& trace) {
   const GemmArgs& g = r.args;
@@ -115,17 +115,16 @@ inline void trace_mma_tile(const GemmRoute& r, SmemTrace& trace) {
   const char* kernel = async ? "gemm_mma/cp.async" : realign ? "gemm_mma/realign" : "gemm_mma/registers";
   with_layout(layout, [&](auto tag) {
     constexpr Layout L = decltype(tag)::value;
-    const auto body = [&](auto kn) {
-      constexpr bool KN = decltype(kn)::value;
-      using ATile = MmaATile<L, C>;
+    with_operand_majors(plan, [&](auto km, auto kn) {
+      constexpr bool KM = decltype(km)::value, KN = decltype(kn)::value;
+      using ATile = MmaATile<L, C, KM>;
       using BTile = MmaBTile<L, C, KN>;
       using CTile = MmaCTile<L, C>;
       const auto at = [](TileCoord c) { return int64_t(ATile::offset(c.r, c.c)) * 2; };
       const auto bt = [](TileCoord c) { return int64_t(BTile::offset(c.r, c.c)) * 2; };
       // pitch: bytes between the tile's rows in global memory (cp.async reads whole 128-byte
       // lines or not, which costs wavefronts too; tile corners are taken as line-aligned).
-      const auto fill = [&](const char* name, auto tile, auto byte, bool along, int64_t pitch, int64_t raw,
-                            const RawOperand& ro) {
+      const auto fill = [&](const char* name, auto tile, auto byte, int64_t pitch, int64_t raw, const RawOperand& ro) {
         using Tile = decltype(tile);
         const int elems = Tile::kRows * Tile::kCols / C::kThreads;
         if (async) {
@@ -153,14 +152,10 @@ inline void trace_mma_tile(const GemmRoute& r, SmemTrace& trace) {
           SmemInstr& row = trace.instr(kernel, std::string("sts ") + name + " (realigned)", SmemOp::St, 16, steps);
           for (int e = 0; e < elems / kMmaChunk; ++e)
             add_block(row, C::kThreads, [&](int t) { return byte(mma_chunk<C>(t, e, Tile::kCols)); });
-        } else if (along) {
-          SmemInstr& row = trace.instr(kernel, std::string("sts ") + name + " (along)", SmemOp::St, 2, steps);
-          for (int e = 0; e < elems; ++e)
-            add_block(row, C::kThreads, [&](int t) { return byte(mma_along_elem<C>(t, e, Tile::kCols)); });
         } else {
-          SmemInstr& row = trace.instr(kernel, std::string("sts ") + name + " (across)", SmemOp::St, 16, steps);
-          for (int e = 0; e < elems / kMmaChunk; ++e)
-            add_block(row, C::kThreads, [&](int t) { return byte(mma_across_chunk<C>(t, e, Tile::kRows)); });
+          SmemInstr& row = trace.instr(kernel, std::string("sts ") + name + " (elements)", SmemOp::St, 2, steps);
+          for (int e = 0; e < elems; ++e)
+            add_block(row, C::kThreads, [&](int t) { return byte(mma_elem<C>(t, e, Tile::kCols)); });
         }
       };
       // The realigning path's raw stage 0 follows its two tile buffers: A's raw chunks, then B's.
@@ -168,21 +163,23 @@ inline void trace_mma_tile(const GemmRoute& r, SmemTrace& trace) {
       const int64_t tiles_m = ceil_div(g.m, C::kBM), tiles_n = ceil_div(g.n, C::kBN);
       const int64_t a_extent = (g.m - 1) * g.a_sm + (g.k - 1) * g.a_sk + 1;
       const int64_t b_extent = (g.k - 1) * g.b_sk + (g.n - 1) * g.b_sn + 1;
-      const RawOperand ra{g.a_sm, g.m, g.k, C::kBM, tiles_m, tiles_n, a_extent, g.batch, g.a_sb, false};
+      const RawOperand ra = KM ? RawOperand{g.a_sk, g.k, g.m, C::kBM, tiles_m, tiles_n, a_extent, g.batch, g.a_sb, true}
+                               : RawOperand{g.a_sm, g.m, g.k, C::kBM, tiles_m, tiles_n, a_extent, g.batch, g.a_sb, false};
       const RawOperand rb = KN ? RawOperand{g.b_sk, g.k, g.n, C::kBN, tiles_n, tiles_m, b_extent, g.batch, g.b_sb, true}
                                : RawOperand{g.b_sn, g.n, g.k, C::kBN, tiles_n, tiles_m, b_extent, g.batch, g.b_sb, false};
-      fill("As[m][k] <- A", ATile{}, at, plan.a_along, g.a_sm * 2, raw, ra);
-      fill(KN ? "Bs[k][n] <- B" : "Bs[n][k] <- B", BTile{}, bt, plan.b_along, (KN ? g.b_sk : g.b_sn) * 2,
-           raw + MmaRawA<C>::kBytes, rb);
+      fill(KM ? "As[k][m] <- A" : "As[m][k] <- A", ATile{}, at, (KM ? g.a_sk : g.a_sm) * 2, raw, ra);
+      fill(KN ? "Bs[k][n] <- B" : "Bs[n][k] <- B", BTile{}, bt, (KN ? g.b_sk : g.b_sn) * 2,
+           raw + MmaRawA<C, KM>::kBytes, rb);
       // The k16 steps' fragments of one k tile (steps); the cp.async loop also loads each block
       // tile's first step once more, one step ahead (the last time from a stale, unused stage).
       const auto fragments = [&](const std::string& what, int64_t iterations, int first, int last) {
-        SmemInstr& la = trace.instr(kernel, "ldmatrix.x4 A fragments" + what, SmemOp::Ldsm, 16, iterations);
+        SmemInstr& la = trace.instr(kernel, (KM ? "ldmatrix.x4.trans A fragments" : "ldmatrix.x4 A fragments") + what,
+                                    SmemOp::Ldsm, 16, iterations);
         SmemInstr& lb = trace.instr(kernel, (KN ? "ldmatrix.x4.trans B fragments" : "ldmatrix.x4 B fragments") + what,
                                     SmemOp::Ldsm, 16, iterations);
         for (int s = first; s < last; ++s) {
           for (int i = 0; i < C::kFragM; ++i)
-            add_block(la, C::kThreads, [&](int t) { return at(mma_ldsm_a<C>(t, i, s)); });
+            add_block(la, C::kThreads, [&](int t) { return at(mma_ldsm_a<C>(t, i, s, KM)); });
           for (int j = 0; j < C::kFragN / 2; ++j)
             add_block(lb, C::kThreads, [&](int t) { return bt(mma_ldsm_b<C>(t, j, s, KN)); });
         }
@@ -190,9 +187,7 @@ inline void trace_mma_tile(const GemmRoute& r, SmemTrace& trace) {
       fragments("", steps, 0, C::kSteps);
       if (async) fragments(" (step 0 ahead, per block tile)", tiles, 0, 1);
       trace_mma_epilogue<C, CTile>(kernel, tiles, r.out_vec, trace);
-    };
-    if (plan.b_kn) body(std::true_type{});
-    else body(std::false_type{});
+    });
   });
 }
 
@@ -222,7 +217,8 @@ inline void trace_wgmma_tile(const GemmRoute& r, SmemTrace& trace) {
       });
   };
   if (r.ops.fill != MmaFill::Async) {
-    realigned("As[m][k] <- A", WgmmaATile<C>{});
+    if (r.ops.a_km) realigned("As[k][m] <- A", WgmmaATile<C, true>{});
+    else realigned("As[m][k] <- A", WgmmaATile<C, false>{});
     if (r.ops.b_kn) realigned("Bs[k][n] <- B", WgmmaBTile<C, true>{});
     else realigned("Bs[n][k] <- B", WgmmaBTile<C, false>{});
   }

@@ -29,15 +29,27 @@
 namespace bankops {
 namespace {
 
-// The TMA producer (one thread): a stage's boxes, A's, then B's (one per 64-column block as
-// Bs[BK][BN], one as Bs[BN][BK]). Coordinates past the operand's edges read as zeros. A batch
-// stride of 0 (a broadcast operand) is a map of one batch.
-template <class C, bool KN>
+// One operand's boxes of k-tile k0 into its tile at `dst`: an MN-major tile (K_ROWS) takes a
+// box per 64-column block (coordinates (x0 + 64 j, k0)), a k-major one a single box (k0, x0).
+template <class Tile, bool K_ROWS>
+__device__ __forceinline__ void tma_tile(uint32_t dst, const CUtensorMap& map, int k0, int x0, int z, uint32_t bar) {
+  if constexpr (K_ROWS) {
+#pragma unroll
+    for (int j = 0; j < Tile::kCols / kWgmmaRowCols; ++j)
+      tma_load(dst + Tile::offset(0, j * kWgmmaRowCols) * 2, map, x0 + j * kWgmmaRowCols, k0, z, bar);
+  } else {
+    tma_load(dst, map, k0, x0, z, bar);
+  }
+}
+
+// The TMA producer (one thread): a stage's boxes, A's, then B's. Coordinates past the
+// operand's edges read as zeros. A batch stride of 0 (a broadcast operand) is a map of one
+// batch.
+template <class C, bool KM, bool KN>
 __device__ __forceinline__ void tma_producer(const GemmArgs& g, const CUtensorMap& tma_a, const CUtensorMap& tma_b,
                                              const Ring<C::kStages>& ring, uint32_t base, int64_t bz, int64_t m0,
                                              int64_t n0, int nk) {
-  using Smem = WgmmaSmem<C, KN>;
-  using BTile = WgmmaBTile<C, KN>;
+  using Smem = WgmmaSmem<C, KM, KN>;
   const int za = g.a_sb != 0 ? static_cast<int>(bz) : 0, zb = g.b_sb != 0 ? static_cast<int>(bz) : 0;
   const int tm = static_cast<int>(m0), tn = static_cast<int>(n0);
   for (int kt = 0; kt < nk; ++kt) {
@@ -46,26 +58,19 @@ __device__ __forceinline__ void tma_producer(const GemmArgs& g, const CUtensorMa
     ring.wait_empty(pos, kt);
     const uint32_t stage = base + pos.stage * Smem::kStage, bar = ring.full(pos.stage);
     mbar_expect_tx(bar, Smem::kStage);
-    tma_load(stage, tma_a, k0, tm, za, bar);
-    if constexpr (KN) {
-#pragma unroll
-      for (int j = 0; j < C::kBN / kWgmmaRowCols; ++j)
-        tma_load(stage + Smem::kA + BTile::offset(0, j * kWgmmaRowCols) * 2, tma_b, tn + j * kWgmmaRowCols, k0, zb,
-                 bar);
-    } else {
-      tma_load(stage + Smem::kA, tma_b, k0, tn, zb, bar);
-    }
+    tma_tile<WgmmaATile<C, KM>, KM>(stage, tma_a, k0, tm, za, bar);
+    tma_tile<WgmmaBTile<C, KN>, KN>(stage + Smem::kA, tma_b, k0, tn, zb, bar);
   }
 }
 
 // A consumer warpgroup's k loop: rows a_row.. of the block tile into d (its accumulators).
-template <class C, class T, bool KN>
+template <class C, class T, bool KM, bool KN>
 __device__ __forceinline__ void consume(float (&d)[C::kAcc], const Ring<C::kStages>& ring, uint32_t base, int a_row,
                                         int nk, bool arrives) {
-  using ATile = WgmmaATile<C>;  // (BM, BK) halves, 128-byte swizzled rows
+  using ATile = WgmmaATile<C, KM>;  // (BM, BK) or (BK, BM) halves, 128-byte swizzled rows
   using BTile = WgmmaBTile<C, KN>;  // (BK, BN) or (BN, BK) halves, likewise
-  using Smem = WgmmaSmem<C, KN>;
-  constexpr uint64_t kDescA = wgmma_desc_fields<ATile, true>(), kDescB = wgmma_desc_fields<BTile, !KN>();
+  using Smem = WgmmaSmem<C, KM, KN>;
+  constexpr uint64_t kDescA = wgmma_desc_fields<ATile, !KM>(), kDescB = wgmma_desc_fields<BTile, !KN>();
   for (int kt = 0; kt < nk; ++kt) {
     const auto pos = RingPos<C::kStages>::at(kt);
     const uint32_t stage = base + pos.stage * Smem::kStage;
@@ -73,9 +78,9 @@ __device__ __forceinline__ void consume(float (&d)[C::kAcc], const Ring<C::kStag
     wgmma_fence();
 #pragma unroll
     for (int k = 0; k < C::kSteps; ++k) {
-      const uint64_t da = wgmma_desc(kDescA, stage + wgmma_a_at<ATile>(a_row, k) * 2);
+      const uint64_t da = wgmma_desc(kDescA, stage + wgmma_a_at<ATile, KM>(a_row, k) * 2);
       const uint64_t db = wgmma_desc(kDescB, stage + Smem::kA + wgmma_b_at<BTile, KN>(k) * 2);
-      wgmma_mma<T, C::kBN, KN ? 1 : 0>(d, da, db);
+      wgmma_mma<T, C::kBN, KM ? 1 : 0, KN ? 1 : 0>(d, da, db);
     }
     wgmma_commit();
     wgmma_wait<1>();
@@ -85,12 +90,12 @@ __device__ __forceinline__ void consume(float (&d)[C::kAcc], const Ring<C::kStag
   fence_acc(d);
 }
 
-template <class C, class T, bool KN, WgmmaLoad LOAD>
+template <class C, class T, bool KM, bool KN, WgmmaLoad LOAD>
 __global__ void __launch_bounds__(C::kThreads, 1)
     wgmma_kernel(const GemmArgs g, const bool out_vec, const __grid_constant__ CUtensorMap tma_a,
                  const __grid_constant__ CUtensorMap tma_b) {
 #if defined(BANKOPS_WGMMA_BODY)
-  using Smem = WgmmaSmem<C, KN>;
+  using Smem = WgmmaSmem<C, KM, KN>;
   using Frags = WgmmaFrags<C>;
   constexpr int kStages = C::kStages;
   // Registers: the launch gives each thread 65536 / threads in steps of 8 (168 for 384); the
@@ -137,12 +142,13 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       const uint16_t* bm = static_cast<const uint16_t*>(g.b) + bz * g.b_sb;
       const uintptr_t a_hi = addr_of(am + (g.m - 1) * g.a_sm + (g.k - 1) * g.a_sk + 1);
       const uintptr_t b_hi = addr_of(bm + (g.k - 1) * g.b_sk + (g.n - 1) * g.b_sn + 1);
-      const WgmmaShiftFill<C, WgmmaATile<C>, false> fa(am + m0 * g.a_sm, g.a_sm, g.k, addr_of(am), a_hi, base);
+      const WgmmaShiftFill<C, WgmmaATile<C, KM>, KM> fa(am + m0 * g.a_sm, KM ? g.a_sk : g.a_sm, g.k, addr_of(am), a_hi,
+                                                        base);
       const WgmmaShiftFill<C, WgmmaBTile<C, KN>, KN> fb(bm + n0 * g.b_sn, KN ? g.b_sk : g.b_sn, g.k, addr_of(bm), b_hi,
                                                        base + Smem::kA);
       realign_producer<C, decltype(fa), decltype(fb), Smem::kStage>(fa, fb, nk, ring);
     } else if (threadIdx.x == 0) {
-      tma_producer<C, KN>(g, tma_a, tma_b, ring, base, bz, m0, n0, nk);
+      tma_producer<C, KM, KN>(g, tma_a, tma_b, ring, base, bz, m0, n0, nk);
     }
     return;
   }
@@ -151,7 +157,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
   const int ct = threadIdx.x - C::kProducerThreads;  // consumer thread
   float acc[1][C::kBN / 8][4] = {};
-  consume<C, T, KN>(reinterpret_cast<float(&)[C::kAcc]>(acc), ring, base, (wg - C::kProducers) * 64, nk, ct % 32 == 0);
+  consume<C, T, KM, KN>(reinterpret_cast<float(&)[C::kAcc]>(acc), ring, base, (wg - C::kProducers) * 64, nk, ct % 32 == 0);
   consumer_sync<Frags::kThreads>();  // every consumer is done reading the ring
   uint16_t* smem = reinterpret_cast<uint16_t*>(smem_raw + (base - smem_u32(smem_raw)));
   uint16_t* c = static_cast<uint16_t*>(g.c) + bz * g.m * g.n;
@@ -161,28 +167,34 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 #endif
 }
 
-// The operands' tensor maps: A as (k, m, batch), B as (n, k, batch) when KN, else
-// (k, n, batch); boxes of one k-tile of the block tile's rows (of a 64-column block of B when
-// KN). A batch stride of 0 maps one batch.
-template <class C, bool KN>
-cudaError_t tma_maps(const GemmArgs& g, CUtensorMap& a, CUtensorMap& b) {
-  const int64_t a_batch = g.a_sb != 0 ? g.batch : 1, b_batch = g.b_sb != 0 ? g.batch : 1;
-  const cudaError_t err = tma_map_16bit(&a, g.a, {g.k, g.m, a_batch}, {g.a_sm, g.a_sb}, C::kBM);
-  if (err != cudaSuccess) return err;
-  if (KN) return tma_map_16bit(&b, g.b, {g.n, g.k, b_batch}, {g.b_sk, g.b_sb}, C::kBK);
-  return tma_map_16bit(&b, g.b, {g.k, g.n, b_batch}, {g.b_sn, g.b_sb}, C::kBN);
+// One operand's tensor map: (x, k, batch) with boxes of 64 x BK (MN-major: K_ROWS), else
+// (k, x, batch) with boxes of 64 x `rows` (the block tile's m or n). A batch stride of 0 maps
+// one batch.
+template <bool K_ROWS>
+cudaError_t tma_operand(CUtensorMap& map, const void* p, int64_t x, int64_t s_x, int64_t k, int64_t s_k,
+                        int64_t s_batch, int64_t batch, int rows, int bk) {
+  const int64_t n_batch = s_batch != 0 ? batch : 1;
+  if (K_ROWS) return tma_map_16bit(&map, p, {x, k, n_batch}, {s_k, s_batch}, bk);
+  return tma_map_16bit(&map, p, {k, x, n_batch}, {s_x, s_batch}, rows);
 }
 
-template <class C, class T, bool KN, WgmmaLoad LOAD>
+template <class C, bool KM, bool KN>
+cudaError_t tma_maps(const GemmArgs& g, CUtensorMap& a, CUtensorMap& b) {
+  const cudaError_t err = tma_operand<KM>(a, g.a, g.m, g.a_sm, g.k, g.a_sk, g.a_sb, g.batch, C::kBM, C::kBK);
+  if (err != cudaSuccess) return err;
+  return tma_operand<KN>(b, g.b, g.n, g.b_sn, g.k, g.b_sk, g.b_sb, g.batch, C::kBN, C::kBK);
+}
+
+template <class C, class T, bool KM, bool KN, WgmmaLoad LOAD>
 cudaError_t run(const GemmArgs& g, bool out_vec, cudaStream_t stream) {
-  constexpr auto kernel = wgmma_kernel<C, T, KN, LOAD>;
-  constexpr int kSmem = WgmmaSmem<C, KN>::kBytes;
+  constexpr auto kernel = wgmma_kernel<C, T, KM, KN, LOAD>;
+  constexpr int kSmem = WgmmaSmem<C, KM, KN>::kBytes;
   static_assert(kSmem <= 227 * 1024, "the stage ring exceeds a block's shared memory");
   cudaError_t err = raise_smem_once<kernel>(kSmem);
   if (err != cudaSuccess) return err;
   CUtensorMap map_a{}, map_b{};  // unused by the realigning producer
   if constexpr (LOAD == WgmmaLoad::Tma) {
-    err = tma_maps<C, KN>(g, map_a, map_b);
+    err = tma_maps<C, KM, KN>(g, map_a, map_b);
     if (err != cudaSuccess) return err;
   }
   const dim3 grid(static_cast<unsigned>(ceil_div(g.n, C::kBN)), static_cast<unsigned>(ceil_div(g.m, C::kBM)),
@@ -190,27 +202,26 @@ cudaError_t run(const GemmArgs& g, bool out_vec, cudaStream_t stream) {
   return launch_pdl(kernel, grid, dim3(C::kThreads), kSmem, stream, g, out_vec, map_a, map_b);
 }
 
-// The route's producer and B orientation as template arguments: the realigning producer takes
-// B as Bs[BK][BN] only, on WgmmaLarge and WgmmaMediumRealign only (route.h's wgmma_shape).
-template <class C, class T>
+// The route's producer as a template argument: the realigning producer takes B as Bs[BK][BN]
+// only, on WgmmaLarge and WgmmaMediumRealign only (route.h's wgmma_shape); TMA takes one
+// producer thread.
+template <class C, class T, bool KM, bool KN>
 cudaError_t run_fill(const GemmRoute& r, cudaStream_t stream) {
+  constexpr bool kRealign = KN && (std::is_same_v<C, WgmmaLarge> || std::is_same_v<C, WgmmaMediumRealign>);
   if (r.ops.fill == MmaFill::Realign) {
-    if constexpr (std::is_same_v<C, WgmmaLarge> || std::is_same_v<C, WgmmaMediumRealign>) {
-      if (r.ops.b_kn) return run<C, T, true, WgmmaLoad::Realign>(r.args, r.out_vec, stream);
-    }
+    if constexpr (kRealign) return run<C, T, KM, KN, WgmmaLoad::Realign>(r.args, r.out_vec, stream);
     return cudaErrorNotSupported;
   }
-  if constexpr (C::kProducers > 1) {
-    return cudaErrorNotSupported;  // a realigning configuration: TMA takes one thread
-  } else {
-    return r.ops.b_kn ? run<C, T, true, WgmmaLoad::Tma>(r.args, r.out_vec, stream)
-                      : run<C, T, false, WgmmaLoad::Tma>(r.args, r.out_vec, stream);
-  }
+  if constexpr (C::kProducers > 1) return cudaErrorNotSupported;
+  else return run<C, T, KM, KN, WgmmaLoad::Tma>(r.args, r.out_vec, stream);
 }
 
 template <class C>
 cudaError_t run_dtype(const GemmRoute& r, cudaStream_t stream) {
-  return r.dtype == DType::F16 ? run_fill<C, __half>(r, stream) : run_fill<C, __nv_bfloat16>(r, stream);
+  return with_operand_majors(r.ops, [&](auto km, auto kn) {
+    constexpr bool KM = decltype(km)::value, KN = decltype(kn)::value;
+    return r.dtype == DType::F16 ? run_fill<C, __half, KM, KN>(r, stream) : run_fill<C, __nv_bfloat16, KM, KN>(r, stream);
+  });
 }
 
 }  // namespace

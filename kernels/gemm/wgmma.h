@@ -41,12 +41,14 @@ using WgmmaMediumRealign = WgmmaConfig<128, 128, 64, 2, 6, 2>;
 
 constexpr int kWgmmaRowCols = 64;  // halves in one 128-byte swizzled row
 using WgmmaSwizzle = Swizzle<3, 3, 3>;
-// A is As[BM][BK] (k-major); B is Bs[BK][BN] (n-major, KN) or Bs[BN][BK] (k-major). Tiles are
-// 64-column blocks of 128-byte swizzled rows, one block after another.
+// A is As[BM][BK] (k-major) or As[BK][BM] (m-major, KM: read with wgmma's transpose bit); B
+// is Bs[BK][BN] (n-major, KN: likewise) or Bs[BN][BK] (k-major). Tiles are 64-column blocks
+// of 128-byte swizzled rows, one block after another: an m-major A tile's block b is
+// consumer b's 64 rows.
 template <int ROWS, int COLS>
 using WgmmaTile = Blocked<Swizzled<ROWS, kWgmmaRowCols, WgmmaSwizzle>, COLS>;
-template <class C>
-using WgmmaATile = WgmmaTile<C::kBM, C::kBK>;  // (BM, BK) halves, 128-byte swizzled rows
+template <class C, bool KM>  // (BM, BK) halves, or (BK, BM); 128-byte swizzled rows
+using WgmmaATile = std::conditional_t<KM, WgmmaTile<C::kBK, C::kBM>, WgmmaTile<C::kBM, C::kBK>>;
 template <class C, bool KN>  // (BK, BN) halves, or (BN, BK); 128-byte swizzled rows
 using WgmmaBTile = std::conditional_t<KN, WgmmaTile<C::kBK, C::kBN>, WgmmaTile<C::kBN, C::kBK>>;
 template <class C>
@@ -68,8 +70,8 @@ BANKOPS_HD constexpr uint64_t wgmma_desc_fields() {
 BANKOPS_HD uint64_t wgmma_desc(uint64_t fields, uint32_t smem_addr) { return fields | ((smem_addr >> 4) & 0x3FFF); }
 
 // Element offsets the k16 step s of consumer rows m0 (A) or of B start at (descriptor starts).
-template <class Tile>
-BANKOPS_HD int wgmma_a_at(int m0, int s) { return Tile::offset(m0, 16 * s); }
+template <class Tile, bool KM>
+BANKOPS_HD int wgmma_a_at(int m0, int s) { return KM ? Tile::offset(16 * s, m0) : Tile::offset(m0, 16 * s); }
 template <class Tile, bool KN>
 BANKOPS_HD int wgmma_b_at(int s) { return KN ? Tile::offset(16 * s, 0) : Tile::offset(0, 16 * s); }
 
@@ -101,9 +103,9 @@ enum class WgmmaLoad { Tma, Realign };
 // Shared memory: the stage ring (every tile 1024-byte aligned: the hardware anchors the
 // 128-byte swizzle to address bits), reused by the epilogue's C tile, plus 1024 bytes to align
 // the base (the mbarriers are static).
-template <class C, bool KN>
+template <class C, bool KM, bool KN>
 struct WgmmaSmem {
-  static constexpr int kA = WgmmaATile<C>::kSize * 2, kB = WgmmaBTile<C, KN>::kSize * 2;
+  static constexpr int kA = WgmmaATile<C, KM>::kSize * 2, kB = WgmmaBTile<C, KN>::kSize * 2;
   static constexpr int kStage = kA + kB, kRing = C::kStages * kStage;
   static constexpr int kBytes = kRing + 1024;
   static_assert(kA % 1024 == 0 && kB % 1024 == 0, "tiles on 1024-byte boundaries");

@@ -69,31 +69,32 @@ __device__ __forceinline__ void fence_acc(float (&d)[N]) {
   "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "              \
   "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "  \
   "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
-// N: the instruction's n; REGS its accumulator operands; A, B, SCALE, TRANS the numbers of
-// the operands after them.
-#define BANKOPS_WGMMA_ASM(N, TYPE, REGS, A, B, SCALE, TRANS, ...)                               \
+// N: the instruction's n; REGS its accumulator operands; A the number of the first operand
+// after them (then B, the scale flag and the two transpose immediates).
+#define BANKOPS_WGMMA_ASM(N, TYPE, REGS, A, B, SCALE, TA, TB, ...)                              \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #SCALE ", 0;\n"                             \
                "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " {" REGS "}, "    \
-               "%" #A ", %" #B ", p, 1, 1, 0, %" #TRANS ";\n}\n"                                \
+               "%" #A ", %" #B ", p, 1, 1, %" #TA ", %" #TB ";\n}\n"                             \
                : __VA_ARGS__                                                                     \
-               : "l"(da), "l"(db), "r"(1), "n"(TRANS_B))
-// D (64 x N, float32) += A (64 x 16, shared, k-major) * B (16 x N, shared; TRANS_B: n-major).
-template <class T, int N, int TRANS_B>
+               : "l"(da), "l"(db), "r"(1), "n"(TRANS_A), "n"(TRANS_B))
+// D (64 x N, float32) += A (64 x 16, shared; TRANS_A: m-major, else k-major) * B (16 x N,
+// shared; TRANS_B: n-major, else k-major).
+template <class T, int N, int TRANS_A, int TRANS_B>
 __device__ __forceinline__ void wgmma_mma(float (&d)[N / 2], uint64_t da, uint64_t db) {
 #define BANKOPS_R256 BANKOPS_R0_63 ", " BANKOPS_R64_127
   constexpr bool kHalf = std::is_same_v<T, __half>;
   if constexpr (N == 256 && kHalf)
-    BANKOPS_WGMMA_ASM(256, "f16", BANKOPS_R256, 128, 129, 130, 131, BANKOPS_F64(0), BANKOPS_F64(64));
+    BANKOPS_WGMMA_ASM(256, "f16", BANKOPS_R256, 128, 129, 130, 131, 132, BANKOPS_F64(0), BANKOPS_F64(64));
   else if constexpr (N == 256)
-    BANKOPS_WGMMA_ASM(256, "bf16", BANKOPS_R256, 128, 129, 130, 131, BANKOPS_F64(0), BANKOPS_F64(64));
+    BANKOPS_WGMMA_ASM(256, "bf16", BANKOPS_R256, 128, 129, 130, 131, 132, BANKOPS_F64(0), BANKOPS_F64(64));
   else if constexpr (N == 128 && kHalf)
-    BANKOPS_WGMMA_ASM(128, "f16", BANKOPS_R0_63, 64, 65, 66, 67, BANKOPS_F64(0));
+    BANKOPS_WGMMA_ASM(128, "f16", BANKOPS_R0_63, 64, 65, 66, 67, 68, BANKOPS_F64(0));
   else if constexpr (N == 128)
-    BANKOPS_WGMMA_ASM(128, "bf16", BANKOPS_R0_63, 64, 65, 66, 67, BANKOPS_F64(0));
+    BANKOPS_WGMMA_ASM(128, "bf16", BANKOPS_R0_63, 64, 65, 66, 67, 68, BANKOPS_F64(0));
   else if constexpr (kHalf)
-    BANKOPS_WGMMA_ASM(64, "f16", BANKOPS_R0_31, 32, 33, 34, 35, BANKOPS_F16(0), BANKOPS_F16(16));
+    BANKOPS_WGMMA_ASM(64, "f16", BANKOPS_R0_31, 32, 33, 34, 35, 36, BANKOPS_F16(0), BANKOPS_F16(16));
   else
-    BANKOPS_WGMMA_ASM(64, "bf16", BANKOPS_R0_31, 32, 33, 34, 35, BANKOPS_F16(0), BANKOPS_F16(16));
+    BANKOPS_WGMMA_ASM(64, "bf16", BANKOPS_R0_31, 32, 33, 34, 35, 36, BANKOPS_F16(0), BANKOPS_F16(16));
 #undef BANKOPS_R256
 }
 #undef BANKOPS_WGMMA_ASM
