@@ -20,7 +20,7 @@ from ._layouts import LAYOUTS
 from .explain import explain, gemm_route
 from .plot import plot_banks
 
-__all__ = ["LAYOUTS", "reduce_sum", "transpose", "gemm", "gemm_route", "nn", "explain", "plot_banks"]
+__all__ = ["LAYOUTS", "reduce_sum", "transpose", "gemm", "linear", "gemm_route", "nn", "explain", "plot_banks"]
 
 
 def reduce_sum(x, dim=None, keepdim=False, layout="swizzle"):
@@ -45,3 +45,10 @@ def gemm(a, b, layout="swizzle"):
     float64. Inputs may be transposed or otherwise strided views; they are not copied.
     """
     return torch.ops.bankops.gemm(a, b, layout)
+
+
+def linear(x, weight, bias=None, layout="swizzle"):
+    """``torch.nn.functional.linear``: ``x @ weight.t() + bias`` over x's last dim, for any
+    leading dims; weight (out_features, in_features) is read in place and the bias is added
+    in the gemm's epilogue. Differentiable in x, weight and bias."""
+    return torch.ops.bankops.linear(x, weight, bias, layout)

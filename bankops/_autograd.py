@@ -27,6 +27,27 @@ def _gemm_backward(ctx, grad):
     return grad_a, grad_b, None
 
 
+def _linear_setup(ctx, inputs, output):
+    x, weight, bias, layout = inputs
+    ctx.layout, ctx.has_bias = layout, bias is not None
+    ctx.save_for_backward(x, weight)
+
+
+def _linear_backward(ctx, grad):
+    # y = x @ W.t() + b over x's rows: dx = dy @ W, dW = dy.t() @ x (written in W's own
+    # (out, in) layout: no transposed copy of a (in, out) product), db = dy summed over rows.
+    x, weight = ctx.saved_tensors
+    dy = grad.reshape(-1, weight.shape[0])
+    grad_x = grad_w = grad_b = None
+    if ctx.needs_input_grad[0]:
+        grad_x = ops.gemm(dy, weight, ctx.layout).reshape(x.shape)
+    if ctx.needs_input_grad[1]:
+        grad_w = ops.gemm(dy.t(), x.reshape(-1, weight.shape[1]), ctx.layout)
+    if ctx.has_bias and ctx.needs_input_grad[2]:
+        grad_b = ops.reduce_sum(dy, 0, False, ctx.layout)
+    return grad_x, grad_w, grad_b, None
+
+
 def _transpose_setup(ctx, inputs, output):
     _, dim0, dim1, layout = inputs
     ctx.dims, ctx.layout = (dim0, dim1), layout
@@ -58,5 +79,6 @@ def _reduce_sum_backward(ctx, grad):
 
 
 torch.library.register_autograd("bankops::gemm", _gemm_backward, setup_context=_gemm_setup)
+torch.library.register_autograd("bankops::linear", _linear_backward, setup_context=_linear_setup)
 torch.library.register_autograd("bankops::transpose", _transpose_backward, setup_context=_transpose_setup)
 torch.library.register_autograd("bankops::reduce_sum", _reduce_sum_backward, setup_context=_reduce_sum_setup)

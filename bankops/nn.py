@@ -12,8 +12,10 @@ class Linear(torch.nn.Linear):
 
     Same parameters, initialisation and state dict as ``torch.nn.Linear`` (it is one), so
     it replaces it in a model or loads its weights. Inputs may have any number of leading
-    dims; they are flattened to rows for one 2-D gemm, and ``weight.t()`` is read in place.
-    The backward runs bankops.gemm with the same layout.
+    dims. The forward is ``torch.ops.bankops.linear``: one gemm over x's rows with
+    ``weight.t()`` read in place and the bias added in its epilogue; the backward runs
+    bankops.gemm (dx = dy @ W, dW = dy.t() @ x) and bankops.reduce_sum (the bias) with the
+    same layout.
     """
 
     def __init__(self, in_features, out_features, bias=True, device=None, dtype=None, layout="swizzle"):
@@ -37,11 +39,7 @@ class Linear(torch.nn.Linear):
             raise RuntimeError(
                 f"Linear: input has shape {tuple(x.shape)}; expected its last dim to be in_features={self.in_features}"
             )
-        lead = x.shape[:-1]
-        y = torch.ops.bankops.gemm(x.reshape(-1, self.in_features), self.weight.t(), self.layout)
-        if self.bias is not None:
-            y = y + self.bias
-        return y.reshape(*lead, self.out_features)
+        return torch.ops.bankops.linear(x, self.weight, self.bias, self.layout)
 
     def extra_repr(self):
         return f"{super().extra_repr()}, layout={self.layout!r}"

@@ -68,6 +68,32 @@ GemmGeometry gemm_geometry(const at::Tensor& a, const at::Tensor& b) {
   return g;
 }
 
+LinearCall linear_call(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias) {
+  check_dense(x, "linear", "x");
+  check_dense(weight, "linear", "weight");
+  TORCH_CHECK(weight.dim() == 2, "linear: expected weight to be 2-D (out_features, in_features), got ", weight.dim(),
+              "-D with shape ", weight.sizes());
+  TORCH_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), "linear: x has shape ", x.sizes(),
+              "; expected its last dim to be weight's in_features = ", weight.size(1));
+  TORCH_CHECK(x.scalar_type() == weight.scalar_type(), "linear: x has dtype ", x.scalar_type(), " but weight has ",
+              weight.scalar_type(), "; they must match");
+  TORCH_CHECK(x.device() == weight.device(), "linear: x is on ", x.device(), " but weight is on ", weight.device());
+  const int64_t rows = c10::multiply_integers(x.sizes().slice(0, x.dim() - 1));  // -1 cannot infer it at K = 0
+  LinearCall call{x.reshape({rows, x.size(-1)}), weight.t(), at::Tensor(), x.sizes().vec()};
+  call.out_sizes.back() = weight.size(0);
+  if (bias.has_value() && bias->defined()) {
+    const at::Tensor& b = *bias;
+    check_dense(b, "linear", "bias");
+    TORCH_CHECK(b.dim() == 1 && b.size(0) == weight.size(0), "linear: bias has shape ", b.sizes(),
+                "; expected (out_features,) = (", weight.size(0), ",)");
+    TORCH_CHECK(b.scalar_type() == x.scalar_type(), "linear: bias has dtype ", b.scalar_type(), " but x has ",
+                x.scalar_type(), "; they must match");
+    TORCH_CHECK(b.device() == x.device(), "linear: bias is on ", b.device(), " but x is on ", x.device());
+    call.bias = b.contiguous();
+  }
+  return call;
+}
+
 GemmArgs gemm_args(const GemmGeometry& g, const at::Tensor& a, const at::Tensor& b, void* c) {
   const auto data = [](const at::Tensor& t) -> const void* {
     if (!t.is_meta()) return t.const_data_ptr();
@@ -81,14 +107,15 @@ GemmArgs gemm_args(const GemmGeometry& g, const at::Tensor& a, const at::Tensor&
 
 namespace {
 
-at::Tensor gemm_cpu(const at::Tensor& a, const at::Tensor& b, std::string_view layout) {
-  parse_layout(layout, "gemm");
+// a @ b (+ bias, added to the wide sum before its one rounding, as the kernels do).
+at::Tensor gemm_reference(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias) {
   const GemmGeometry g = gemm_geometry(a, b);
   at::Tensor out = new_output(g.out_sizes, a.options());
   const GemmArgs s = gemm_args(g, a, b, nullptr);
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.scalar_type(), "gemm_cpu", [&] {
     const scalar_t* pa = a.const_data_ptr<scalar_t>();
     const scalar_t* pb = b.const_data_ptr<scalar_t>();
+    const scalar_t* pbias = bias.defined() ? bias.const_data_ptr<scalar_t>() : nullptr;
     scalar_t* pc = out.mutable_data_ptr<scalar_t>();
     at::parallel_for(0, g.batch * g.m, 1, [&](int64_t begin, int64_t end) {
       for (int64_t row = begin; row < end; ++row) {
@@ -99,12 +126,25 @@ at::Tensor gemm_cpu(const at::Tensor& a, const at::Tensor& b, std::string_view l
             acc += static_cast<wide_t<scalar_t>>(pa[bi * s.a_sb + m * s.a_sm + k * s.a_sk]) *
                    static_cast<wide_t<scalar_t>>(pb[bi * s.b_sb + k * s.b_sk + n * s.b_sn]);
           }
+          if (pbias != nullptr) acc += static_cast<wide_t<scalar_t>>(pbias[n]);
           pc[row * g.n + n] = static_cast<scalar_t>(acc);
         }
       }
     });
   });
   return out;
+}
+
+at::Tensor gemm_cpu(const at::Tensor& a, const at::Tensor& b, std::string_view layout) {
+  parse_layout(layout, "gemm");
+  return gemm_reference(a, b, at::Tensor());
+}
+
+at::Tensor linear_cpu(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                      std::string_view layout) {
+  parse_layout(layout, "linear");
+  const LinearCall call = linear_call(x, weight, bias);
+  return gemm_reference(call.rows, call.wt, call.bias).view(call.out_sizes);
 }
 
 // The route a.gemm(b) would take under `layout` on a device of num_sms SMs and compute
@@ -121,7 +161,10 @@ std::string gemm_route_op(const at::Tensor& a, const at::Tensor& b, std::string_
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(bankops, CPU, m) { m.impl("gemm", &gemm_cpu); }
+TORCH_LIBRARY_IMPL(bankops, CPU, m) {
+  m.impl("gemm", &gemm_cpu);
+  m.impl("linear", &linear_cpu);
+}
 TORCH_LIBRARY_IMPL(bankops, CompositeExplicitAutograd, m) { m.impl("_gemm_route", &gemm_route_op); }
 
 }  // namespace bankops

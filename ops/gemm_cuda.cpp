@@ -19,13 +19,14 @@ DeviceInfo device_info(c10::DeviceIndex device) {
   return DeviceInfo{prop->multiProcessorCount, prop->major * 10 + prop->minor};
 }
 
-at::Tensor gemm_cuda(const at::Tensor& a, const at::Tensor& b, std::string_view layout) {
-  const Layout l = parse_layout(layout, "gemm");
+// a @ b (+ bias, in the kernels' epilogue).
+at::Tensor gemm_run(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, Layout l) {
   const GemmGeometry g = gemm_geometry(a, b);
   const c10::cuda::CUDAGuard guard(a.device());
   at::Tensor out = new_output(g.out_sizes, a.options());
   if (out.numel() == 0) return out;
-  const GemmArgs args = gemm_args(g, a, b, out.mutable_data_ptr());
+  GemmArgs args = gemm_args(g, a, b, out.mutable_data_ptr());
+  if (bias.defined()) args.bias = bias.const_data_ptr();
   GemmOptions options = gemm_options();
   options.wgmma = options.wgmma && gemm_wgmma_built();
   const GemmRoute route = checked_route(args, to_dtype(a.scalar_type()), l, device_info(a.get_device()), options, "gemm");
@@ -39,8 +40,22 @@ at::Tensor gemm_cuda(const at::Tensor& a, const at::Tensor& b, std::string_view 
   return out;
 }
 
+at::Tensor gemm_cuda(const at::Tensor& a, const at::Tensor& b, std::string_view layout) {
+  return gemm_run(a, b, at::Tensor(), parse_layout(layout, "gemm"));
+}
+
+at::Tensor linear_cuda(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                       std::string_view layout) {
+  const Layout l = parse_layout(layout, "linear");
+  const LinearCall call = linear_call(x, weight, bias);
+  return gemm_run(call.rows, call.wt, call.bias, l).view(call.out_sizes);
+}
+
 }  // namespace
 
-TORCH_LIBRARY_IMPL(bankops, CUDA, m) { m.impl("gemm", &gemm_cuda); }
+TORCH_LIBRARY_IMPL(bankops, CUDA, m) {
+  m.impl("gemm", &gemm_cuda);
+  m.impl("linear", &linear_cuda);
+}
 
 }  // namespace bankops

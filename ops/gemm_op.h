@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 
 #include <array>
+#include <optional>
 #include <vector>
 
 #include "../kernels/gemm/route.h"
@@ -22,6 +23,15 @@ GemmGeometry gemm_geometry(const at::Tensor& a, const at::Tensor& b);
 // The operands as the kernels see them (c: the output's data, or null). Data pointers count
 // for their alignment only until launch; a meta tensor's is its storage offset in bytes.
 GemmArgs gemm_args(const GemmGeometry& g, const at::Tensor& a, const at::Tensor& b, void* c);
+
+// linear's operands as one 2-D gemm with a bias: x's rows (M, K) (a view where x's strides
+// allow), B = weight.t() read in place, the bias contiguous (or undefined); checks name
+// linear's arguments.
+struct LinearCall {
+  at::Tensor rows, wt, bias;
+  std::vector<int64_t> out_sizes;  // (*x.shape[:-1], out_features)
+};
+LinearCall linear_call(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias);
 
 // A device named by the caller (_gemm_route, explain): num_sms in [1, 65536], cc = 10 * major +
 // minor in [10, 255], or an error naming the argument.

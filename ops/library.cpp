@@ -15,6 +15,8 @@ TORCH_LIBRARY(bankops, m) {
   m.def("reduce_sum(Tensor x, int? dim=None, bool keepdim=False, str layout=\"swizzle\") -> Tensor");
   m.def("transpose(Tensor x, int dim0=-2, int dim1=-1, str layout=\"swizzle\") -> Tensor");
   m.def("gemm(Tensor a, Tensor b, str layout=\"swizzle\") -> Tensor");
+  // torch.nn.functional.linear: x (..., in) @ weight.t() (+ bias, in the gemm's epilogue).
+  m.def("linear(Tensor x, Tensor weight, Tensor? bias=None, str layout=\"swizzle\") -> Tensor");
   // Test hooks: the shared-memory tiles the kernels declare, the bank model, poisoned outputs,
   // the Hopper gemm kernel and its copies of misaligned operands on or off, float32 stream-K
   // on or off.

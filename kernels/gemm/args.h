@@ -5,8 +5,9 @@
 
 namespace bankops {
 
-// C[b] = A[b] @ B[b]: element strides of each operand (batch, rows, cols), any values (views,
-// broadcast batches); C contiguous (batch, m, n).
+// C[b] = A[b] @ B[b] (+ bias): element strides of each operand (batch, rows, cols), any values
+// (views, broadcast batches); C contiguous (batch, m, n); bias, when given, n contiguous
+// elements of C's dtype added to every row in the epilogue (torch.ops.bankops.linear's).
 struct GemmArgs {
   int64_t batch, m, n, k;
   const void* a;
@@ -14,6 +15,7 @@ struct GemmArgs {
   const void* b;
   int64_t b_sb, b_sk, b_sn;
   void* c;
+  const void* bias = nullptr;
 };
 
 // The calling device: SM count and compute capability (10 * major + minor: 90 for H100/H200).

@@ -169,6 +169,23 @@ __device__ __forceinline__ void ffma_store_c(const Acc (&acc)[S::kTM][S::kTN], c
   }
 }
 
+// Adds the bias (if any) of each of a thread's columns to its accumulators: n_first, its first
+// column in C. Only the piece that stores C adds it (stream-K's partial sums go without).
+template <class S, class T, class Acc>
+__device__ __forceinline__ void ffma_add_bias(Acc (&acc)[S::kTM][S::kTN], const GemmArgs& g, int64_t n_first) {
+  if (g.bias == nullptr) return;
+  constexpr int V = S::kVec;
+#pragma unroll
+  for (int q = 0; q < S::kQN; ++q)
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+      const int64_t n = n_first + q * S::kQuad + e;
+      const Acc b = n < g.n ? to_acc<Acc>(static_cast<const T*>(g.bias)[n]) : Acc(0);
+#pragma unroll
+      for (int i = 0; i < S::kTM; ++i) acc[i][q * V + e] += b;
+    }
+}
+
 // ldc: C's row stride. Wide kernels run a one-dimensional grid that w maps to work
 // (ffma_work.h): strip blocks for C's `strip` columns past g.n (gemm_strip_rows, in shared
 // memory laid out as TileS), stream-K blocks (partial sums in `partials`, one tile of
@@ -341,6 +358,7 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
     if constexpr (kWide) {
       if (ffma_share<S, MODE_B>(acc, pc, partials, flags)) return;
     }
+    ffma_add_bias<S, T>(acc, g, n0 + bn);
     ffma_store_c<S, T>(acc, g, ldc, bz, m0, n0, am, bn, whole_a && whole_b);
   };
 
@@ -359,6 +377,7 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
         gemm_strip_rows<TileS>(static_cast<const float*>(g.a) + bz * g.a_sb + m0 * g.a_sm, g.a_sm, g.a_sk,
                                static_cast<const float*>(g.b) + bz * g.b_sb + n1 * g.b_sn, g.b_sk, g.b_sn,
                                static_cast<float*>(g.c) + (bz * g.m + m0) * ldc + n1, ldc,
+                               g.bias != nullptr ? static_cast<const float*>(g.bias) + n1 : nullptr,
                                g.m - m0 < kStripRows ? g.m - m0 : kStripRows, g.k, strip, sa0);
       return;
     }

@@ -5,14 +5,15 @@
 
 namespace bankops {
 
-// C[i][j] = sum_k A[i][k] B[k][j] for rows i < rows (<= kStripRows) and columns j < cols
-// (<= kGemmStripCols): a, b and c point at row 0 / column 0 of the strip; bs holds
+// C[i][j] = sum_k A[i][k] B[k][j] (+ bias[j]) for rows i < rows (<= kStripRows) and columns
+// j < cols (<= kGemmStripCols): a, b, c and bias (or null) point at row 0 / column 0 of the
+// strip; bs holds
 // Tile::kSize floats. Not inlined: inlined, it changed the tile path's register allocation
 // and halved the swizzle kernel's speed.
 template <class Tile>
 __device__ __noinline__ void gemm_strip_rows(const float* a, int64_t a_sm, int64_t a_sk, const float* b, int64_t b_sk,
-                                             int64_t b_sn, float* c, int64_t ldc, int64_t rows, int64_t k, int cols,
-                                             float* bs) {
+                                             int64_t b_sn, float* c, int64_t ldc, const float* bias, int64_t rows,
+                                             int64_t k, int cols, float* bs) {
   const int t = threadIdx.x, lane = t % 32, row0 = t / 32 * kStripRowsPerWarp;
   float acc[kStripRowsPerWarp][kGemmStripCols] = {};
   for (int64_t k0 = 0; k0 < k; k0 += kStripK) {
@@ -41,7 +42,7 @@ __device__ __noinline__ void gemm_strip_rows(const float* a, int64_t a_sm, int64
 #pragma unroll
     for (int j = 0; j < kGemmStripCols; ++j) {
       if (j < cols) {
-        const float v = warp_sum(acc[r][j]);
+        const float v = warp_sum(acc[r][j]) + (bias != nullptr ? bias[j] : 0.f);
         if (lane == 0 && row0 + r < rows) c[(row0 + r) * ldc + j] = v;
       }
     }

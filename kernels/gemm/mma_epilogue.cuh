@@ -8,9 +8,16 @@
 
 #include <cstdint>
 
+#include "../numeric.cuh"
 #include "mma.h"
 
 namespace bankops {
+
+// The bias of C's column n (0 past C's edge or without one), in float.
+template <class T>
+__device__ __forceinline__ float bias_at(const GemmArgs& g, int64_t n) {
+  return n < g.n ? to_acc<float>(static_cast<const T*>(g.bias)[n]) : 0.f;
+}
 
 template <class T>
 __device__ __forceinline__ uint32_t pack2(float x, float y);
@@ -26,7 +33,8 @@ __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float x, float y) {
 }
 
 // C: the fragment arrangement (kThreads, kFragM, kFragN, kBN, kOutChunks, read by mma_acc and
-// mma_chunk); t: the thread's index in it; sync(): a barrier over those threads. `smem` must
+// mma_chunk); t: the thread's index in it; sync(): a barrier over those threads; the bias, if
+// any, is added to the accumulators as they are rounded to T. `smem` must
 // be free on entry (the caller's barrier); on return the C tile has been read out, but the
 // caller must sync before reusing it. c: the batch's C, g.m x g.n; out_vec: C's rows are
 // 16-byte aligned, and written in 16-byte chunks; otherwise (odd N) element by element, the
@@ -47,12 +55,18 @@ __device__ __forceinline__ void mma_epilogue(uint16_t* smem, const float (&acc)[
 #pragma unroll
     for (int j = 0; j < C::kFragN; ++j) {
       uint16_t* col = smem + CTile::join(o0, CTile::offset(0, j * 8));
+      float b0 = 0.f, b1 = 0.f;
+      if (g.bias != nullptr) {
+        const int64_t n = n0 + t0.c + j * 8;
+        b0 = bias_at<T>(g, n);
+        b1 = bias_at<T>(g, n + 1);
+      }
 #pragma unroll
       for (int i = 0; i < C::kFragM; ++i)
 #pragma unroll
         for (int h = 0; h < 2; ++h)
           *reinterpret_cast<uint32_t*>(col + CTile::offset(i * 16 + h * 8, 0)) =
-              pack2<T>(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+              pack2<T>(acc[i][j][2 * h] + b0, acc[i][j][2 * h + 1] + b1);
     }
   }
   sync();
