@@ -82,15 +82,18 @@ def _gemm(a, b, layout="swizzle"):
 @torch.library.register_fake("bankops::linear")
 def _linear(x, weight, bias=None, layout="swizzle"):
     _check_layout("linear", layout)
-    torch._check(weight.dim() == 2, lambda: f"linear: expected weight to be 2-D (out_features, in_features), got {weight.dim()}-D")
-    torch._check(x.dim() >= 1 and x.shape[-1] == weight.shape[1],
-                 lambda: f"linear: x has shape {tuple(x.shape)}; expected its last dim to be weight's in_features = {weight.shape[1]}")
-    torch._check(x.dtype in _GEMM_DTYPES, lambda: f"linear: x has dtype {x.dtype}; expected float32, float16, bfloat16 or float64")
+    torch._check(weight.dim() == 2,
+                 lambda: f"linear: expected weight to be 2-D (out_features, in_features), got {weight.dim()}-D")
+    out, k = weight.shape
+    torch._check(x.dim() >= 1 and x.shape[-1] == k,
+                 lambda: f"linear: x has shape {tuple(x.shape)}; expected its last dim to be weight's in_features = {k}")
+    torch._check(x.dtype in _GEMM_DTYPES,
+                 lambda: f"linear: x has dtype {x.dtype}; expected float32, float16, bfloat16 or float64")
     torch._check(weight.dtype == x.dtype, lambda: f"linear: x has dtype {x.dtype} but weight has {weight.dtype}")
     torch._check(x.device == weight.device, lambda: f"linear: x is on {x.device} but weight is on {weight.device}")
     if bias is not None:
-        torch._check(bias.dim() == 1 and bias.shape[0] == weight.shape[0],
-                     lambda: f"linear: bias has shape {tuple(bias.shape)}; expected (out_features,) = ({weight.shape[0]},)")
+        torch._check(bias.dim() == 1 and bias.shape[0] == out,
+                     lambda: f"linear: bias has shape {tuple(bias.shape)}; expected (out_features,) = ({out},)")
         torch._check(bias.dtype == x.dtype, lambda: f"linear: bias has dtype {bias.dtype} but x has {x.dtype}")
         torch._check(bias.device == x.device, lambda: f"linear: bias is on {bias.device} but x is on {x.device}")
-    return x.new_empty((*x.shape[:-1], weight.shape[0]))
+    return x.new_empty((*x.shape[:-1], out))

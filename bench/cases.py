@@ -182,21 +182,30 @@ def linear_step(module, x, dy):
     return y.detach(), x.grad, module.weight.grad, module.bias.grad
 
 
-def check_each(names, scales):
-    """check_close on each of a tuple of results, with its own scale."""
+def check_each(names, scales, precision=None):
+    """check_close on each of a tuple of results, with its own scale (at the tolerance of
+    `precision` when given: under autocast float32 grads carry bfloat16 products' rounding)."""
     def check(out, ref, _):
+        as_ = (lambda t: t.to(precision)) if precision else (lambda t: t)
         bad = [f"{name}: {msg}" for name, o, r, s in zip(names, out, ref, scales)
-               if (msg := check_close(o, r, s)) != "ok"]
+               if (msg := check_close(as_(o), as_(r), s)) != "ok"]
         return "; ".join(bad) or "ok"
     return check
 
 
-def linear(linear_shape, dtype, quick=False, cpu=False):
+def linear(linear_shape, dtype, quick=False, cpu=False, autocast=None):
     """A Linear layer's training step: bankops.nn.Linear against torch.nn.Linear, one module per
     layout sharing the torch module's parameters. The parameters are redrawn as randn so that
     the check's scales (sqrt of each reduction's length) fit, as for the gemm rows: nn.Linear's
-    own init would shrink y by sqrt(K) and leave the tolerance that much looser."""
+    own init would shrink y by sqrt(K) and leave the tolerance that much looser. autocast: a
+    16-bit dtype both steps run under (torch.autocast on CUDA), float32 modules and inputs."""
     m_tok, k_in, n_out = linear_shape
+
+    def step(module, x, dy):
+        if autocast is None:
+            return linear_step(module, x, dy)
+        with torch.autocast("cuda", dtype=autocast):
+            return linear_step(module, x, dy)
 
     def make(dev):
         lin = torch.nn.Linear(k_in, n_out, bias=True, device=dev, dtype=dtype)
@@ -208,17 +217,17 @@ def linear(linear_shape, dtype, quick=False, cpu=False):
 
     return Case(
         "linear", dtype, list(linear_shape), make=make,
-        run=lambda inp, layout: linear_step(inp[3][layout], inp[0], inp[1]),
-        peer=lambda inp: linear_step(inp[2], inp[0], inp[1]),
+        run=lambda inp, layout: step(inp[3][layout], inp[0], inp[1]),
+        peer=lambda inp: step(inp[2], inp[0], inp[1]),
         peer_name=peer_name("torch.nn.Linear", dtype, cpu),
         check=check_each(("y", "x.grad", "weight.grad", "bias.grad"),
-                         [math.sqrt(n) for n in (k_in, n_out, m_tok, m_tok)]),
-        quick=quick, model_case="layer", linear_shape=list(linear_shape))
+                         [math.sqrt(n) for n in (k_in, n_out, m_tok, m_tok)], autocast),
+        quick=quick, model_case="layer" if autocast is None else f"layer, autocast {str(autocast)[6:]}",
+        linear_shape=list(linear_shape))
 
 
 def model_cases(shapes, dtypes, quick=(), cpu=False):
-    """Per Linear shape [M, K, N] and dtype: its three products, then the layer's step.
-    (No autocast row: bankops has no autocast rules yet, so under autocast it would not run.)"""
+    """Per Linear shape [M, K, N] and dtype: its three products, then the layer's step."""
     return [c for s in shapes for dt in dtypes
             for c in [*[linear_gemm(p, s, dt, (s, dt) in quick, cpu) for p in LINEAR_PRODUCTS],
                       linear(s, dt, (s, dt) in quick, cpu)]]
@@ -264,6 +273,8 @@ def gpu_cases():
         gemm((4095, 4097, 4093), f32),
         gemm((8191, 8193, 8189), f32),
         *model_cases(MODEL_SHAPES, (bf16, f32), quick=[((4096, 1024, 4096), bf16)]),
+        # A float32 model under torch.autocast("cuda", torch.bfloat16), module against module.
+        linear((8192, 4096, 4096), f32, autocast=bf16),
     ]
 
 

@@ -246,9 +246,10 @@ def models_markdown(rows):
                       for dt in dtypes]
     layer_lines = []
     for (dt, m, k, n), by_case in layers.items():
-        r = by_case.get("layer", {})
-        layer_lines.append([dt, m, k, n, ratio_cell([by_case.get("layer")])]
-                           + [fmt(r.get(f)) for f in ("figure", "ms", "peer_ms")])
+        for case in (c for c in by_case if c.startswith("layer")):  # "layer", "layer, autocast bfloat16"
+            r = by_case[case]
+            layer_lines.append([dt + case[len("layer"):], m, k, n, ratio_cell([r])]
+                               + [fmt(r.get(f)) for f in ("figure", "ms", "peer_ms")])
     products, _ = model_rows(rows)
     return [
         "## Models\n",

@@ -7,7 +7,8 @@ layer calls it (forward x@W.t(), input grad dy@W, weight grad dy.t()@x on the la
 and the layer's forward + backward against torch.nn.Linear (op "linear"), also timed eagerly.
 Writes DIR/results.json, DIR/RESULTS.md and DIR/plots/<op>.png (DIR defaults to bench/),
 then prints a summary table last. Without a CUDA GPU it times the CPU reference instead,
-on small shapes, and says so.
+on small shapes, says so, and writes to bench/cpu/ unless --out says otherwise: the committed
+GPU tables stay as they are.
 """
 import argparse
 import gc
@@ -201,7 +202,8 @@ def progress(row):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="a smaller, faster sweep (fewer cases and reps)")
-    ap.add_argument("--out", default=HERE, help="where results.json, RESULTS.md and plots/ go (default: bench/)")
+    ap.add_argument("--out", default=None, help="where results.json, RESULTS.md and plots/ go (default: bench/ "
+                    "on a GPU, bench/cpu/ without one: a CPU run never overwrites the GPU tables)")
     ap.add_argument("--reps", type=int, default=None, help="most repetitions per timing (default 20, --quick 10)")
     ap.add_argument("--ops", default=None, help="comma-separated subset of transpose,reduce_sum,gemm,linear")
     ap.add_argument("--sections", default=",".join(SECTIONS),
@@ -227,6 +229,7 @@ def main():
         print("=" * 72, flush=True)
         todo = cases.cpu_cases()
     todo = [c for c in todo if c.section in sections]
+    out = args.out or (HERE if cuda else os.path.join(HERE, "cpu"))
     if args.quick:
         todo = [c for c in todo if c.quick]
     if args.ops:
@@ -244,9 +247,9 @@ def main():
     meta = report.metadata(device_name, ROOT)
     how = dict(cuda=cuda, warmup=WARMUP, min_reps=MIN_REPS, max_reps=max_reps, budget_s=BUDGET_S,
                graph_ms=GRAPH_MS, graph_calls_max=GRAPH_CALLS_MAX)
-    plotted = report.write_all(rows, meta, how, args.out)
+    plotted = report.write_all(rows, meta, how, out)
     print(f"\n{len(todo)} cases in {elapsed:.0f} s; wrote results.json, RESULTS.md{', plots/' if plotted else ''}"
-          f" in {os.path.abspath(args.out)}")
+          f" in {os.path.abspath(out)}")
     print(report.summary(rows, meta))
 
 

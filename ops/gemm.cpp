@@ -3,6 +3,7 @@
 #include "gemm_op.h"
 
 #include <ATen/Parallel.h>
+#include <ATen/autocast_mode.h>
 #include <torch/library.h>
 
 #include <atomic>
@@ -161,9 +162,35 @@ std::string gemm_route_op(const at::Tensor& a, const at::Tensor& b, std::string_
 
 }  // namespace
 
+// Autocast on CUDA, as torch's matmul and linear: float16/32 operands are cast to the autocast
+// dtype (float64 and non-CUDA tensors stay as they are; leaf weights' casts are cached for
+// the autocast region, as torch caches them).
+at::Tensor gemm_autocast(const at::Tensor& a, const at::Tensor& b, std::string_view layout) {
+  const c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCUDA);
+  const at::ScalarType to = at::autocast::get_autocast_dtype(c10::DeviceType::CUDA);
+  static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("bankops::gemm", "").typed<decltype(gemm_cpu)>();
+  return op.call(at::autocast::cached_cast(to, a, c10::DeviceType::CUDA),
+                 at::autocast::cached_cast(to, b, c10::DeviceType::CUDA), layout);
+}
+
+at::Tensor linear_autocast(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                           std::string_view layout) {
+  const c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCUDA);
+  const at::ScalarType to = at::autocast::get_autocast_dtype(c10::DeviceType::CUDA);
+  static const auto op =
+      c10::Dispatcher::singleton().findSchemaOrThrow("bankops::linear", "").typed<decltype(linear_cpu)>();
+  constexpr auto kCuda = c10::DeviceType::CUDA;
+  return op.call(at::autocast::cached_cast(to, x, kCuda), at::autocast::cached_cast(to, weight, kCuda),
+                 at::autocast::cached_cast(to, bias, kCuda), layout);
+}
+
 TORCH_LIBRARY_IMPL(bankops, CPU, m) {
   m.impl("gemm", &gemm_cpu);
   m.impl("linear", &linear_cpu);
+}
+TORCH_LIBRARY_IMPL(bankops, AutocastCUDA, m) {
+  m.impl("gemm", &gemm_autocast);
+  m.impl("linear", &linear_autocast);
 }
 TORCH_LIBRARY_IMPL(bankops, CompositeExplicitAutograd, m) { m.impl("_gemm_route", &gemm_route_op); }
 

@@ -123,3 +123,28 @@ def test_compile_fullgraph():
     ref = torch.nn.functional.linear(x.detach(), lin.weight.detach(), lin.bias.detach()).sum()
     assert torch.allclose(f(x), ref, rtol=1e-5)
     assert x.grad is not None and lin.weight.grad is not None and lin.bias.grad is not None
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_cuda_autocast_like_torch(dtype):
+    """Under torch.autocast("cuda", dtype) linear and gemm cast float32 operands to the autocast
+    dtype, as torch's linear and matmul do: a float32 bankops.nn.Linear returns `dtype` from
+    the tensor-core kernel, with torch.nn.Linear's dtype and the bits of the same call on
+    operands cast by hand; its gradients reach the float32 parameters. float64 is not cast, and
+    outside autocast float32 stays float32."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(256, 192, device="cuda")
+    mine = bankops.nn.Linear.from_torch(lin)
+    x = torch.randn(64, 256, device="cuda", requires_grad=True)
+    with torch.autocast("cuda", dtype=dtype):
+        y, want = mine(x), lin(x)
+        c = bankops.gemm(x, lin.weight.t())
+        d = bankops.gemm(x.double(), x.double().t())
+    assert y.dtype == want.dtype == c.dtype == dtype and d.dtype == torch.float64
+    by_hand = bankops.linear(x.to(dtype), lin.weight.to(dtype), lin.bias.to(dtype))
+    assert torch.equal(y, by_hand)
+    assert torch.allclose(y.float(), want.float(), rtol=2e-2, atol=2e-2 * float(want.abs().max()))
+    y.float().sum().backward()
+    assert lin.weight.grad.dtype == torch.float32 and lin.bias.grad.dtype == torch.float32 and x.grad is not None
+    assert mine(x).dtype == torch.float32

@@ -94,7 +94,8 @@ __device__ __forceinline__ void stage_load(uint16_t (&v)[kMmaChunk], const Opera
   const uint16_t* p = o.p + (r0 + t.r) * o.s_row + (c0 + t.c) * o.s_col;
   const int64_t step = kRowStep * o.s_row;
 #pragma unroll
-  for (int e = 0; e < kMmaChunk; ++e) v[e] = (col_in && t.r + e * kRowStep < rows_left) ? __ldg(p + e * step) : uint16_t(0);
+  for (int e = 0; e < kMmaChunk; ++e)
+    v[e] = (col_in && t.r + e * kRowStep < rows_left) ? __ldg(p + e * step) : uint16_t(0);
 }
 
 template <class C, class Tile, int G>

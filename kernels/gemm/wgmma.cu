@@ -157,7 +157,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
   const int ct = threadIdx.x - C::kProducerThreads;  // consumer thread
   float acc[1][C::kBN / 8][4] = {};
-  consume<C, T, KM, KN>(reinterpret_cast<float(&)[C::kAcc]>(acc), ring, base, (wg - C::kProducers) * 64, nk, ct % 32 == 0);
+  consume<C, T, KM, KN>(reinterpret_cast<float(&)[C::kAcc]>(acc), ring, base, (wg - C::kProducers) * 64, nk,
+                        ct % 32 == 0);
   consumer_sync<Frags::kThreads>();  // every consumer is done reading the ring
   uint16_t* smem = reinterpret_cast<uint16_t*>(smem_raw + (base - smem_u32(smem_raw)));
   uint16_t* c = static_cast<uint16_t*>(g.c) + bz * g.m * g.n;
@@ -220,7 +221,8 @@ template <class C>
 cudaError_t run_dtype(const GemmRoute& r, cudaStream_t stream) {
   return with_operand_majors(r.ops, [&](auto km, auto kn) {
     constexpr bool KM = decltype(km)::value, KN = decltype(kn)::value;
-    return r.dtype == DType::F16 ? run_fill<C, __half, KM, KN>(r, stream) : run_fill<C, __nv_bfloat16, KM, KN>(r, stream);
+    return r.dtype == DType::F16 ? run_fill<C, __half, KM, KN>(r, stream)
+                                 : run_fill<C, __nv_bfloat16, KM, KN>(r, stream);
   });
 }
 
