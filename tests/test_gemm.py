@@ -225,9 +225,10 @@ def test_route_without_stream_k():
 @pytest.mark.parametrize("a_transposed", [False, True], ids=["A", "At"])
 def test_model_wide_tile(a_transposed, b_transposed):
     """The 128x256 tile's trace: A's staging (128 columns) and B's (256) each follow their
-    own tile, 8 warps read 4 A and 2 B vectors per k row, k-major operands are copied one
-    element per cp.async (the 128x128 tile stores them from registers), and swizzle keeps
-    every other instruction conflict-free."""
+    own tile, 8 warps read 4 A and 2 B vectors per k row, a k-major A beside a row-major B is
+    copied one element per cp.async (a k-major B, and A beside it, are stored from registers,
+    as the 128x128 tile stores every k-major operand), and swizzle keeps every other
+    instruction conflict-free."""
     kw = dict(m=4096, n=4096, k=4096, a_transposed=a_transposed, b_transposed=b_transposed, num_sms=132)
     wide = bankops.explain("gemm", "swizzle", torch.float32, **kw)
     big = bankops.explain("gemm", "swizzle", torch.float32, **dict(kw, n=4352, k=260))
@@ -239,8 +240,9 @@ def test_model_wide_tile(a_transposed, b_transposed):
     assert count(big, "lds.128 As") == 4 * 4 * 8 and count(big, "lds.128 Bs") == 4 * 2 * 8
     # Staging: 8 x 128 floats of A and 8 x 256 of B per k tile, 32 lanes x 4 floats per warp
     # instruction (a k-major vector takes 4 instructions, one per element).
-    for rep, cols_a, cols_b, k_major in ((wide, 128, 256, "cp.async"), (big, 128, 128, "sts")):
-        assert count(rep, "sts" if k_major == "cp.async" else "(transposed, one element)") == 0
+    copies = not a_transposed and not b_transposed
+    for rep, cols_a, cols_b, k_major in ((wide, 128, 256, "cp.async" if copies else "sts"), (big, 128, 128, "sts")):
+        assert count(rep, "sts As" if k_major == "cp.async" else "(transposed, one element)") == 0
         a_rows = count(rep, "cp.async As[k][") + count(rep, k_major + " As[k+") // 4
         b_rows = count(rep, "cp.async Bs[k][") + count(rep, k_major + " Bs[k+") // 4
         assert a_rows == 8 * cols_a // 128 and b_rows == 8 * cols_b // 128, str(rep)
@@ -509,15 +511,16 @@ def test_model_conflicts_only_in_the_transposed_store_under_none(m, a_transposed
     row stores are conflict-free in every layout; the transposed store (A row-major, or B a
     transposed view) conflicts under `none` only; cp.async row copies cost extra under `pad`
     only (its rows leave the 128-byte lines the copy reads). The 128x256 tile (float32 at
-    4096) copies k-major operands one element per cp.async instead: the same conflict under
-    `none`, added to the copy's wavefront per global line (bank_model.h)."""
+    4096) copies a k-major A beside an n-major B one element per cp.async instead: the same
+    conflict under `none`, added to the copy's wavefront per global line (bank_model.h)."""
     kw = dict(m=m, n=m, k=m, a_transposed=a_transposed, b_transposed=b_transposed, num_sms=132)
     k_major = int(not a_transposed) + int(b_transposed)  # operands staged by the transposed store
     wide = m == 4096 and dtype == torch.float32
+    copied = wide and not a_transposed and not b_transposed  # A's elements by cp.async
     for layout in LAYOUTS:
         rep = bankops.explain("gemm", layout, dtype, **kw)
         assert ({r["kernel"] for r in rep.rows} == {"gemm/128x256"}) == wide
-        what = "(transposed, one element)" if wide else "transposed store"
+        what = "(transposed, one element)" if copied else "transposed store"
         transposed = [r for r in rep.rows if what in r["instruction"]]
         assert len(transposed) == k_major * 16 // (4 if dtype == torch.float32 else 8)
         for r in rep.rows:

@@ -393,8 +393,8 @@ constexpr int kKVec = int(GemmStage::KVec), kXAsync = int(GemmStage::XAsync);
 
 // SPECIALIZE: also build kernels with the aligned row-major / transposed operands' staging
 // fixed at compile time (fewer registers and branches); other layouts read it at run time.
-// ASYNC4: and the GemmStaging::Async4 pairs. Configurations that copy k-major operands
-// (gemm_copies_k) specialize aligned ones to kKUnit, as Async4 does misaligned ones, instead
+// ASYNC4: and the GemmStaging::Async4 pairs. Configurations that copy a k-major A beside an
+// x-major B (gemm_copies_a_k) specialize it to kKUnit, as Async4 does misaligned ones, instead
 // of loading 16-byte vectors into registers. Wide: the route's strip columns past the tiles
 // and its blocks' work, with the route's scratch as the workspace.
 template <class S, Layout L, class T, class Acc, bool SPECIALIZE, bool ASYNC4 = false>
@@ -414,11 +414,11 @@ cudaError_t run(const GemmRoute& r, void* workspace, cudaStream_t stream) {
   using TS = StripTile<L>;                    // (strip columns, kStripK) floats
   auto* kernel = ffma_kernel<S, TA, TB, TS, T, Acc, kAnyMode, kAnyMode>;
   if constexpr (SPECIALIZE && sizeof(T) == sizeof(Acc)) {
-    constexpr int kK = gemm_copies_k<S>() ? kKUnit : kKVec;
+    constexpr int kK = gemm_copies_a_k<S>(GemmStage::XAsync) ? kKUnit : kKVec;  // A beside an x-major B
     if (ma == GemmStage::KVec && mb == GemmStage::XAsync) kernel = ffma_kernel<S, TA, TB, TS, T, Acc, kK, kXAsync>;
     if (ma == GemmStage::XAsync && mb == GemmStage::XAsync) kernel = ffma_kernel<S, TA, TB, TS, T, Acc, kXAsync, kXAsync>;
-    if (ma == GemmStage::KVec && mb == GemmStage::KVec) kernel = ffma_kernel<S, TA, TB, TS, T, Acc, kK, kK>;
-    if (ma == GemmStage::XAsync && mb == GemmStage::KVec) kernel = ffma_kernel<S, TA, TB, TS, T, Acc, kXAsync, kK>;
+    if (ma == GemmStage::KVec && mb == GemmStage::KVec) kernel = ffma_kernel<S, TA, TB, TS, T, Acc, kKVec, kKVec>;
+    if (ma == GemmStage::XAsync && mb == GemmStage::KVec) kernel = ffma_kernel<S, TA, TB, TS, T, Acc, kXAsync, kKVec>;
     if constexpr (ASYNC4) {
       if (r.staging == GemmStaging::Async4) {
         const bool ka = ma == GemmStage::KScalar, xb = mb == GemmStage::XScalar;  // the unit-scalar ones

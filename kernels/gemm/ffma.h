@@ -83,12 +83,6 @@ using GemmWide = GemmShape<4, 4, 2, 2, 4, 1, kGemmBK, 3>;
 using GemmBigScalar = GemmShape<4, 2, 2, 4, 2, 2>;
 using GemmSmall = GemmShape<4, 2, 1, 2, 2, 4>;
 static_assert(GemmWide::kBM == 128 && GemmWide::kBN == 256 && GemmWide::kThreads == 256, "cuBLAS's tile, transposed");
-// Whether configuration S copies aligned k-major operands element by element with cp.async
-// (Wide) instead of staging them through registers: the launcher and the trace both ask.
-template <class S>
-BANKOPS_HD constexpr bool gemm_copies_k() {
-  return std::is_same<S, GemmWide>::value;
-}
 
 enum class GemmConfig : int { Big = 0, BigScalar = 1, Small = 2, Wide = 3 };
 
@@ -148,8 +142,18 @@ static_assert(GemmBig<4>::kBM == GemmBig<4>::kBN && GemmBig<8>::kBM == GemmBig<8
 //  - XAsync:  x contiguous, 16-byte aligned: cp.async 16 bytes into a tile row.
 //  - XScalar: x the faster dim but not vector-loadable: scalar loads, one 16-byte store.
 enum class GemmStage : int { KVec = 0, KScalar = 1, XAsync = 2, XScalar = 3 };
-BANKOPS_HD bool gemm_k_major(GemmStage s) { return s == GemmStage::KVec || s == GemmStage::KScalar; }
-BANKOPS_HD bool gemm_vector(GemmStage s) { return s == GemmStage::KVec || s == GemmStage::XAsync; }
+BANKOPS_HD constexpr bool gemm_k_major(GemmStage s) { return s == GemmStage::KVec || s == GemmStage::KScalar; }
+BANKOPS_HD constexpr bool gemm_vector(GemmStage s) { return s == GemmStage::KVec || s == GemmStage::XAsync; }
+
+// Whether configuration S copies an aligned k-major A element by element with cp.async instead
+// of staging it through registers (16-byte loads, transposed stores), beside a B staged as
+// mode_b: Wide beside an x-major B, as cuBLAS does (nothing waits in registers). A k-major B
+// goes through registers, and A beside it too: element copies of B's 256 columns touch four
+// times the sectors they use (bench/design_notes.md). The launcher and the trace both ask.
+template <class S>
+BANKOPS_HD constexpr bool gemm_copies_a_k(GemmStage mode_b) {
+  return std::is_same<S, GemmWide>::value && !gemm_k_major(mode_b);
+}
 
 // The operand's mode: k_stride / x_stride / batch_stride in elements, extents k and x.
 inline GemmStage gemm_stage_mode(const void* base, int elem_bytes, int acc_bytes, int64_t batch, int64_t batch_stride,

@@ -11,16 +11,15 @@ namespace gemm_detail {
 
 // pitch_a / pitch_b: bytes between an operand's rows in global memory, k rows in x-major
 // staging and x rows in k-major (what cp.async reads; tile corners are taken as 128-byte
-// aligned). Configurations that copy k-major operands (gemm_copies_k) do it element by element
-// with cp.async instead of the register-staged transposed store.
+// aligned). Configurations that copy a k-major A beside an x-major B (gemm_copies_a_k) do it
+// element by element with cp.async instead of the register-staged transposed store.
 template <class S, class TileA, class TileB>
 void trace_shape(const char* kernel, GemmStage mode_a, GemmStage mode_b, int64_t pitch_a, int64_t pitch_b,
                  int64_t iterations, SmemTrace& trace) {
   constexpr int V = S::kVec, E = S::kAccBytes;
-  constexpr bool copy_k = gemm_copies_k<S>();
   const auto byte_in = [](auto tile, int r, int c) { return int64_t(decltype(tile)::offset(r, c)) * E; };
   // One k tile's staging of an operand (Op, its tile): what Stager::store / issue put in shared memory.
-  const auto stage = [&](auto op, auto tile, const char* what, GemmStage mode, int64_t pitch) {
+  const auto stage = [&](auto op, auto tile, const char* what, GemmStage mode, int64_t pitch, bool copy_k) {
     using Op = decltype(op);
     const auto byte = [&](int r, int c) { return byte_in(tile, r, c); };
     const std::string name(what);
@@ -65,8 +64,8 @@ void trace_shape(const char* kernel, GemmStage mode_a, GemmStage mode_b, int64_t
             return c.r * pitch + int64_t(c.c) * E;
           });
   };
-  stage(typename S::OpA{}, TileA{}, "As", mode_a, pitch_a);
-  stage(typename S::OpB{}, TileB{}, "Bs", mode_b, pitch_b);
+  stage(typename S::OpA{}, TileA{}, "As", mode_a, pitch_a, gemm_copies_a_k<S>(mode_b));
+  stage(typename S::OpB{}, TileB{}, "Bs", mode_b, pitch_b, false);
   SmemInstr& a = trace.instr(kernel, "lds.128 As[kk][m..] (inner loop)", SmemOp::Ld, kGemmVecBytes, iterations);
   SmemInstr& b = trace.instr(kernel, "lds.128 Bs[kk][n..] (inner loop)", SmemOp::Ld, kGemmVecBytes, iterations);
   for (int kk = 0; kk < S::kBK; ++kk) {
