@@ -387,14 +387,15 @@ def test_cuda_async4_staging(shape, views, modes, layout):
 # The strip (kernels/gemm/ffma_strip.h): 1 to 16 columns past whole 256-column tiles where the 128x256
 # grid fills 132 SMs without them and not with them; kStripBlocks more columns of blocks compute them
 # as a matrix-vector product. Vector and Async4 staging (modes as in ASYNC4; the 128x256 tile
-# copies aligned k-major operands element by element too, mode 4), m edges, k tails past
+# copies an aligned k-major A beside a row-major B element by element too, mode 4, and stages
+# a k-major B through registers, mode 0), m edges, k tails past
 # the 256-row chunks, batches and a transposed B (its strip read along k).
 STRIP = [
     ((None, 2048, 2049, 2048), ("contiguous", "contiguous"), (4, 5)),
     ((None, 2048, 2063, 300), ("contiguous", "contiguous"), (4, 5)),    # 15 columns
     ((None, 2047, 2064, 301), ("contiguous", "contiguous"), (4, 2)),    # 16, an m edge, A's rows misaligned
     ((None, 4095, 4097, 4093), ("contiguous", "contiguous"), (4, 5)),   # the benchmark's misaligned shape
-    ((None, 2048, 2050, 1000), ("transposed", "transposed"), (2, 4)),
+    ((None, 2048, 2050, 1000), ("transposed", "transposed"), (2, 0)),   # B^T through registers
     ((4, 1024, 1025, 500), ("contiguous", "contiguous"), (4, 5)),
     ((None, 2048, 2049, 40), ("misaligned", "misaligned"), (4, 5)),    # one k chunk (sanitizers)
 ]
