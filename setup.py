@@ -36,7 +36,13 @@ if find_cuda_home():
 # it raised, while formatting the message; built with c++ it raises them (H100, 2026-11-25).
 os.environ["CXX"] = os.environ.get("BANKOPS_CXX", "c++")
 
-import torch  # noqa: E402  (after CUDA_HOME: cpp_extension reads it on import)
+try:
+    import torch  # noqa: E402  (after CUDA_HOME: cpp_extension reads it on import)
+except ImportError:  # pip's isolated build environment has setuptools, not the installed torch
+    raise SystemExit(
+        "bankops: building needs torch importable (the extension compiles against the installed torch). "
+        "Install torch first, then build without isolation: pip install --no-build-isolation ."
+    ) from None
 from setuptools import setup  # noqa: E402
 from torch.utils import cpp_extension  # noqa: E402
 
@@ -92,12 +98,5 @@ def extension():
     )
 
 
-setup(
-    name="bankops",
-    version="0.1.0",
-    description="PyTorch operators that stage data through shared memory with a selectable tile layout",
-    packages=["bankops"],
-    ext_modules=[extension()],
-    cmdclass={"build_ext": cpp_extension.BuildExtension},
-    python_requires=">=3.10",
-)
+# Name, version, dependencies: pyproject.toml.
+setup(ext_modules=[extension()], cmdclass={"build_ext": cpp_extension.BuildExtension})

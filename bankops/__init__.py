@@ -12,7 +12,18 @@ The operators are ``torch.ops.bankops.*``; the functions here only forward to th
 """
 import torch
 
-from . import _C  # noqa: F401  (loading the library registers torch.ops.bankops.*)
+try:
+    from . import _C  # noqa: F401  (loading the library registers torch.ops.bankops.*)
+except ImportError as e:  # a checkout never built (Python calls that a circular import), or built for another torch
+    import glob as _glob
+    import os as _os
+
+    _built = _glob.glob(_os.path.join(_os.path.dirname(__file__), "_C.*"))
+    raise ImportError(
+        ("bankops: " + (f"bankops/_C did not load ({e})" if _built else "the compiled library bankops/_C is not built"))
+        + ". In a checkout, build it: python setup.py build_ext --inplace (or bash scripts/test.sh); "
+        "to install: pip install --no-build-isolation ."
+    ) from None
 from . import _fake  # noqa: F401  (shape functions for torch.compile)
 from . import _autograd  # noqa: F401  (backward formulas)
 from . import nn

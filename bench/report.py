@@ -95,16 +95,24 @@ def write_all(rows, meta, how, out_dir):
         f.write("\n")
     with open(os.path.join(out_dir, "RESULTS.md"), "w") as f:
         f.write(markdown(rows, meta, how))
-        f.write(design_notes())
+        f.write(kept_sections())
     splice_ncu(out_dir)
     return plots(rows, meta, os.path.join(out_dir, "plots"))
 
 
-def design_notes():
-    """bench/design_notes.md (the figures behind the kernels' design), for RESULTS.md."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "design_notes.md")
-    with open(path) as f:
-        return "\n" + f.read()
+# Sections RESULTS.md carries over from files beside this one, as they are: runs this script
+# does not make (two GPUs) and the figures behind the kernels' design.
+KEPT = ("ddp.md", "design_notes.md")
+
+
+def kept_sections():
+    text = ""
+    for name in KEPT:
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
+        if os.path.exists(path):
+            with open(path) as f:
+                text += "\n" + f.read()
+    return text
 
 
 def how_measured(how):

@@ -33,11 +33,14 @@ def make_mlp(linear, sizes, dtype, device, **kw):
     return torch.nn.Sequential(*layers)
 
 
-def batches(steps, batch, sizes, dtype, device):
+def batches(steps, batch, sizes, dtype, device, rank=0):
     """A learnable task: labels are the argmax of a fixed random linear teacher. Drawn on the
-    device (the CUDA default's 60 batches of 8192 x 4096 would take the CPU a while)."""
+    device (the CUDA default's 60 batches of 8192 x 4096 would take the CPU a while). rank: a
+    data-parallel process's own batches of the same task."""
     g = torch.Generator(device=device).manual_seed(1234)
     teacher = torch.randn(sizes[0], sizes[-1], generator=g, device=device)
+    if rank:
+        g.manual_seed(1234 + rank)
     data = []
     for _ in range(steps):
         x = torch.randn(batch, sizes[0], generator=g, device=device)
