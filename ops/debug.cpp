@@ -2,6 +2,7 @@
 // Python, the switch that poisons new outputs and gemm's switches (gemm_op.h).
 #include <torch/library.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -70,32 +71,57 @@ constexpr NamedTile kTiles[] = {
     {"seed003/2", describe<Seed003Tile, 2>},
 };
 
-TileDescription find_tile(std::string_view tile, std::string_view layout) {
-  const Layout l = parse_layout(layout, "_tile_map");
+TileDescription find_tile(std::string_view tile, std::string_view layout, const char* op) {
+  const Layout l = parse_layout(layout, op);
   std::string names;
   for (const NamedTile& t : kTiles) {
     if (tile == t.name) return t.describe(l);
     names += names.empty() ? "" : ", ";
     names += t.name;
   }
-  TORCH_CHECK(false, "_tile_map: unknown tile '", tile, "'; expected one of: ", names);
+  TORCH_CHECK(false, op, ": unknown tile '", tile, "'; expected one of: ", names);
 }
 
-at::Tensor tile_map(std::string_view tile, std::string_view layout) { return find_tile(tile, layout).map; }
-at::Tensor tile_info(std::string_view tile, std::string_view layout) { return find_tile(tile, layout).info; }
+at::Tensor tile_map(std::string_view tile, std::string_view layout) { return find_tile(tile, layout, "_tile_map").map; }
+at::Tensor tile_info(std::string_view tile, std::string_view layout) {
+  return find_tile(tile, layout, "_tile_info").info;
+}
+
+// A process switch's value: 0 or 1 (True / False), or an error naming the switch.
+template <void (*SET)(bool)>
+void switch_op(int64_t on, const char* op) {
+  TORCH_CHECK(on == 0 || on == 1, op, ": expected on to be True or False (1 or 0), got ", on);
+  SET(on == 1);
+}
+void set_poison_op(int64_t on) { switch_op<set_poison>(on, "_set_poison"); }
+void set_wgmma_op(int64_t on) { switch_op<set_wgmma>(on, "_set_wgmma"); }
+void set_repack_op(int64_t on) { switch_op<set_repack>(on, "_set_repack"); }
+void set_stream_k_op(int64_t on) { switch_op<set_stream_k>(on, "_set_stream_k"); }
+
+// A tensor of lane addresses: integers (a float or complex tensor would pass NaN or fractions).
+at::Tensor lane_addresses(const at::Tensor& t, const char* op, const char* arg) {
+  TORCH_CHECK(t.dim() == 1 && t.numel() == kWarpLanes, op, ": expected ", arg, " to hold 32 lane addresses, got shape ",
+              t.sizes());
+  TORCH_CHECK(at::isIntegralType(t.scalar_type(), /*includeBool=*/false), op, ": expected ", arg,
+              " to hold integer byte addresses, got dtype ", t.scalar_type());
+  return t.to(at::kCPU, at::kLong).contiguous();
+}
 
 // One warp-wide access from Python: addr holds the 32 lanes' byte addresses.
+// Shared-memory addresses are 32-bit (a block has at most 227 KB); active: a mask of 32 lanes,
+// -1 for all of them.
 WarpAccess access_of(const at::Tensor& addr, int64_t width, int64_t active, bool store, const char* op) {
-  TORCH_CHECK(addr.dim() == 1 && addr.numel() == kWarpLanes, op, ": expected addr to hold 32 lane addresses, got shape ",
-              addr.sizes());
+  const at::Tensor a = lane_addresses(addr, op, "addr");
   TORCH_CHECK(width == 1 || width == 2 || width == 4 || width == 8 || width == 16, op,
               ": expected width 1, 2, 4, 8 or 16 bytes, got ", width);
-  const at::Tensor a = addr.to(at::kLong).contiguous();
+  TORCH_CHECK(active >= -1 && active <= int64_t(UINT32_MAX), op,
+              ": expected active to be a 32-lane mask (0 to 2^32 - 1, or -1 for every lane), got ", active);
   WarpAccess access{{}, static_cast<uint32_t>(active), static_cast<int>(width), !store};
   for (int lane = 0; lane < kWarpLanes; ++lane) {
     const int64_t v = a.const_data_ptr<int64_t>()[lane];
-    TORCH_CHECK(v >= 0 && v % width == 0, op, ": lane ", lane, " address ", v, " is negative or not ", width,
-                "-byte aligned");
+    TORCH_CHECK(v >= 0 && v <= int64_t(UINT32_MAX), op, ": lane ", lane, " address ", v,
+                " is outside [0, 2^32) (shared-memory addresses are 32-bit)");
+    TORCH_CHECK(v % width == 0, op, ": lane ", lane, " address ", v, " is not ", width, "-byte aligned");
     access.addr[lane] = static_cast<uint32_t>(v);
   }
   return access;
@@ -108,9 +134,7 @@ at::Tensor bank_cost_of(const at::Tensor& addr, int64_t width, int64_t active, b
   WarpAccess access = access_of(addr, width, active, store, "_bank_cost");
   TORCH_CHECK(src || !zfill, "_bank_cost: zfill describes a cp.async; expected src with it");
   if (src) {
-    TORCH_CHECK(src->dim() == 1 && src->numel() == kWarpLanes, "_bank_cost: expected src to hold 32 lane addresses, got shape ",
-                src->sizes());
-    const at::Tensor s = src->to(at::kCPU, at::kLong).contiguous();
+    const at::Tensor s = lane_addresses(*src, "_bank_cost", "src");
     access.copy = true;
     access.zfill = zfill;
     access.load = false;
@@ -157,10 +181,10 @@ TORCH_LIBRARY_IMPL(bankops, CPU, m) {
 TORCH_LIBRARY_IMPL(bankops, CompositeExplicitAutograd, m) {
   m.impl("_tile_map", &tile_map);
   m.impl("_tile_info", &tile_info);
-  m.impl("_set_poison", &set_poison);
-  m.impl("_set_wgmma", &set_wgmma);
-  m.impl("_set_repack", &set_repack);
-  m.impl("_set_stream_k", &set_stream_k);
+  m.impl("_set_poison", &set_poison_op);
+  m.impl("_set_wgmma", &set_wgmma_op);
+  m.impl("_set_repack", &set_repack_op);
+  m.impl("_set_stream_k", &set_stream_k_op);
 }
 
 }  // namespace bankops

@@ -24,10 +24,11 @@ TORCH_LIBRARY(bankops, m) {
   m.def("_tile_info(str tile, str layout) -> Tensor");
   m.def("_bank_cost(Tensor addr, int width, int active=-1, bool store=False, Tensor? src=None, bool zfill=False) -> Tensor");
   m.def("_bank_map(Tensor addr, int width, int active=-1, bool store=False) -> (Tensor, Tensor, Tensor)");
-  m.def("_set_poison(bool on) -> ()");
-  m.def("_set_wgmma(bool on) -> ()");
-  m.def("_set_repack(bool on) -> ()");
-  m.def("_set_stream_k(bool on) -> ()");
+  // (int, not bool: a bool argument takes any number, so _set_poison(2) would pass unnoticed.)
+  m.def("_set_poison(int on) -> ()");
+  m.def("_set_wgmma(int on) -> ()");
+  m.def("_set_repack(int on) -> ()");
+  m.def("_set_stream_k(int on) -> ()");
   // The bank probe: one warp, one shared-memory access (or cp.async) at the given lane addresses.
   m.def("_smem_probe(Tensor addr, int width, bool store=False, Tensor? src=None, bool zfill=False) -> Tensor");
   // bankops.explain: each kernel's shared-memory instructions and the bank model's cost.

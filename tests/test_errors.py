@@ -64,3 +64,27 @@ def test_mixed_devices():
         ops.gemm(a, torch.randn(4, 4))
     with pytest.raises(RuntimeError, match=r"a is on cpu but b is on cuda:0"):
         ops.gemm(torch.randn(4, 4), a)
+
+
+@pytest.mark.parametrize(
+    "call,message",
+    [
+        (lambda: ops._bank_cost(torch.full((32,), 2**32, dtype=torch.long), 4), r"lane 0 address 4294967296 is outside \[0, 2\^32\)"),
+        (lambda: ops._bank_map(torch.arange(32, dtype=torch.float) * 4, 4), r"_bank_map: expected addr to hold integer byte addresses, got dtype Float"),
+        (lambda: ops._bank_cost(torch.zeros(32, dtype=torch.complex64), 4), r"expected addr to hold integer byte addresses"),
+        (lambda: ops._bank_cost(torch.arange(32) * 4, 4, 2**32), r"expected active to be a 32-lane mask"),
+        (lambda: ops._bank_cost(torch.arange(32) * 4, 4, -2), r"expected active to be a 32-lane mask"),
+        (lambda: ops._bank_cost(torch.arange(32) * 16, 16, -1, False, torch.arange(32.0)), r"expected src to hold integer byte addresses"),
+        (lambda: ops._set_poison(2), r"_set_poison: expected on to be True or False \(1 or 0\), got 2"),
+        (lambda: ops._set_stream_k(-1), r"_set_stream_k: expected on to be True or False"),
+        (lambda: ops._tile_info("nope", "none"), r"_tile_info: unknown tile 'nope'"),
+        (lambda: ops._tile_info("gemm/4", "tiled"), r"unknown layout 'tiled'"),
+    ],
+    ids=["addr-past-2^32", "float-addr", "complex-addr", "active-2^32", "active-minus-2", "float-src", "poison-2",
+         "stream-k-minus-1", "tile-info-name", "tile-info-layout"],
+)
+def test_private_ops_refuse_bad_arguments(call, message):
+    """The test hooks check their arguments as the operators do: shared-memory addresses are
+    32-bit integers, active a 32-lane mask, the switches 0 or 1, and errors name the hook."""
+    with pytest.raises(RuntimeError, match=message):
+        call()
