@@ -1,6 +1,7 @@
 #include "common.h"
 
 #include <atomic>
+#include <cstdint>
 #include <string>
 
 namespace bankops {
@@ -36,6 +37,11 @@ at::Tensor new_output(at::IntArrayRef sizes, const at::TensorOptions& options) {
   if (!g_poison.load(std::memory_order_relaxed)) return at::empty(sizes, options);
   const int64_t nbytes = c10::multiply_integers(sizes) * c10::elementSize(c10::typeMetaToScalarType(options.dtype()));
   return at::empty({nbytes}, options.dtype(at::kByte)).fill_(0xFF).view(options.dtype().toScalarType()).view(sizes);
+}
+
+at::Tensor element_aligned(const at::Tensor& t) {
+  const bool aligned = reinterpret_cast<uintptr_t>(t.const_data_ptr()) % t.element_size() == 0;
+  return aligned ? t : t.clone(at::MemoryFormat::Contiguous);
 }
 
 void check_dense(const at::Tensor& x, const char* op, const char* arg) {

@@ -25,6 +25,11 @@ void set_poison(bool on);
 // x must be a dense strided tensor (not sparse, not quantized).
 void check_dense(const at::Tensor& x, const char* op, const char* arg);
 
+// t itself, or, where its data pointer is off a multiple of its element size (only memory
+// from from_blob or DLPack can be), a contiguous copy, which torch's allocators align: the
+// kernels and the CPU references load whole elements.
+at::Tensor element_aligned(const at::Tensor& t);
+
 // Wraps dim into [0, max(ndim, 1)) the way torch does, or fails naming the argument.
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op, const char* arg);
 

@@ -90,7 +90,7 @@ LinearCall linear_call(const at::Tensor& x, const at::Tensor& weight, const std:
     TORCH_CHECK(b.scalar_type() == x.scalar_type(), "linear: bias has dtype ", b.scalar_type(), " but x has ",
                 x.scalar_type(), "; they must match");
     TORCH_CHECK(b.device() == x.device(), "linear: bias is on ", b.device(), " but x is on ", x.device());
-    call.bias = b.contiguous();
+    call.bias = element_aligned(b.contiguous());
   }
   return call;
 }
@@ -109,8 +109,9 @@ GemmArgs gemm_args(const GemmGeometry& g, const at::Tensor& a, const at::Tensor&
 namespace {
 
 // a @ b (+ bias, added to the wide sum before its one rounding, as the kernels do).
-at::Tensor gemm_reference(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias) {
-  const GemmGeometry g = gemm_geometry(a, b);
+at::Tensor gemm_reference(const at::Tensor& a_in, const at::Tensor& b_in, const at::Tensor& bias) {
+  const GemmGeometry g = gemm_geometry(a_in, b_in);
+  const at::Tensor a = element_aligned(a_in), b = element_aligned(b_in);
   at::Tensor out = new_output(g.out_sizes, a.options());
   const GemmArgs s = gemm_args(g, a, b, nullptr);
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.scalar_type(), "gemm_cpu", [&] {

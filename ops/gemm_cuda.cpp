@@ -20,8 +20,9 @@ DeviceInfo device_info(c10::DeviceIndex device) {
 }
 
 // a @ b (+ bias, in the kernels' epilogue).
-at::Tensor gemm_run(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, Layout l) {
-  const GemmGeometry g = gemm_geometry(a, b);
+at::Tensor gemm_run(const at::Tensor& a_in, const at::Tensor& b_in, const at::Tensor& bias, Layout l) {
+  const GemmGeometry g = gemm_geometry(a_in, b_in);
+  const at::Tensor a = element_aligned(a_in), b = element_aligned(b_in);
   const c10::cuda::CUDAGuard guard(a.device());
   at::Tensor out = new_output(g.out_sizes, a.options());
   if (out.numel() == 0) return out;

@@ -45,7 +45,7 @@ at::Tensor reduce_sum_cpu(const at::Tensor& x, std::optional<int64_t> dim, bool 
   parse_layout(layout, "reduce_sum");
   const ReduceGeometry g = reduce_geometry(x, dim, keepdim);
   at::Tensor out = new_output(g.out_sizes, x.options().dtype(g.out_dtype));
-  const at::Tensor xc = x.contiguous();
+  const at::Tensor xc = element_aligned(x.contiguous());
   const auto [outer, len, inner] = g.shape;
   AT_DISPATCH_ALL_TYPES_AND3(at::kHalf, at::kBFloat16, at::kBool, x.scalar_type(), "reduce_sum_cpu", [&] {
     using out_t = std::conditional_t<is_float_v<scalar_t>, scalar_t, int64_t>;

@@ -27,7 +27,7 @@ at::Tensor reduce_sum_cuda(const at::Tensor& x, std::optional<int64_t> dim, bool
   const c10::cuda::CUDAGuard guard(x.device());
   at::Tensor out = new_output(g.out_sizes, x.options().dtype(g.out_dtype));
   if (out.numel() == 0) return out;
-  const at::Tensor xc = x.contiguous();
+  const at::Tensor xc = element_aligned(x.contiguous());
   const DType dt = to_dtype(x.scalar_type());
   // Column vectors need every row of x on a 16-byte boundary; rows handle their own
   // unaligned head and tail.

@@ -85,10 +85,7 @@ at::Tensor transpose_cuda(const at::Tensor& x, int64_t dim0, int64_t dim1, std::
   at::Tensor out = new_output(g.out_sizes, x.options());
   if (out.numel() == 0) return out;
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  // Kernels load whole elements: a view whose address is not a multiple of its element size
-  // (only possible through from_blob-like memory) is first copied to aligned memory.
-  const bool aligned = reinterpret_cast<uintptr_t>(x.const_data_ptr()) % x.element_size() == 0;
-  const at::Tensor src = aligned ? x : x.clone(at::MemoryFormat::Contiguous);
+  const at::Tensor src = element_aligned(x);
   if (!try_launch(src, out, g.dim0, g.dim1, l, stream)) {
     TORCH_CHECK(try_launch(src.contiguous(), out, g.dim0, g.dim1, l, stream), "transpose: internal error: no plan");
   }
