@@ -539,3 +539,23 @@ def test_swizzle_parameters():
     4-float vectors, row bits 1-2 for float64's pairs) above the columns of one warp phase."""
     assert torch.ops.bankops._tile_info("gemm/4", "swizzle").tolist()[4:] == [1, 4, 5]
     assert torch.ops.bankops._tile_info("gemm/8", "swizzle").tolist()[4:] == [2, 2, 5]
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16], ids=str)
+def test_cuda_k_zero_writes_zeros_on_every_route(dtype):
+    """K = 0 on grids that take each route (float32's 128x256 tile, whose per-tile blocks have
+    no k tile to run; the Hopper and mma.sync kernels): C is zeros (plus the bias through
+    linear) in every element of the poisoned output, and an empty batch's Linear backward
+    gives zero weight and bias gradients."""
+    a = torch.zeros(2048, 0, device="cuda", dtype=dtype)
+    b = torch.zeros(0, 2048, device="cuda", dtype=dtype)
+    for layout in LAYOUTS:
+        assert torch.equal(bankops.gemm(a, b, layout), torch.zeros(2048, 2048, device="cuda", dtype=dtype)), layout
+    bias = torch.randn(2048, device="cuda").to(dtype)
+    w = torch.zeros(2048, 0, device="cuda", dtype=dtype)
+    assert torch.equal(bankops.linear(a, w, bias), bias.expand(2048, 2048))
+    lin = bankops.nn.Linear(2048, 2048, device="cuda", dtype=dtype)
+    lin(torch.zeros(0, 2048, device="cuda", dtype=dtype, requires_grad=True)).sum().backward()
+    assert torch.equal(lin.weight.grad, torch.zeros_like(lin.weight))
+    assert torch.equal(lin.bias.grad, torch.zeros_like(lin.bias))
