@@ -1,5 +1,8 @@
 """Bad arguments raise errors that name the argument and what was expected."""
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -126,3 +129,63 @@ def test_misaligned_base_pointer_is_copied_not_faulted_on(device):
     assert torch.equal(bankops.transpose(x), ref.t().contiguous())
     w = ref[:13].clone()
     assert torch.equal(bankops.linear(x, w, x[0, :13]), bankops.linear(ref, w, ref[0, :13]))
+
+
+# Every operator and test hook, called with arguments of every wrong kind: wrong dtypes,
+# 0-d, meta and sparse tensors, NaN and inf values, negative and huge ints, bad strings. Each
+# call must raise (or return); a crash (a signal ending the process) fails. One subprocess per
+# op runs its calls, so that a crash names the op and does not take pytest down.
+SWEEP = r"""
+import itertools, sys, torch, bankops
+ops = torch.ops.bankops
+dev = sys.argv[2]
+f = lambda *s: torch.randn(s, device=dev)
+tensors = [f(4, 4), f(), f(0, 4), f(4, 4).half(), torch.ones(4, 4, dtype=torch.int64, device=dev),
+           torch.ones(4, 4, dtype=torch.bool, device=dev), torch.full((4, 4), float("nan"), device=dev),
+           torch.full((4, 4), float("inf"), device=dev), torch.randn(4, 4, dtype=torch.complex64, device=dev),
+           torch.empty(4, 4, device="meta"), f(2, 3, 4).transpose(0, 2), f(4, 4).to_sparse()]
+ints = [0, -1, 5, -5, 2**31, -2**31, 2**62, -2**62]
+strs = ["swizzle", "", "SWIZZLE", "pad\0", "none" * 100]
+calls = {
+    "reduce_sum": lambda: [(t, d, k, s) for t in tensors for d in [None, *ints] for k in (False, True) for s in strs[:2]],
+    "transpose": lambda: [(t, a, b, s) for t in tensors for a in ints[:4] for b in ints for s in strs[:2]],
+    "gemm": lambda: [(a, b, s) for a in tensors for b in tensors for s in strs[:2]],
+    "linear": lambda: [(a, b, c, s) for a in tensors[:6] for b in tensors for c in [None, *tensors[:4]] for s in strs[:2]],
+    "_tile_map": lambda: [(t, s) for t in ["gemm/4", "", "x" * 1000] for s in strs],
+    "_tile_info": lambda: [(t, s) for t in ["gemm/4", "", "x" * 1000] for s in strs],
+    "_bank_cost": lambda: [(t, w, a) for t in [*tensors, torch.arange(32) * 4, torch.arange(32) * -4] for w in ints[:4] + [16]
+                           for a in ints],
+    "_bank_map": lambda: [(t, w, a) for t in [*tensors, torch.arange(32) * 4] for w in ints[:4] + [16] for a in ints],
+    "_set_poison": lambda: [(i,) for i in ints],
+    "_smem_trace": lambda: [(op, s, dt, p, n) for op in ["gemm", "transpose", "reduce_sum", ""] for s in strs[:2]
+                            for dt in [torch.float32, torch.int8, torch.complex64]
+                            for p in [[], [1, 2, 3], [1, 2**40, 2**40, 2**40, 1, 1], [-1, 4, 4], [1, 4, 4, 4, 1, 1]]
+                            for n in [132, 0, 2**40]],
+    "_gemm_route": lambda: [(a, b, s, n, c) for a in tensors for b in tensors[:4] for s in strs[:2]
+                            for n in [132, 0, -1, 2**40] for c in [90, 0, 2**40]],
+}
+name = sys.argv[1]
+op = getattr(ops, name)
+tried = raised = 0
+for args in calls[name]():
+    tried += 1
+    try:
+        op(*args)
+    except Exception:
+        raised += 1
+print(name, tried, raised)
+"""
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("op", ["reduce_sum", "transpose", "gemm", "linear", "_tile_map", "_tile_info", "_bank_cost",
+                                "_bank_map", "_set_poison", "_smem_trace", "_gemm_route"])
+def test_bad_argument_sweep_never_crashes(op, device, tmp_path):
+    script = tmp_path / "sweep.py"
+    script.write_text(SWEEP)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+    run = subprocess.run([sys.executable, str(script), op, device], capture_output=True, text=True, timeout=600, env=env)
+    assert run.returncode == 0, f"{op} on {device}: exit {run.returncode}\n{run.stdout[-2000:]}\n{run.stderr[-3000:]}"
+    name, tried, raised = run.stdout.split()[-3:]
+    assert name == op and int(tried) > 0
