@@ -169,7 +169,8 @@ std::string gemm_route_op(const at::Tensor& a, const at::Tensor& b, std::string_
 at::Tensor gemm_autocast(const at::Tensor& a, const at::Tensor& b, std::string_view layout) {
   const c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCUDA);
   const at::ScalarType to = at::autocast::get_autocast_dtype(c10::DeviceType::CUDA);
-  static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("bankops::gemm", "").typed<decltype(gemm_cpu)>();
+  static const auto op =
+      c10::Dispatcher::singleton().findSchemaOrThrow("bankops::gemm", "").typed<decltype(gemm_cpu)>();
   return op.call(at::autocast::cached_cast(to, a, c10::DeviceType::CUDA),
                  at::autocast::cached_cast(to, b, c10::DeviceType::CUDA), layout);
 }

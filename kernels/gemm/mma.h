@@ -2,10 +2,11 @@
 // ldmatrix from shared-memory tiles whose rows follow each operand's contiguous dim (halves):
 // A is As[BM][BK] (k contiguous, plain ldmatrix) or As[BK][BM] (m contiguous, ldmatrix.trans);
 // B is Bs[BK][BN] (n contiguous, ldmatrix.trans) or Bs[BN][BK] (plain ldmatrix). The fills
-// (mma_fill.cuh): cp.async of 16-byte chunks when every tile row starts 16-byte aligned; a raw staging ring and a realign pass in shared memory when
-// rows are contiguous but start anywhere (odd K or N, offset data pointers); element by
-// element through registers otherwise. The epilogue goes through a shared-memory C tile so
-// that each thread writes whole 16-byte chunks of a row (mma_epilogue.cuh).
+// (mma_fill.cuh): cp.async of 16-byte chunks when every tile row starts 16-byte aligned; a raw
+// staging ring and a realign pass in shared memory when rows are contiguous but start
+// anywhere (odd K or N, offset data pointers); element by element through registers
+// otherwise. The epilogue goes through a shared-memory C tile so that each thread writes
+// whole 16-byte chunks of a row (mma_epilogue.cuh).
 //
 // Block shapes (MmaConfig; route.h picks one, bench/RESULTS.md's design notes have the figures):
 //   MmaSmall  128 x 128 x 32, 4 warps, 4 stages, two blocks an SM: small grids, and the

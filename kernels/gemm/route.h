@@ -37,7 +37,8 @@ BANKOPS_HD bool gemm_wide_fills(int64_t batch, int64_t m, int64_t n, int num_sms
 // Whether Big's grid (two blocks an SM, each half an SM's worth of warps) keeps at least 7/8
 // of its block slots busy over all its waves.
 BANKOPS_HD bool gemm_big_fills(int64_t batch, int64_t m, int64_t n, int num_sms) {
-  const int64_t big = batch * ceil_div(m, GemmBig<4>::kBM) * ceil_div(n, GemmBig<4>::kBN), slots = 2 * int64_t(num_sms);
+  const int64_t big = batch * ceil_div(m, GemmBig<4>::kBM) * ceil_div(n, GemmBig<4>::kBN);
+  const int64_t slots = 2 * int64_t(num_sms);
   return 8 * big >= 7 * ceil_div(big, slots) * slots;
 }
 
@@ -121,8 +122,9 @@ inline MmaOperands mma_operands(const GemmArgs& g) {
   MmaOperands p;
   p.a_km = mma_a_km(g);
   p.b_kn = mma_b_kn(g);
-  const bool realign = (p.a_km ? mma_realign_ok(g.a_sm, g.a_sk, g.k, g.m) : mma_realign_ok(g.a_sk, g.a_sm, g.m, g.k)) &&
-                       (p.b_kn ? mma_realign_ok(g.b_sn, g.b_sk, g.k, g.n) : mma_realign_ok(g.b_sk, g.b_sn, g.n, g.k));
+  const bool realign_a = p.a_km ? mma_realign_ok(g.a_sm, g.a_sk, g.k, g.m) : mma_realign_ok(g.a_sk, g.a_sm, g.m, g.k);
+  const bool realign_b = p.b_kn ? mma_realign_ok(g.b_sn, g.b_sk, g.k, g.n) : mma_realign_ok(g.b_sk, g.b_sn, g.n, g.k);
+  const bool realign = realign_a && realign_b;
   p.fill = mma_a_aligned(g) && mma_b_aligned(g) ? MmaFill::Async : realign ? MmaFill::Realign : MmaFill::Registers;
   return p;
 }

@@ -163,8 +163,9 @@ inline void trace_mma_tile(const GemmRoute& r, SmemTrace& trace) {
       const int64_t tiles_m = ceil_div(g.m, C::kBM), tiles_n = ceil_div(g.n, C::kBN);
       const int64_t a_extent = (g.m - 1) * g.a_sm + (g.k - 1) * g.a_sk + 1;
       const int64_t b_extent = (g.k - 1) * g.b_sk + (g.n - 1) * g.b_sn + 1;
-      const RawOperand ra = KM ? RawOperand{g.a_sk, g.k, g.m, C::kBM, tiles_m, tiles_n, a_extent, g.batch, g.a_sb, true}
-                               : RawOperand{g.a_sm, g.m, g.k, C::kBM, tiles_m, tiles_n, a_extent, g.batch, g.a_sb, false};
+      const RawOperand ra =
+          KM ? RawOperand{g.a_sk, g.k, g.m, C::kBM, tiles_m, tiles_n, a_extent, g.batch, g.a_sb, true}
+             : RawOperand{g.a_sm, g.m, g.k, C::kBM, tiles_m, tiles_n, a_extent, g.batch, g.a_sb, false};
       const RawOperand rb = KN ? RawOperand{g.b_sk, g.k, g.n, C::kBN, tiles_n, tiles_m, b_extent, g.batch, g.b_sb, true}
                                : RawOperand{g.b_sn, g.n, g.k, C::kBN, tiles_n, tiles_m, b_extent, g.batch, g.b_sb, false};
       fill(KM ? "As[k][m] <- A" : "As[m][k] <- A", ATile{}, at, (KM ? g.a_sk : g.a_sm) * 2, raw, ra);
