@@ -161,8 +161,6 @@ std::string gemm_route_op(const at::Tensor& a, const at::Tensor& b, std::string_
       checked_route(args, to_dtype(a.scalar_type()), l, device, gemm_options(), "_gemm_route"));
 }
 
-}  // namespace
-
 // Autocast on CUDA, as torch's matmul and linear: float16/32 operands are cast to the autocast
 // dtype (float64 and non-CUDA tensors stay as they are; leaf weights' casts are cached for
 // the autocast region, as torch caches them).
@@ -185,6 +183,8 @@ at::Tensor linear_autocast(const at::Tensor& x, const at::Tensor& weight, const 
   return op.call(at::autocast::cached_cast(to, x, kCuda), at::autocast::cached_cast(to, weight, kCuda),
                  at::autocast::cached_cast(to, bias, kCuda), layout);
 }
+
+}  // namespace
 
 TORCH_LIBRARY_IMPL(bankops, CPU, m) {
   m.impl("gemm", &gemm_cpu);
