@@ -11,12 +11,11 @@ import torch
 
 import bankops
 from conftest import LAYOUTS, eps, requires_cuda
+from test_gemm_mma import MMA_SYNC, gemm, shape_ids  # gemm under a layout or "swizzle/mma.sync"
 from test_gemm_route import fields, meta, route
 
 DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 MAJORS = {"NN": (False, False), "NT": (False, True), "TN": (True, False), "TT": (True, True)}
-MMA_SYNC = "swizzle/mma.sync"  # swizzle kept off the Hopper kernel
-HOPPER = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
 
 # (batch or None, M, N, K): one element, odd sizes (the realigning and register fills), whole
 # tiles, edges past them, k tails, a batch, and grids large enough for the Hopper kernel's
@@ -25,23 +24,13 @@ SHAPES = [
     (None, 1, 1, 1), (None, 37, 45, 29), (None, 128, 256, 64), (None, 300, 264, 520), (3, 65, 136, 72),
     (None, 2040, 2056, 200), (None, 2048, 2048, 128), (None, 1024, 2048, 456), (None, 1000, 1032, 1032),
 ]
-SHAPE_IDS = [("" if b is None else f"{b}x") + f"{m}x{n}x{k}" for b, m, n, k in SHAPES]
+SHAPE_IDS = shape_ids(SHAPES)
 
 
 def layouts_for(dtype):
     """The layouts, plus swizzle on mma.sync for the 16-bit dtypes (on a Hopper GPU swizzle
     takes the wgmma kernel)."""
     return LAYOUTS + ((MMA_SYNC,) if dtype.itemsize == 2 else ())
-
-
-def gemm(a, b, layout):
-    if layout != MMA_SYNC:
-        return bankops.gemm(a, b, layout)
-    torch.ops.bankops._set_wgmma(False)
-    try:
-        return bankops.gemm(a, b, "swizzle")
-    finally:
-        torch.ops.bankops._set_wgmma(True)
 
 
 def operand(rows, cols, batch, dtype, transposed, offset=0, expand=False):
