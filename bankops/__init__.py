@@ -25,13 +25,19 @@ except ImportError as e:  # a checkout never built (Python calls that a circular
         "to install: pip install --no-build-isolation ."
     ) from None
 from . import _fake  # noqa: F401  (shape functions for torch.compile)
-from . import _autograd  # noqa: F401  (backward formulas)
 from . import nn
 from ._layouts import LAYOUTS
 from .explain import explain, gemm_route
 from .plot import plot_banks
 
 __all__ = ["LAYOUTS", "reduce_sum", "transpose", "gemm", "linear", "gemm_route", "nn", "explain", "plot_banks"]
+
+# The overloads themselves: calling torch.ops.bankops.<op> resolves its overload in Python on
+# every call (about a microsecond, a tenth of a small call's time).
+_reduce_sum = torch.ops.bankops.reduce_sum.default
+_transpose = torch.ops.bankops.transpose.default
+_gemm = torch.ops.bankops.gemm.default
+_linear = torch.ops.bankops.linear.default
 
 
 def reduce_sum(x, dim=None, keepdim=False, layout="swizzle"):
@@ -41,12 +47,12 @@ def reduce_sum(x, dim=None, keepdim=False, layout="swizzle"):
     float64; integer and bool inputs give int64. The result is deterministic: the same
     input gives the same bits on every run.
     """
-    return torch.ops.bankops.reduce_sum(x, dim, keepdim, layout)
+    return _reduce_sum(x, dim, keepdim, layout)
 
 
 def transpose(x, dim0=-2, dim1=-1, layout="swizzle"):
     """``x.transpose(dim0, dim1).contiguous()`` as a new tensor, for any dtype and dims."""
-    return torch.ops.bankops.transpose(x, dim0, dim1, layout)
+    return _transpose(x, dim0, dim1, layout)
 
 
 def gemm(a, b, layout="swizzle"):
@@ -55,11 +61,11 @@ def gemm(a, b, layout="swizzle"):
     float32 runs FFMA (no TF32), float16 and bfloat16 accumulate in float32, float64 in
     float64. Inputs may be transposed or otherwise strided views; they are not copied.
     """
-    return torch.ops.bankops.gemm(a, b, layout)
+    return _gemm(a, b, layout)
 
 
 def linear(x, weight, bias=None, layout="swizzle"):
     """``torch.nn.functional.linear``: ``x @ weight.t() + bias`` over x's last dim, for any
     leading dims; weight (out_features, in_features) is read in place and the bias is added
     in the gemm's epilogue. Differentiable in x, weight and bias."""
-    return torch.ops.bankops.linear(x, weight, bias, layout)
+    return _linear(x, weight, bias, layout)

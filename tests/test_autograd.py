@@ -1,9 +1,15 @@
-"""Gradients of the three operators: equal to torch's own to dtype tolerance, gradcheck in
-float64 on the CPU reference, and the backward runs bankops with the forward's layout."""
+"""Gradients of the four operators (ops/autograd.cpp): equal to torch's own to dtype tolerance,
+gradcheck and gradgradcheck in float64 on the CPU reference, the backward runs bankops with the
+forward's layout and only for the inputs that need grad, no Python on the call path, and the
+backward traced by torch.compile, compiled autograd and vmap's callers."""
 import math
+import os
+import sys
 
 import pytest
 import torch
+from functorch.compile import make_boxed_func
+from torch._dynamo.backends.common import aot_autograd
 from torch._library.utils import fill_defaults
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -178,3 +184,167 @@ def test_backward_runs_bankops_with_the_forward_layout(layout):
     with OpLog() as log:
         loss.backward()
     assert sorted(log.calls) == [("gemm", layout), ("gemm", layout), ("transpose", layout)]
+
+
+r64 = lambda *s: torch.randn(s, dtype=torch.float64).requires_grad_()  # noqa: E731
+SECOND_ORDER = {
+    "gemm-2d": (lambda a, b: bankops.gemm(a, b, "pad"), lambda: (r64(3, 4), r64(4, 2))),
+    "gemm-batched-views": (lambda a, b: bankops.gemm(a, b), lambda: (r64(2, 4, 3).transpose(1, 2), r64(2, 4, 2))),
+    "linear-bias": (lambda x, w, b: bankops.linear(x, w, b, "none"), lambda: (r64(2, 3, 4), r64(5, 4), r64(5))),
+    "linear-1d-no-bias": (lambda x, w: bankops.linear(x, w), lambda: (r64(4), r64(5, 4))),
+    "transpose": (lambda x: bankops.transpose(x, 0, 2, "pad"), lambda: (r64(2, 3, 4),)),
+    **{f"reduce_sum-{s}-{d}-{k}": (lambda x, d=d, k=k: bankops.reduce_sum(x, d, k, "none"), lambda s=s: (r64(*s),))
+       for s, d, k in REDUCE_CASES},
+}
+
+
+@pytest.mark.parametrize("case", SECOND_ORDER)
+def test_gradgradcheck_each_op(case):
+    # Each backward is built from differentiable calls (bankops' own, through the dispatcher).
+    fn, inputs = SECOND_ORDER[case]
+    assert torch.autograd.gradgradcheck(fn, inputs(), eps=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("needs", ["x", "w", "b", "xwb"])
+def test_linear_backward_computes_only_what_is_needed(needs):
+    x, w, b = (torch.randn(*s).requires_grad_(n in needs) for s, n in (((3, 4), "x"), ((5, 4), "w"), ((5,), "b")))
+    y = bankops.linear(x, w, b, "pad")
+    with OpLog() as log:
+        y.backward(torch.randn(3, 5))
+    want = [("gemm", "pad")] * (("x" in needs) + ("w" in needs)) + [("reduce_sum", "pad")] * ("b" in needs)
+    assert sorted(log.calls) == want
+    assert [t.grad is not None for t in (x, w, b)] == [n in needs for n in "xwb"]
+
+
+def python_files_run(fn):
+    """The source files of every Python function that runs inside fn()."""
+    files = set()
+    sys.setprofile(lambda frame, event, arg: files.add(frame.f_code.co_filename) if event == "call" else None)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return files
+
+
+@pytest.mark.parametrize("grad", [False, True], ids=["no-grad", "requires-grad"])
+def test_no_python_autograd_layer(grad):
+    """The autograd kernels are C++: a call, and its backward, run no torch.library Python kernel
+    (torch/_library) and no bankops Python (issue 32: that layer cost about 3 us a call)."""
+    ops = torch.ops.bankops
+    x, w, b = (torch.randn(*s, requires_grad=grad) for s in ((4, 4), (4, 4), (4,)))
+    calls = [lambda: ops.transpose(x, 0, 1, "pad"), lambda: ops.reduce_sum(x, 0, False, "pad"),
+             lambda: ops.gemm(x, w, "pad"), lambda: ops.linear(x, w, b, "pad")]
+    for call in calls:
+        call()  # first calls may import or cache
+        outs = []
+        files = python_files_run(lambda: outs.append(call()))
+        if grad:
+            files |= python_files_run(lambda: outs[0].backward(torch.ones_like(outs[0])))
+        assert outs[0].requires_grad == grad
+        torch_library = os.path.join("torch", "_library") + os.sep
+        bankops_dir = os.path.dirname(bankops.__file__)
+        assert not [f for f in files if torch_library in f or f.startswith(bankops_dir)], files
+
+
+def all_ops(x, w, b, layout="pad"):
+    return [bankops.transpose(x, 0, 1, layout), bankops.reduce_sum(x, 1, True, layout), bankops.gemm(x, w, layout),
+            bankops.linear(x, w, b, layout)]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_no_grad_and_inference_mode(device):
+    """Without a graph to record the autograd kernel goes straight to the kernels: same results,
+    no grad_fn, and inference tensors under inference_mode (also as inputs outside it)."""
+    x, w, b = (torch.randn(*s, device=device, requires_grad=True) for s in ((4, 4), (4, 4), (4,)))
+    want = all_ops(x, w, b)
+    assert all(t.grad_fn is not None for t in want)
+    with torch.no_grad():
+        got = all_ops(x, w, b)
+    assert all(not g.requires_grad and torch.equal(g, t) for g, t in zip(got, want))
+    with torch.inference_mode():
+        got = all_ops(x, w, b)
+        xi, wi, bi = x.detach().clone(), w.detach().clone(), b.detach().clone()
+    assert all(g.is_inference() and not g.requires_grad and torch.equal(g, t) for g, t in zip(got, want))
+    assert all(torch.equal(g, t) for g, t in zip(all_ops(xi, wi, bi), want))
+
+
+def test_backward_under_deterministic_algorithms():
+    x, w, b = (torch.randn(*s, requires_grad=True) for s in ((6, 5), (5, 5), (5,)))
+    torch.use_deterministic_algorithms(True)
+    try:
+        runs = [torch.autograd.grad(sum(t.sum() for t in all_ops(x, w, b)), (x, w, b)) for _ in range(2)]
+    finally:
+        torch.use_deterministic_algorithms(False)
+    assert all(torch.equal(p, q) for p, q in zip(*runs))
+
+
+def test_vmap():
+    """vmap runs each op per sample (functorch's fallback: no batching rule), and a vmapped call
+    on an input that requires grad backpropagates through the per-sample calls."""
+    x = torch.randn(3, 4, 4, dtype=torch.float64, requires_grad=True)
+    w, b = torch.randn(4, 4, dtype=torch.float64), torch.randn(4, dtype=torch.float64)
+    got = torch.vmap(lambda t: all_ops(t, w, b))(x)
+    want = [x.transpose(1, 2), x.sum(2, keepdim=True), x @ w, torch.nn.functional.linear(x, w, b)]
+    for g, t in zip(got, want):
+        torch.testing.assert_close(g, t)
+    loss = lambda outs: sum((o * (i + 1)).sum() for i, o in enumerate(outs))  # noqa: E731
+    torch.testing.assert_close(torch.autograd.grad(loss(got), x), torch.autograd.grad(loss(want), x))
+
+
+def graph_ops(graphs):
+    return sorted(str(n.target) for gm in graphs for n in gm.graph.nodes if str(n.target).startswith("bankops."))
+
+
+def recording_backend():
+    """An AOTAutograd backend that keeps its forward and backward graphs (run as traced)."""
+    graphs = {"fw": [], "bw": []}
+
+    def compiler(kind):
+        def compile(gm, example_inputs):
+            graphs[kind].append(gm)
+            return make_boxed_func(gm.forward)
+        return compile
+
+    return aot_autograd(fw_compiler=compiler("fw"), bw_compiler=compiler("bw")), graphs
+
+
+def composite(a, b, x, w, bias):
+    y = bankops.transpose(bankops.gemm(a, b, "pad"), layout="pad")
+    z = bankops.linear(x, w, bias, "pad")
+    return bankops.reduce_sum(y, 0, False, "pad").sum() + bankops.reduce_sum(z, layout="pad")
+
+
+BACKWARD_OPS = ["bankops.gemm.default"] * 4 + ["bankops.reduce_sum.default", "bankops.transpose.default"]
+
+
+def test_compile_traces_the_backward_through_bankops():
+    """torch.compile (fullgraph, dynamic) records the C++ backward's calls, not an opaque node:
+    two gemms each for gemm and linear, linear's bias sum, transpose's transpose."""
+    torch._dynamo.reset()
+    backend, graphs = recording_backend()
+    compiled = torch.compile(composite, backend=backend, fullgraph=True, dynamic=True)
+    for m in (5, 9):
+        args = (r64(m, 7), r64(7, 3), r64(2, m, 6), r64(8, 6), r64(8))
+        got, want = torch.autograd.grad(compiled(*args), args), torch.autograd.grad(composite(*args), args)
+        for g, t in zip(got, want):
+            torch.testing.assert_close(g, t)
+    assert len(graphs["fw"]) == len(graphs["bw"]) == 1  # one graph for both shapes
+    assert graph_ops(graphs["bw"]) == BACKWARD_OPS
+
+
+def test_compiled_autograd_traces_the_backward():
+    """Compiled autograd (torch.compile of an eager forward's backward) traces into the C++
+    Functions (is_traceable) down to bankops' calls, in one graph."""
+    from torch._dynamo import compiled_autograd
+
+    torch._dynamo.reset()
+    backend, graphs = recording_backend()
+    args = (r64(5, 7), r64(7, 3), r64(2, 4, 6), r64(8, 6), r64(8))
+    want = torch.autograd.grad(composite(*args), args)
+    loss = composite(*args)
+    with compiled_autograd._enable(torch.compile(backend=backend, fullgraph=True)):
+        loss.backward()
+    for t, g in zip(args, want):
+        torch.testing.assert_close(t.grad, g)
+    assert len(graphs["fw"]) == 1 and graph_ops(graphs["fw"]) == BACKWARD_OPS
