@@ -1,11 +1,13 @@
 """reduce_sum: the CPU reference against torch in float64, the CUDA kernels against the reference."""
+import contextlib
 import math
+import os
 
 import pytest
 import torch
 
 import bankops
-from conftest import LAYOUTS, as_bytes, assert_close_bound, eps, random_tensor, requires_cuda
+from conftest import DEVICES, LAYOUTS, as_bytes, assert_close_bound, eps, random_tensor, requires_cuda
 
 FLOATS = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
 INTS = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
@@ -45,6 +47,16 @@ def sum_bound(x, dim, ref):
     else:
         n, norm = x.shape[dim], torch.linalg.vector_norm(x64, dim=dim)
     return 8 * eps(acc) * math.sqrt(max(n, 1)) * norm.reshape(ref.shape) + eps(ref.dtype) * ref.double().abs()
+
+
+def worst_bound(x, dim, keepdim, ref):
+    """The worst-case rounding bound of n additions (n eps times the sum of magnitudes) plus one
+    rounding to the output dtype."""
+    acc = torch.float64 if x.dtype == torch.float64 else torch.float32
+    x64 = x.cpu().double().abs()
+    n = x.numel() if dim is None else x.shape[dim]
+    total = x64.sum() if dim is None else x64.sum(dim, keepdim=keepdim)
+    return (n * eps(acc) * total).reshape(ref.shape) + eps(ref.dtype) * ref.cpu().double().abs()
 
 
 def check_against_reference(x, dim, keepdim, layout):
@@ -169,3 +181,125 @@ def test_cuda_beyond_int32_elements(layout):
         check_marked_sums(bankops.reduce_sum(x2, 1, layout=layout), cols, row_extra)
         check_marked_sums(bankops.reduce_sum(x2, 0, layout=layout), rows, col_extra)
         del x2
+
+
+# Expanded inputs (stride-0 dims): 2**40-element views of a few distinct elements, summed over
+# an expanded dim, over a kept one and over all of them. A contiguous copy of the view would
+# take 2-8 TB; reduce_sum reads the distinct elements only.
+BIG = [((1,), (2**40,)), ((3, 1, 5, 1), (3, 2**36, 5, 16))]
+BIG_CASES = [(0, None, False), (0, None, True), (0, 0, False), (0, -1, True),
+             (1, None, False), (1, None, True), (1, 1, False), (1, 1, True)]
+BIG_IDS = [f"{'x'.join(map(str, BIG[b][1]))}-dim{d}{'-keep' if k else ''}" for b, d, k in BIG_CASES]
+
+
+def expanded_sum(base, sizes, dim, keepdim):
+    """torch.sum of base.expand(sizes) in float64 (int64 for integers) from base's elements: a
+    summed expanded dim multiplies; plus a bound on a float sum's rounding."""
+    dims = range(base.dim()) if dim is None else [dim % base.dim()]
+    repeat = math.prod(sizes[d] for d in dims if base.shape[d] != sizes[d])
+    x = base.cpu().double() if base.dtype.is_floating_point else base.cpu().long()
+    kept = [1 if d in dims else n for d, n in enumerate(sizes)]
+    ref = (x.sum(dim=tuple(dims), keepdim=True) * repeat).expand(kept)
+    if not keepdim:
+        ref = ref.reshape([n for d, n in enumerate(kept) if d not in dims])
+    acc = torch.float64 if base.dtype == torch.float64 else torch.float32
+    if not base.dtype.is_floating_point:
+        return ref, None
+    return ref, 8 * eps(acc) * repeat * x.abs().sum() + eps(base.dtype) * ref.abs()
+
+
+def check_expanded(got, base, sizes, dim, keepdim):
+    ref, bound = expanded_sum(base, sizes, dim, keepdim)
+    if base.dtype.is_floating_point:
+        assert got.dtype == base.dtype
+        assert_close_bound(got.double(), ref, bound, "reduce_sum of an expanded view")
+    else:
+        assert torch.equal(got.cpu(), ref)
+
+
+@contextlib.contextmanager
+def address_space_limit(extra=64 << 30):
+    """Any allocation that would grow this process's address space by more than `extra` bytes
+    fails (RLIMIT_AS, Linux), whatever the machine's overcommit policy; elsewhere no limit."""
+    try:
+        import resource
+
+        with open("/proc/self/statm") as f:
+            size = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (ImportError, OSError):
+        yield
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = size + extra
+    for cap in (soft, hard):
+        if cap != resource.RLIM_INFINITY:
+            limit = min(limit, cap)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64], ids=str)
+@pytest.mark.parametrize("b,dim,keepdim", BIG_CASES, ids=BIG_IDS)
+def test_reference_expanded_never_copies(b, dim, keepdim, dtype):
+    shape, sizes = BIG[b]
+    base = random_tensor(shape, dtype)
+    x = base.expand(sizes)
+    bankops.reduce_sum(torch.ones(64, 1).expand(64, 8), 1)  # start the CPU threads before the limit
+    with address_space_limit():
+        got = bankops.reduce_sum(x, dim, keepdim)
+    check_expanded(got, base, sizes, dim, keepdim)
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64, torch.int64], ids=str)
+@pytest.mark.parametrize("b,dim,keepdim", BIG_CASES, ids=BIG_IDS)
+def test_cuda_expanded_never_copies(b, dim, keepdim, dtype):
+    """Nothing larger than the output is allocated on the GPU, and every layout gives the same bits."""
+    shape, sizes = BIG[b]
+    base = random_tensor(shape, dtype, "cuda")
+    x = base.expand(sizes)
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    start = torch.cuda.memory_allocated()
+    results = [bankops.reduce_sum(x, dim, keepdim, layout) for layout in LAYOUTS]
+    assert torch.cuda.max_memory_allocated() - start < 1 << 20
+    check_expanded(results[0], base, sizes, dim, keepdim)
+    for r in results[1:]:
+        assert as_bytes(r).equal(as_bytes(results[0]))
+
+
+# Views with stride-0 dims among others (sliced, transposed, offset, all dims expanded, empty),
+# against torch.sum over the same view.
+EXPANDED_VIEWS = {
+    "middle": lambda dt, d: random_tensor((5, 1, 3), dt, d).expand(5, 64, 3),
+    "outer-and-inner": lambda dt, d: random_tensor((1, 33, 1), dt, d).expand(7, 33, 65),
+    "sliced": lambda dt, d: random_tensor((1, 70), dt, d).expand(40, 70)[:, 1::3],
+    "transposed": lambda dt, d: random_tensor((9, 1), dt, d).expand(9, 300).t(),
+    "offset": lambda dt, d: random_tensor((4, 1, 7), dt, d)[1:, :, 2:].expand(3, 257, 5),
+    "all": lambda dt, d: random_tensor((), dt, d).expand(6, 4, 129),
+    "empty": lambda dt, d: random_tensor((1, 0), dt, d).expand(5, 0),
+}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", FLOATS + [torch.bool, torch.uint8, torch.int32], ids=str)
+@pytest.mark.parametrize("view", list(EXPANDED_VIEWS))
+def test_expanded_views_match_torch(view, dtype, device):
+    x = EXPANDED_VIEWS[view](dtype, device)
+    assert 0 in x.stride()
+    for dim in [None, *range(x.dim())]:
+        for keepdim in (False, True):
+            expected = torch_sum(x, dim, keepdim)
+            for layout in LAYOUTS:
+                got = bankops.reduce_sum(x, dim, keepdim, layout)
+                assert got.device == x.device and got.is_contiguous()
+                if dtype.is_floating_point:
+                    # torch.sum rounds its own float32 sum: allow both roundings, each the worst
+                    # case for n terms (repeated values' rounding errors do not cancel)
+                    bound = 2 * worst_bound(x, dim, keepdim, expected)
+                    assert_close_bound(got, expected, bound, f"dim={dim} keepdim={keepdim}")
+                else:
+                    assert torch.equal(got, expected), f"dim={dim} keepdim={keepdim}"
