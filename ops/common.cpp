@@ -41,7 +41,14 @@ at::Tensor new_output(at::IntArrayRef sizes, const at::TensorOptions& options) {
 
 at::Tensor element_aligned(const at::Tensor& t) {
   const bool aligned = reinterpret_cast<uintptr_t>(t.const_data_ptr()) % t.element_size() == 0;
-  return aligned ? t : t.clone(at::MemoryFormat::Contiguous);
+  if (aligned || t.numel() == 0) return t;
+  // torch's own copy kernels read such a tensor an element at a time, misaligned too (a fault on
+  // the GPU): copy the bytes under the view instead, and view the copy with the same strides.
+  int64_t span = 1;
+  for (int64_t d = 0; d < t.dim(); ++d) span += (t.size(d) - 1) * t.stride(d);
+  const at::Tensor bytes =
+      at::from_blob(const_cast<void*>(t.const_data_ptr()), {span * int64_t(t.element_size())}, t.options().dtype(at::kByte));
+  return bytes.clone().view(t.scalar_type()).as_strided(t.sizes(), t.strides());
 }
 
 void check_dense(const at::Tensor& x, const char* op, const char* arg) {

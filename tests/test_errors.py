@@ -100,16 +100,19 @@ def misaligned_cpu(rows, cols):
 
 
 def misaligned_cuda(rows, cols):
-    """The same on the GPU, through DLPack from CuPy memory one byte into an allocation."""
+    """The same on the GPU, through DLPack from CuPy memory one byte into an allocation, filled
+    by a byte copy from the host (torch's and CuPy's own kernels would fault on it), and the
+    aligned tensor of the same values."""
     cupy = pytest.importorskip("cupy")
+    host = torch.randn(rows, cols)
     raw = cupy.cuda.alloc(4 * rows * cols + 4)
+    cupy.cuda.runtime.memcpy(raw.ptr + 1, host.data_ptr(), 4 * rows * cols, 1)  # host to device
     arr = cupy.ndarray((rows, cols), dtype=cupy.float32, memptr=raw + 1)
     try:
         x = torch.from_dlpack(arr)
     except Exception as e:  # noqa: BLE001  (torch may refuse such memory: then nothing reaches bankops)
         pytest.skip(f"torch.from_dlpack refuses a misaligned array: {e}")
-    x.copy_(torch.randn(rows, cols, device="cuda"))
-    return x, raw
+    return x, host.cuda(), raw
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -119,10 +122,10 @@ def test_misaligned_base_pointer_is_copied_not_faulted_on(device):
     tensor, no misaligned-address fault (issue: reduce_sum and gemm's scalar paths faulted)."""
     if device == "cpu":
         x = misaligned_cpu(67, 45)
-    else:
-        x, _keep = misaligned_cuda(67, 45)
+        ref = x.clone()
+    else:  # no torch kernel may read x itself: ref is the same values, aligned
+        x, ref, _keep = misaligned_cuda(67, 45)
     assert x.data_ptr() % 4 != 0
-    ref = x.clone()
     assert torch.equal(bankops.gemm(x, x.t()), bankops.gemm(ref, ref.t()))
     assert torch.equal(bankops.reduce_sum(x, 0), bankops.reduce_sum(ref, 0))
     assert torch.equal(bankops.reduce_sum(x), bankops.reduce_sum(ref))
