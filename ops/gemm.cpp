@@ -15,17 +15,19 @@
 
 namespace bankops {
 namespace {
-std::atomic<bool> g_wgmma{true}, g_repack{true}, g_stream_k{true};
+std::atomic<bool> g_wgmma{true}, g_repack{true}, g_stream_k{true}, g_split_k{true};
 }
 
 void set_wgmma(bool on) { g_wgmma.store(on); }
 void set_repack(bool on) { g_repack.store(on); }
 void set_stream_k(bool on) { g_stream_k.store(on); }
+void set_split_k(bool on) { g_split_k.store(on); }
 GemmOptions gemm_options() {
   GemmOptions o;
   o.wgmma = g_wgmma.load(std::memory_order_relaxed);
   o.repack = g_repack.load(std::memory_order_relaxed);
   o.stream_k = g_stream_k.load(std::memory_order_relaxed);
+  o.split_k = g_split_k.load(std::memory_order_relaxed);
   return o;
 }
 

@@ -43,13 +43,15 @@ DeviceInfo checked_device(int64_t num_sms, int64_t cc, const char* op);
 GemmRoute checked_route(const GemmArgs& g, DType dtype, Layout layout, const DeviceInfo& device,
                         const GemmOptions& options, const char* op);
 
-// The switches (torch.ops.bankops._set_wgmma, _set_repack, _set_stream_k; all on by default),
-// read once per call: whether 16-bit swizzle may take the Hopper kernel, whether that route
-// copies misaligned operands into aligned rows first, whether the float32 128x256 kernel
-// deals its short last wave's tiles out by k.
+// The switches (torch.ops.bankops._set_wgmma, _set_repack, _set_stream_k, _set_split_k; all on
+// by default), read once per call: whether 16-bit swizzle may take the Hopper kernel, whether
+// that route copies misaligned operands into aligned rows first, whether the float32 128x256
+// kernel deals its short last wave's tiles out by k, whether a few rows against a weight
+// split k across a cluster.
 void set_wgmma(bool on);
 void set_repack(bool on);
 void set_stream_k(bool on);
+void set_split_k(bool on);
 GemmOptions gemm_options();
 
 }  // namespace bankops

@@ -19,7 +19,7 @@ TORCH_LIBRARY(bankops, m) {
   m.def("linear(Tensor x, Tensor weight, Tensor? bias=None, str layout=\"swizzle\") -> Tensor");
   // Test hooks: the shared-memory tiles the kernels declare, the bank model, poisoned outputs,
   // the Hopper gemm kernel and its copies of misaligned operands on or off, float32 stream-K
-  // on or off.
+  // on or off, split-K of few-row products on or off.
   m.def("_tile_map(str tile, str layout) -> Tensor");
   m.def("_tile_info(str tile, str layout) -> Tensor");
   m.def("_bank_cost(Tensor addr, int width, int active=-1, bool store=False, Tensor? src=None, bool zfill=False) -> Tensor");
@@ -29,6 +29,7 @@ TORCH_LIBRARY(bankops, m) {
   m.def("_set_wgmma(int on) -> ()");
   m.def("_set_repack(int on) -> ()");
   m.def("_set_stream_k(int on) -> ()");
+  m.def("_set_split_k(int on) -> ()");
   // The bank probe: one warp, one shared-memory access (or cp.async) at the given lane addresses.
   m.def("_smem_probe(Tensor addr, int width, bool store=False, Tensor? src=None, bool zfill=False) -> Tensor");
   // bankops.explain: each kernel's shared-memory instructions and the bank model's cost.

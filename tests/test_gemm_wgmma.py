@@ -209,7 +209,7 @@ def check_wgmma_call(views, dtype, batch, m, n, k, route, tile=None):
 # matrices whose second tile holds 8 columns.
 WGMMA_NARROW_SHAPES = [
     (None, 1024, 1024, 1024), (None, 1000, 1032, 1032), (None, 1040, 1000, 24), (None, 1024, 1024, 4160),
-    (4, 512, 512, 1024), (64, 3, 72, 520),
+    (4, 512, 512, 1024), (64, 9, 72, 520),
 ]
 WGMMA_NARROW_IDS = shape_ids(WGMMA_NARROW_SHAPES)
 

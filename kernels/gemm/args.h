@@ -29,6 +29,7 @@ struct GemmOptions {
   bool wgmma = true;        // 16-bit swizzle may take the Hopper kernel (and the library has it)
   bool repack = true;       // ... after copying misaligned operands into aligned rows
   bool stream_k = true;     // float32's 128x256 grid may share its last wave's tiles by k
+  bool split_k = true;      // a few rows against a weight may split k across a cluster (split_k.h)
 };
 
 }  // namespace bankops

@@ -11,6 +11,7 @@ namespace bankops {
 cudaError_t launch_ffma(const GemmRoute& r, void* workspace, cudaStream_t stream);
 cudaError_t launch_mma(const GemmRoute& r, cudaStream_t stream);
 cudaError_t launch_wgmma(const GemmRoute& r, cudaStream_t stream);
+cudaError_t launch_rows(const GemmRoute& r, cudaStream_t stream);
 // Copies jobs (1 or 2) of 2-byte elements into rows on 128-byte lines (repack.h), as a
 // programmatic dependent launch, so that the gemm kernel launched next overlaps its start.
 cudaError_t launch_repack(const RepackJob* job, int jobs, int num_sms, cudaStream_t stream);
@@ -24,6 +25,7 @@ inline cudaError_t launch_gemm(GemmRoute route, void* scratch, cudaStream_t stre
   switch (route.family) {
     case GemmFamily::Ffma: return launch_ffma(route, scratch, stream);
     case GemmFamily::Mma: return launch_mma(route, stream);
+    case GemmFamily::Rows: return launch_rows(route, stream);
     case GemmFamily::Wgmma:
     default:
       if (route.jobs > 0) {

@@ -10,6 +10,7 @@
 #include "mma_epilogue.cuh"
 #include "mma_fill.cuh"
 #include "mma_frag.cuh"
+#include "split_k.cuh"
 
 namespace bankops {
 namespace {
@@ -255,9 +256,29 @@ __device__ __forceinline__ Operand operand_at(const uint16_t* p, int64_t x0, int
   return K_ROWS ? Operand{p + x0 * s_x, s_k, s_x, k, x - x0} : Operand{p + x0 * s_x, s_x, s_k, x - x0, k};
 }
 
-// out_vec: C's rows 16-byte aligned (whole-chunk stores).
+// The block's float32 sums as a partial tile (split_k.h's SplitTile) at the start of its
+// shared memory, for split_k_store.
+template <Layout L, class C>
+__device__ __forceinline__ float* mma_store_partial(unsigned char* smem, const MmaAcc<C>& acc) {
+  using PTile = SplitTile<L, C::kBM, C::kBN>;
+  float* part = reinterpret_cast<float*>(smem);
+#pragma unroll
+  for (int i = 0; i < C::kFragM; ++i)
+#pragma unroll
+    for (int j = 0; j < C::kFragN; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const TileCoord at = mma_acc<C>(threadIdx.x, i, j, h);
+        *reinterpret_cast<float2*>(part + PTile::offset(at.r, at.c)) = make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+      }
+  return part;
+}
+
+// out_vec: C's rows 16-byte aligned (whole-chunk stores). splits: the blocks of a cluster
+// (consecutive in x) that share each tile's k tiles (split_k.h); 1 when the grid fills the SMs.
 template <Layout L, class C, class T, bool KM, bool KN, MmaFill FILL>
-__global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSM) mma_kernel(const GemmArgs g, const bool out_vec) {
+__global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSM)
+    mma_kernel(const GemmArgs g, const bool out_vec, const int splits) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   uint16_t* smem = reinterpret_cast<uint16_t*>(smem_raw);
   const uint32_t smem_base = smem_u32(smem);
@@ -265,40 +286,52 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSM) mma_kernel(const
   const int64_t tiles_m = ceil_div(g.m, C::kBM);
   // One pass over the m tiles (the usual case): grouped order; otherwise the grid loops.
   const bool grouped = gridDim.y == tiles_m;
-  const int nk = static_cast<int>(ceil_div(g.k, C::kBK));
+  // This block's k tiles: its rank's share; the main loop sees them as the whole product.
+  const int rank = static_cast<int>(blockIdx.x % splits);
+  const int64_t bx = blockIdx.x / splits, gx = gridDim.x / splits, nk_all = ceil_div(g.k, C::kBK);
+  const int64_t kt0 = split_k_begin(nk_all, splits, rank), kt1 = split_k_begin(nk_all, splits, rank + 1);
+  GemmArgs gk = g;
+  gk.k = (kt1 * C::kBK < g.k ? kt1 * C::kBK : g.k) - kt0 * C::kBK;
+  const int nk = static_cast<int>(kt1 - kt0);
 
   for (int64_t bz = blockIdx.z; bz < g.batch; bz += gridDim.z) {
-    const uint16_t* a = static_cast<const uint16_t*>(g.a) + bz * g.a_sb;
-    const uint16_t* b = static_cast<const uint16_t*>(g.b) + bz * g.b_sb;
+    const uint16_t* a = static_cast<const uint16_t*>(g.a) + bz * g.a_sb + kt0 * C::kBK * g.a_sk;
+    const uint16_t* b = static_cast<const uint16_t*>(g.b) + bz * g.b_sb + kt0 * C::kBK * g.b_sk;
     uint16_t* c = static_cast<uint16_t*>(g.c) + bz * g.m * g.n;
     for (int64_t ty = blockIdx.y; ty < tiles_m; ty += gridDim.y) {
-      const MmaTileIndex idx =
-          grouped ? mma_raster(blockIdx.x, ty, gridDim.x, tiles_m) : MmaTileIndex{int64_t(blockIdx.x), ty};
+      const MmaTileIndex idx = grouped ? mma_raster(bx, ty, gx, tiles_m) : MmaTileIndex{bx, ty};
       const int64_t m0 = idx.tm * C::kBM, n0 = idx.tn * C::kBN;
-      const Operand oa = operand_at<KM>(a, m0, g.a_sm, g.a_sk, g.m, g.k);
-      const Operand ob = operand_at<KN>(b, n0, g.b_sn, g.b_sk, g.n, g.k);
+      const Operand oa = operand_at<KM>(a, m0, g.a_sm, g.a_sk, g.m, gk.k);
+      const Operand ob = operand_at<KN>(b, n0, g.b_sn, g.b_sk, g.n, gk.k);
       float acc[C::kFragM][C::kFragN][4] = {};
-      MmaMainLoop<T, L, C, KM, KN, FILL>::run(acc, MmaBlock<L, C, KM, KN>{smem, smem_base, lo, oa, ob, a, b, g, nk});
+      MmaMainLoop<T, L, C, KM, KN, FILL>::run(acc, MmaBlock<L, C, KM, KN>{smem, smem_base, lo, oa, ob, a, b, gk, nk});
       __syncthreads();  // every warp is done reading the stage ring
-      mma_epilogue<C, MmaCTile<L, C>, T>(smem, acc, threadIdx.x, c, g, m0, n0, out_vec, [] { __syncthreads(); });
+      if (splits == 1) {
+        mma_epilogue<C, MmaCTile<L, C>, T>(smem, acc, threadIdx.x, c, g, m0, n0, out_vec, [] { __syncthreads(); });
+      } else {
+        const float* part = mma_store_partial<L, C>(smem_raw, acc);
+        split_k_store<T, C::kBM, C::kBN, SplitTile<L, C::kBM, C::kBN>, C::kThreads>(part, g, reinterpret_cast<T*>(c),
+                                                                                   m0, n0, splits, rank);
+      }
       __syncthreads();  // the C tile is read out before the next tile's loads reuse it
     }
   }
 }
 
 template <Layout L, class C, class T, bool KM, bool KN, MmaFill FILL>
-cudaError_t run(const GemmArgs& g, bool out_vec, cudaStream_t stream) {
+cudaError_t run(const GemmArgs& g, bool out_vec, int splits, cudaStream_t stream) {
   constexpr auto kernel = mma_kernel<L, C, T, KM, KN, FILL>;
-  constexpr int kSmem = FILL == MmaFill::Realign ? mma_realign_bytes<L, C, KM, KN>(kMmaRawStages<L, C, KM, KN>)
+  constexpr int kRing = FILL == MmaFill::Realign ? mma_realign_bytes<L, C, KM, KN>(kMmaRawStages<L, C, KM, KN>)
                                                  : mma_smem_bytes<L, C, KM, KN>();
+  constexpr int kPart = SplitTile<L, C::kBM, C::kBN>::kSize * 4;  // split-K's partial tile, over the ring
+  constexpr int kSmem = kRing > kPart ? kRing : kPart;
   static_assert(kSmem <= 227 * 1024 && C::kBlocksPerSM * (kSmem + 1024) <= 228 * 1024,
                 "the tile rings of the resident blocks exceed an SM's shared memory");
   const cudaError_t err = raise_smem_once<kernel>(kSmem);
   if (err != cudaSuccess) return err;
   const auto clamp = [](int64_t v) { return static_cast<unsigned>(v < 65535 ? v : 65535); };
-  const dim3 grid(static_cast<unsigned>(ceil_div(g.n, C::kBN)), clamp(ceil_div(g.m, C::kBM)), clamp(g.batch));
-  kernel<<<grid, C::kThreads, kSmem, stream>>>(g, out_vec);
-  return cudaGetLastError();
+  const dim3 grid(static_cast<unsigned>(ceil_div(g.n, C::kBN) * splits), clamp(ceil_div(g.m, C::kBM)), clamp(g.batch));
+  return launch_clustered(kernel, grid, C::kThreads, kSmem, splits, stream, g, out_vec, splits);
 }
 
 // The route's tile and fill as template arguments (the realigning and register fills run
@@ -307,10 +340,11 @@ template <Layout L, class T, bool KM, bool KN>
 cudaError_t dispatch(const GemmRoute& r, cudaStream_t stream) {
   return with_mma_config(r, [&](auto config) {
     using C = decltype(config);
-    if (r.ops.fill == MmaFill::Async) return run<L, C, T, KM, KN, MmaFill::Async>(r.args, r.out_vec, stream);
+    if (r.ops.fill == MmaFill::Async) return run<L, C, T, KM, KN, MmaFill::Async>(r.args, r.out_vec, r.split, stream);
     if constexpr (!std::is_same<C, MmaSmall>::value) return cudaErrorNotSupported;
-    else if (r.ops.fill == MmaFill::Realign) return run<L, C, T, KM, KN, MmaFill::Realign>(r.args, r.out_vec, stream);
-    else return run<L, C, T, KM, KN, MmaFill::Registers>(r.args, r.out_vec, stream);
+    else if (r.ops.fill == MmaFill::Realign)
+      return run<L, C, T, KM, KN, MmaFill::Realign>(r.args, r.out_vec, r.split, stream);
+    else return run<L, C, T, KM, KN, MmaFill::Registers>(r.args, r.out_vec, r.split, stream);
   });
 }
 

@@ -14,6 +14,9 @@
 //   MmaLarge  128 x 256 x 64, 8 warps, 3 stages, one block an SM: a third less L2 -> SM
 //             traffic per flop than 128 x 128 and half the barriers per k;
 //   MmaNarrow 64 x 128 x 64, 4 warps of 32 x 64, 3 stages: grids with too few 128 x 128 tiles.
+//   MmaRows   32 x 128 x 128, 8 warps of 32 x 16, 3 stages, one block an SM: a few rows against
+//             a weight (decode), its k split across a cluster (split_k.h) so that the weight
+//             streams on every SM, 256 contiguous bytes of each weight row a k-tile.
 #pragma once
 #include <cstdint>
 #include <type_traits>
@@ -43,6 +46,7 @@ struct MmaConfig {
 using MmaSmall = MmaConfig<128, 128, 32, 2, 2, 4, 2>;
 using MmaLarge = MmaConfig<128, 256, 64, 2, 4, 3, 1>;
 using MmaNarrow = MmaConfig<64, 128, 64, 2, 2, 3, 2>;
+using MmaRows = MmaConfig<32, 128, 128, 1, 8, 3, 1>;
 
 // Every tile is addressed in 16-byte units: `pad` adds 16 bytes per row; `swizzle` XORs the
 // 16-byte chunk index with row bits. Eight chunks cover the 32 banks, so rows of 128 bytes
@@ -65,7 +69,7 @@ using MmaCTile = MmaTile<L, C::kBM, C::kBN>;  // (BM, BN) halves of C, reusing t
 
 // The block tile, and how the fill stages a call's operands (route.h decides both; the kernel
 // is a template over them).
-enum class MmaShape { Small, Large, Narrow };
+enum class MmaShape { Small, Large, Narrow, Rows };
 enum class MmaFill { Async, Realign, Registers };
 
 BANKOPS_HD int mma_lane(int t) { return t % 32; }

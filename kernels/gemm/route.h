@@ -3,12 +3,15 @@
 // launcher (launch.h) runs exactly the route, explain() traces exactly the route (trace.h),
 // and torch.ops.bankops._gemm_route prints it (gemm_route_line).
 //
+//   a few rows, k-major -> rows:  the few-rows kernel (rows.h): a weight streamed into registers,
+//   (decode)                      FFMA dot products, split-K across a cluster (split_k.h)
 //   float32 / float64   -> ffma:  the FFMA/DFMA kernel (ffma.h): tile, each operand's staging,
 //                                 and for the 128x256 tile the strip and stream-K (ffma_work.h)
 //   float16 / bfloat16  -> wgmma: the Hopper kernel (wgmma.h), swizzle on compute capability
 //                                 9.0: tile, TMA or realigning producers, copies of misaligned
 //                                 operands into aligned rows first (repack.h)
-//                       -> mma:   the mma.sync kernel (mma.h) otherwise: tile and fill
+//                       -> mma:   the mma.sync kernel (mma.h) otherwise: tile and fill; a few
+//                                 rows against a weight split k across a cluster (split_k.h)
 #pragma once
 #include <cstdint>
 #include <string>
@@ -20,6 +23,8 @@
 #include "ffma_work.h"
 #include "mma.h"
 #include "repack.h"
+#include "rows.h"
+#include "split_k.h"
 #include "wgmma.h"
 
 namespace bankops {
@@ -64,7 +69,9 @@ BANKOPS_HD int gemm_strip_cols(int acc_bytes, int64_t batch, int64_t m, int64_t 
 }
 
 // The rule (float32; float64 has one configuration):
-//  1. Small when the 128x128 grid leaves an SM without a block, or m or n fits one 64 tile.
+//  1. Small when the 128x128 grid leaves an SM without a block, or m or n fits one 64 tile;
+//     but Wide where m is past one 64 tile and stream-K deals a long k out to the SMs (a
+//     product of 128 rows against a weight).
 //  2. BigScalar when an operand stages through registers element by element (Scalar).
 //  3. Wide (Vector or Async4 staging) when its grid fills the SMs (gemm_wide_fills), over all
 //     of C or over all but a strip (gemm_strip_cols), or stream-K evens out its last wave.
@@ -73,7 +80,11 @@ BANKOPS_HD GemmConfig gemm_config(int acc_bytes, int64_t batch, int64_t m, int64
                                   GemmStaging staging, bool stream_k) {
   if (acc_bytes != 4) return GemmConfig::Big;
   const int64_t blocks = batch * ceil_div(m, GemmBig<4>::kBM) * ceil_div(n, GemmBig<4>::kBN);
-  if (blocks < num_sms || m <= GemmSmall::kBM || n <= GemmSmall::kBN) return GemmConfig::Small;
+  if (blocks < num_sms || m <= GemmSmall::kBM || n <= GemmSmall::kBN) {
+    const bool shares = staging != GemmStaging::Scalar && m > GemmSmall::kBM && n > GemmSmall::kBN &&
+                        gemm_wide_shares(batch, m, n, k, num_sms, stream_k);
+    return shares ? GemmConfig::Wide : GemmConfig::Small;
+  }
   if (staging == GemmStaging::Scalar) return GemmConfig::BigScalar;
   const bool wide = gemm_wide_fills(batch, m, n, num_sms) || gemm_wide_shares(batch, m, n, k, num_sms, stream_k) ||
                     gemm_strip_cols(acc_bytes, batch, m, n, num_sms, staging) > 0;
@@ -197,7 +208,7 @@ inline WgmmaShape wgmma_shape(const GemmArgs& g, const MmaOperands& p, bool allo
 
 // ---- The route ---------------------------------------------------------------------------
 
-enum class GemmFamily { Ffma, Mma, Wgmma };
+enum class GemmFamily { Ffma, Mma, Wgmma, Rows };
 
 struct GemmRoute {
   GemmFamily family = GemmFamily::Ffma;
@@ -217,6 +228,8 @@ struct GemmRoute {
   // mma / wgmma: the operands' fill and B orientation, the tile, C's rows 16-byte aligned.
   MmaOperands ops{};
   MmaShape mma = MmaShape::Small;
+  int split = 1;    // mma, rows: the blocks (a cluster) that share each tile's k
+  int rows_tm = 1;  // rows: the rows of A a block takes
   WgmmaShape wgmma = WgmmaShape::None;
   bool out_vec = false;
 
@@ -260,6 +273,7 @@ decltype(auto) with_mma_config(const GemmRoute& r, F&& f) {
   switch (r.mma) {
     case MmaShape::Large: return f(MmaLarge{});
     case MmaShape::Narrow: return f(MmaNarrow{});
+    case MmaShape::Rows: return f(MmaRows{});
     case MmaShape::Small:
     default: return f(MmaSmall{});
   }
@@ -339,10 +353,49 @@ inline bool repack_route(GemmRoute& r) {
   return true;
 }
 
+// A few rows against a weight (decode: m up to kFewRows a batch) whose tiles leave SMs idle:
+// the mma.sync tile that covers m with the least waste (the realigning and register fills:
+// MmaSmall), its k tiles split across a cluster (compute capability 9.0) so that every SM
+// streams the weight; none where the tiles fill the SMs or k is too short to share.
+constexpr int64_t kFewRows = 128;
+inline bool split_route(GemmRoute& r, const GemmOptions& opt) {
+  const GemmArgs& g = r.args;
+  if (!opt.split_k || r.device.cc < 90 || g.m > kFewRows || g.batch < 1) return false;
+  GemmRoute c = r;
+  c.family = GemmFamily::Mma;
+  c.mma = r.ops.fill != MmaFill::Async ? MmaShape::Small
+          : g.m <= MmaRows::kBM        ? MmaShape::Rows
+          : g.m <= MmaNarrow::kBM      ? MmaShape::Narrow
+                                       : MmaShape::Small;
+  c.split = with_mma_config(c, [&](auto config) {
+    using C = decltype(config);
+    const int64_t tiles = g.batch * ceil_div(g.m, C::kBM) * ceil_div(g.n, C::kBN);
+    return split_k_count(tiles, ceil_div(g.k, C::kBK), int64_t(r.device.num_sms) * C::kBlocksPerSM);
+  });
+  if (c.split == 1) return false;
+  r = c;
+  return true;
+}
+
+// The few-rows kernel where it takes the call (rows_supports), its k windows split across a
+// cluster on compute capability 9.0 where its blocks would leave SMs idle.
+inline bool rows_route(GemmRoute& r, const GemmOptions& opt) {
+  const GemmArgs& g = r.args;
+  if (!opt.split_k || !rows_supports(r.dtype, g)) return false;
+  r.family = GemmFamily::Rows;
+  r.rows_tm = rows_tm(g.m, r.dtype);
+  const int64_t blocks = g.batch * ceil_div(g.n, kRowsBN);
+  const int64_t windows = ceil_div(g.k, rows_window(r.dtype == DType::F32 ? 4 : 2));
+  const int64_t slots = int64_t(r.device.num_sms) * rows_blocks_per_sm(r.rows_tm);
+  r.split = r.device.cc < 90 ? 1 : split_k_count(blocks, windows, slots);
+  return true;
+}
+
 inline void tensor_core_route(GemmRoute& r, const GemmOptions& opt) {
   const GemmArgs& g = r.args;
   r.ops = mma_operands(g);
   r.out_vec = mma_aligned16(g.c) && g.n % kMmaChunk == 0;
+  if (split_route(r, opt)) return;
   const bool hopper = opt.wgmma && r.device.cc == 90 && r.layout == Layout::Swizzle;
   if (hopper && opt.repack && repack_route(r)) return;
   r.wgmma = wgmma_shape(g, r.ops, hopper, r.device.num_sms);
@@ -365,6 +418,7 @@ inline GemmRoute gemm_route(const GemmArgs& g, DType dtype, Layout layout, const
   r.layout = layout;
   r.device = device;
   r.args = g;
+  if (route_detail::rows_route(r, opt)) return r;
   if (dtype == DType::F16 || dtype == DType::BF16) route_detail::tensor_core_route(r, opt);
   else route_detail::ffma_route(r, opt);
   return r;
@@ -382,6 +436,7 @@ inline GemmTileDims gemm_tile_dims(const GemmRoute& r) {
     return GemmTileDims{C::kBM, C::kBN, C::kBK};
   };
   switch (r.family) {
+    case GemmFamily::Rows: return GemmTileDims{r.rows_tm, kRowsBN, rows_window(r.dtype == DType::F32 ? 4 : 2)};
     case GemmFamily::Wgmma: return with_wgmma_config(r, dims);
     case GemmFamily::Mma: return with_mma_config(r, dims);
     case GemmFamily::Ffma:
@@ -393,7 +448,7 @@ inline GemmTileDims gemm_tile_dims(const GemmRoute& r) {
 inline int64_t gemm_route_blocks(const GemmRoute& r) {
   if (r.family == GemmFamily::Ffma && r.config == GemmConfig::Wide) return r.work.blocks();
   const GemmTileDims t = gemm_tile_dims(r);
-  return r.args.batch * ceil_div(r.args.m, t.bm) * ceil_div(r.args.n, t.bn);
+  return r.args.batch * ceil_div(r.args.m, t.bm) * ceil_div(r.args.n, t.bn) * r.split;
 }
 
 // e.g. "wgmma 128x256x64 producer=tma a=mk b=kn repack=none layout=swizzle blocks=512 sms=132 cc=90 scratch=0".
@@ -414,8 +469,11 @@ inline std::string gemm_route_line(const GemmRoute& r) {
         s += " stream_k=" + std::to_string(r.work.sk_blocks) + "/" + std::to_string(r.work.sk_tiles) +
              " strip=" + std::to_string(r.strip);
       break;
+    case GemmFamily::Rows:
+      s = "rows " + tile + ab + " split=" + std::to_string(r.split);
+      break;
     case GemmFamily::Mma:
-      s = std::string("mma ") + tile + " fill=" + kFill[int(r.ops.fill)] + ab;
+      s = std::string("mma ") + tile + " fill=" + kFill[int(r.ops.fill)] + ab + " split=" + std::to_string(r.split);
       break;
     case GemmFamily::Wgmma:
       s = std::string("wgmma ") + tile + " producer=" + (r.ops.fill == MmaFill::Async ? "tma" : "realign") + ab +

@@ -29,6 +29,37 @@ inline void trace_mma_epilogue(const char* kernel, int64_t tiles, bool out_vec, 
     add_block(cl, C::kThreads, [&](int t) { return ct(mma_chunk<C>(t, e, C::kBN)); });
 }
 
+// Split-K's sums (split_k_store) on `tiles` block tiles of `splits` blocks of `threads`: each
+// block's loads of its rank's rows from every block's partial tile (its own and, through
+// distributed shared memory, its peers'; rank 0's rows stand for each rank's, the same pattern
+// moved down).
+template <class PTile>
+inline void trace_split_loads(const char* kernel, int threads, int64_t tiles, int splits, SmemTrace& trace) {
+  SmemInstr& ld = trace.instr(kernel, "ld.shared::cluster.v2 P -> the rank's rows, from every rank", SmemOp::Ld, 8,
+                              tiles * splits * splits);
+  const SplitRows rows = split_rows(PTile::kRows, splits, 0);
+  const int pairs = (rows.end - rows.begin) * (PTile::kCols / 2);
+  for (int e = 0; e < pairs; e += threads)
+    add_block(ld, threads, [&](int t) {
+      const int p = e + t;
+      return p < pairs ? int64_t(PTile::offset(rows.begin + p / (PTile::kCols / 2), p % (PTile::kCols / 2) * 2)) * 4
+                       : int64_t(-1);
+    });
+}
+
+// Split-K's partial tile on the mma.sync kernel: every block's stores of its accumulator
+// pairs, then the sums' loads.
+template <class C, class PTile>
+inline void trace_split_k(const char* kernel, int64_t tiles, int splits, SmemTrace& trace) {
+  const auto pt = [](TileCoord c) { return int64_t(PTile::offset(c.r, c.c)) * 4; };
+  SmemInstr& st = trace.instr(kernel, "st.shared.v2 P <- accumulator pairs (split-K partial)", SmemOp::St, 8,
+                              tiles * splits);
+  for (int i = 0; i < C::kFragM; ++i)
+    for (int j = 0; j < C::kFragN; ++j)
+      for (int h = 0; h < 2; ++h) add_block(st, C::kThreads, [&](int t) { return pt(mma_acc<C>(t, i, j, h)); });
+  trace_split_loads<PTile>(kernel, C::kThreads, tiles, splits, trace);
+}
+
 // One operand of the realigning fill, as its block tiles see it: rows x cols (unit-stride
 // columns, rows s_row elements apart) with k down the rows (k_rows: B as Bs[BK][BN], whose
 // tiles step along the columns) or along them (tiles step down the rows); `tiles` tiles of
@@ -109,7 +140,7 @@ inline void trace_mma_tile(const GemmRoute& r, SmemTrace& trace) {
   const GemmArgs& g = r.args;
   const MmaOperands& plan = r.ops;
   const Layout layout = r.layout;
-  const int64_t tiles = g.batch * ceil_div(g.m, C::kBM) * ceil_div(g.n, C::kBN);
+  const int64_t tiles = g.batch * ceil_div(g.m, C::kBM) * ceil_div(g.n, C::kBN), blocks = tiles * r.split;
   const int64_t steps = tiles * ceil_div(g.k, C::kBK);
   const bool async = plan.fill == MmaFill::Async, realign = plan.fill == MmaFill::Realign;
   const char* kernel = async ? "gemm_mma/cp.async" : realign ? "gemm_mma/realign" : "gemm_mma/registers";
@@ -186,8 +217,9 @@ inline void trace_mma_tile(const GemmRoute& r, SmemTrace& trace) {
         }
       };
       fragments("", steps, 0, C::kSteps);
-      if (async) fragments(" (step 0 ahead, per block tile)", tiles, 0, 1);
-      trace_mma_epilogue<C, CTile>(kernel, tiles, r.out_vec, trace);
+      if (async) fragments(" (step 0 ahead, per block)", blocks, 0, 1);
+      if (r.split > 1) trace_split_k<C, SplitTile<L, C::kBM, C::kBN>>(kernel, tiles, r.split, trace);
+      else trace_mma_epilogue<C, CTile>(kernel, tiles, r.out_vec, trace);
     });
   });
 }

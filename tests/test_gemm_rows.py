@@ -1,0 +1,89 @@
+"""The few-rows kernel (kernels/gemm/rows.h, rows.cu): x (M, K) @ W.t() for M up to 32 in
+float32 and 8 in float16/bfloat16, the weight streamed once into registers, FFMA dot
+products, split-K across a cluster on compute capability 9.0: every M, views and batches,
+the bias, the same bits every run and on every layout, and where the route sends it."""
+import pytest
+import torch
+
+import bankops
+from conftest import LAYOUTS, requires_cuda
+from test_gemm_majors import check, operand
+from test_gemm_route import A100, BF16, F16, F32, fields, meta, route, switch
+
+
+def rows_of(line):
+    return line.split()[0] == "rows", int(fields(line).get("split", 1))
+
+
+@pytest.mark.parametrize("dtype,m,tile", [(F32, 1, "1x32x256"), (F32, 3, "4x32x256"), (F32, 32, "32x32x256"),
+                                          (BF16, 1, "1x32x512"), (BF16, 8, "8x32x512"), (F16, 5, "8x32x512")])
+def test_route(dtype, m, tile):
+    line = route(meta(m, 4096, dtype=dtype), meta(4096, 4096, dtype=dtype).t())
+    assert line.startswith(f"rows {tile} a=mk b=nk split="), line
+    assert rows_of(route(meta(m, 4096, dtype=dtype), meta(4096, 4096, dtype=dtype).t(), device=A100)) == (True, 1)
+
+
+def test_route_leaves_what_it_does_not_take():
+    w = meta(4096, 4096, dtype=F32)
+    assert route(meta(33, 4096, dtype=F32), w.t()).startswith("ffma"), "more rows than the kernel's largest block"
+    assert route(meta(9, 4096, dtype=BF16), meta(4096, 4096, dtype=BF16).t()).startswith("mma"), "16-bit: 9 or more"
+    assert route(meta(4, 4096, dtype=F32), w).startswith("ffma"), "B n-major: no 16-byte vectors along k"
+    assert route(meta(4, 4095, dtype=F32), meta(4096, 4095, dtype=F32).t()).startswith("ffma"), "rows off 16 bytes"
+    assert route(meta(4, 4096, dtype=torch.float64), meta(4096, 4096, dtype=torch.float64).t()).startswith("ffma")
+    assert route(meta(4, 128, dtype=F32), meta(4096, 128, dtype=F32).t()).startswith("ffma"), "k below a window"
+    with switch("split_k", False):
+        assert route(meta(4, 4096, dtype=F32), w.t()).startswith("ffma")
+
+
+def test_explain_partial_tile_per_layout():
+    """The warps' sums land in the partial tile by rows of tokens: `none` and `pad` keep the
+    predicted conflicts, swizzle's rows are the same or fewer."""
+    waves = {}
+    for layout in LAYOUTS:
+        rep = bankops.explain("gemm", layout, F32, m=8, n=4096, k=4096, b_transposed=True)
+        assert rep.route.startswith("rows 8x32x256"), rep.route
+        store = [r for r in rep.rows if r["instruction"].startswith("st.shared P")]
+        assert len(store) == 1 and store[0]["count"] > 0
+        waves[layout] = store[0]["wavefronts"]
+    assert waves["swizzle"] <= waves["none"]
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", [F32, BF16, F16], ids=str)
+def test_cuda_every_m(dtype):
+    """M from 1 to the kernel's largest block and past it, N off the 32-row blocks."""
+    top = 34 if dtype == F32 else 10
+    w = operand(2048, 1000, None, dtype, True)  # (2048 x 1000) W.t(): k contiguous
+    for m in range(1, top + 1):
+        x = operand(m, 2048, None, dtype, False)
+        check(bankops.gemm(x, w), x, w)
+
+
+@requires_cuda
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", [F32, BF16], ids=str)
+@pytest.mark.parametrize("m,n,k", [(1, 4096, 4096), (7, 33, 1032), (2, 4100, 8192), (32, 640, 14336)])
+def test_cuda_shapes_and_bits(layout, dtype, m, n, k):
+    m = min(m, 8) if dtype == BF16 else m
+    x, w = operand(m, k, None, dtype, False), operand(k, n, None, dtype, True)
+    assert bankops.gemm_route(x, w, layout).startswith("rows"), bankops.gemm_route(x, w, layout)
+    got = bankops.gemm(x, w, layout)
+    check(got, x, w)
+    assert torch.equal(got, bankops.gemm(x, w, layout)), "the same bits every run"
+    assert torch.equal(got, bankops.gemm(x, w, "swizzle" if layout != "swizzle" else "none")), "every layout"
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", [F32, BF16], ids=str)
+def test_cuda_batched_views_and_bias(dtype):
+    w = operand(4096, 512, None, dtype, True)
+    x = torch.randn(3, 4, 4096, device="cuda", dtype=dtype)
+    check(bankops.gemm(x, w.expand(3, 4096, 512)), x, w.expand(3, 4096, 512))  # a broadcast weight
+    xs = torch.randn(6, 4096 + 8, device="cuda", dtype=dtype)[:, 8:]  # rows 16 bytes apart, offset
+    assert bankops.gemm_route(xs, w).startswith("rows")
+    check(bankops.gemm(xs, w), xs, w)
+    lin = torch.nn.Linear(4096, 300, device="cuda", dtype=dtype)
+    got = bankops.linear(x, lin.weight, lin.bias)
+    ref = x.double() @ lin.weight.double().t() + lin.bias.double()
+    assert not torch.isnan(got).any()
+    torch.testing.assert_close(got.double(), ref, rtol=2e-2, atol=2e-2 if dtype == BF16 else 1e-4)

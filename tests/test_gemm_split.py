@@ -1,0 +1,114 @@
+"""Split-K across a thread-block cluster (kernels/gemm/split_k.h, split_k.cuh): a few rows
+against a weight (decode, M 9 to 128 a batch in 16 bits; up to 8 take the few-rows kernel,
+test_gemm_rows.py) on compute capability 9.0 runs the mma.sync
+kernel with each tile's k tiles shared by the blocks of a cluster, whose partial sums meet in
+distributed shared memory in rank order: every M around the tile and split boundaries, odd
+K (the realigning fill), both operand majors, batches, the bias, the same bits every run and
+on every layout."""
+import pytest
+import torch
+
+import bankops
+from conftest import LAYOUTS, requires_cuda
+from test_gemm_majors import check, operand
+from test_gemm_route import F32, H100, A100, fields, meta, route, switch
+
+BF16, F16 = torch.bfloat16, torch.float16
+
+
+@pytest.mark.parametrize("m,tile,split", [(9, "32x128x128", 4), (32, "32x128x128", 4), (33, "64x128x64", 8),
+                                          (64, "64x128x64", 8), (65, "128x128x32", 8), (128, "128x128x32", 8)])
+def test_decode_routes_split(m, tile, split):
+    """x (M, 4096) @ W.t() with W (4096, 4096): the smallest mma.sync tile covering M, its
+    32 n tiles times `split` blocks filling the H100's block slots (132 of the one-a-SM
+    Rows tile, 264 of the others)."""
+    line = route(meta(m, 4096), meta(4096, 4096).t())
+    assert line.startswith(f"mma {tile} fill=cp.async a=mk b=nk split={split}"), line
+    assert fields(line)["blocks"] == str(32 * split), line
+
+
+def split_of(line):
+    return int(fields(line).get("split", 1))
+
+
+def test_split_needs_a_cluster_a_short_grid_and_a_long_k():
+    x, w = meta(16, 4096), meta(4096, 4096).t()
+    assert split_of(route(x, w, device=A100)) == 1, "no clusters below compute capability 9.0"
+    with switch("split_k", False):
+        assert split_of(route(x, w)) == 1
+    assert split_of(route(meta(16, 256), meta(256, 4096))) == 1, "k too short to share"
+    assert route(meta(129, 4096), meta(4096, 4096)).startswith("wgmma"), "more than a few rows"
+    assert split_of(route(meta(16, 4096), meta(65536, 4096).t())) == 1, "tiles fill the SMs"
+    assert route(meta(8, 4096, dtype=F32), meta(4096, 4096, dtype=F32).t()).startswith("rows"), "float32: rows"
+
+
+def test_explain_shows_the_partial_tile():
+    """explain() traces the partial tile's stores and the cluster's loads."""
+    for layout in LAYOUTS:
+        rep = bankops.explain("gemm", layout, BF16, m=16, n=4096, k=4096, b_transposed=True)
+        assert "split=4" in rep.route, rep.route
+        names = [r["instruction"] for r in rep.rows]
+        assert any("st.shared.v2 P" in n for n in names) and any("ld.shared::cluster" in n for n in names), names
+
+
+def split_operands(m, n, k, dtype, b_t=True, a_t=False, batch=None):
+    return operand(m, k, batch, dtype, a_t), operand(k, n, batch, dtype, b_t)
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", [BF16, F16], ids=str)
+def test_cuda_every_m(dtype):
+    """M = 1 .. 130 against a (512, 1024) weight read as W.t(): the few-rows kernel up to 8
+    (test_gemm_rows.py), the Rows, Narrow and Small tiles, each split 8 ways, and none past
+    128 rows."""
+    w = operand(1024, 512, None, dtype, True)
+    for m in range(1, 131):
+        x = operand(m, 1024, None, dtype, False)
+        check(bankops.gemm(x, w), x, w)
+
+
+@requires_cuda
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("majors", ["NT", "NN", "TT", "TN"])
+@pytest.mark.parametrize("m,n,k", [(1, 4096, 2048), (7, 640, 4095), (33, 1000, 3001), (96, 392, 2048), (128, 2056, 1040)])
+def test_cuda_majors_odd_k(layout, majors, m, n, k):
+    a, b = split_operands(m, n, k, BF16, b_t=majors[1] == "T", a_t=majors[0] == "T")
+    line = bankops.gemm_route(a, b, layout)
+    got = bankops.gemm(a, b, layout)
+    check(got, a, b)
+    assert torch.equal(got, bankops.gemm(a, b, layout)), "the same bits every run"
+    if line.startswith("mma") and k >= 2048:
+        assert split_of(line) > 1, line
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", [BF16, F16], ids=str)
+def test_cuda_layouts_and_runs_same_bits(dtype):
+    x, w = split_operands(24, 4096, 4096, dtype)
+    first = bankops.gemm(x, w, "swizzle")
+    for layout in LAYOUTS:
+        for _ in range(3):
+            assert torch.equal(bankops.gemm(x, w, layout), first), layout
+
+
+@requires_cuda
+def test_cuda_batched_and_bias():
+    x, w = split_operands(13, 384, 2048, BF16, batch=3)
+    check(bankops.gemm(x, w), x, w)
+    lin = torch.nn.Linear(2048, 4096, device="cuda", dtype=BF16)
+    xs = torch.randn(2, 7, 2048, device="cuda", dtype=BF16)
+    assert split_of(bankops.gemm_route(xs.reshape(14, 2048), lin.weight.t())) > 1
+    got = bankops.linear(xs, lin.weight, lin.bias)
+    ref = (xs.double() @ lin.weight.double().t() + lin.bias.double())
+    assert not torch.isnan(got).any()
+    torch.testing.assert_close(got.double(), ref, rtol=2e-2, atol=2e-2)
+
+
+@requires_cuda
+def test_cuda_split_off_matches():
+    """_set_split_k(False) takes the unsplit route: the same values within rounding."""
+    x, w = split_operands(12, 2048, 4096, BF16)
+    on = bankops.gemm(x, w)
+    with switch("split_k", False):
+        off = bankops.gemm(x, w)
+    torch.testing.assert_close(on.float(), off.float(), rtol=1e-2, atol=1e-2)
