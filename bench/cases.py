@@ -1,4 +1,5 @@
 """What the benchmark times: each case is one input, the bankops call, its torch peer and a check."""
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Callable, Optional
@@ -12,6 +13,10 @@ f32, f16, bf16, f64 = torch.float32, torch.float16, torch.bfloat16, torch.float6
 # Loose relative tolerances: summation order legitimately differs from the peer, but a
 # dropped tile, a wrong index or TF32 sneaking into float32 gemm is well outside these.
 RTOL = {f32: 1e-4, f16: 1e-2, bf16: 4e-2, f64: 1e-9}
+
+L2_BYTES = 50 * 2**20  # the H100's (and H200's) L2
+# "case" values of rows that belong to a section other than "models" (the rows of no case: "ops")
+CASE_SECTIONS = {None: "ops", "decode": "inference", "overhead": "overhead"}
 
 
 def rand(shape, dtype, device):
@@ -61,8 +66,10 @@ class Case:
     scale: float = 0.0
     dim: Optional[int] = None
     quick: bool = False              # part of the --quick sweep
-    model_case: Optional[str] = None  # the row's "case": which of a Linear layer's products, or "layer"
+    model_case: Optional[str] = None  # the row's "case": which of a Linear layer's products, "layer", "decode"
     linear_shape: Optional[list] = None  # [M tokens, K in, N out] of that layer
+    copies: int = 1                  # input sets (each from make) the timed calls take in turn, one a call
+    weight_bytes: Optional[int] = None  # decode: the weight's bytes, for the rows' weight GB/s
 
     # Floating-point operations per element of M·N·K: a multiply and an add, three products
     # (forward, input grad, weight grad) for a Linear layer's training step.
@@ -74,13 +81,14 @@ class Case:
 
     @property
     def section(self):
-        """"models" for the shapes and calls of a Linear layer, "ops" for the operator sweep."""
-        return "ops" if self.model_case is None else "models"
+        """"models" for the shapes and calls of a Linear layer, "inference" for decode products,
+        "ops" for the operator sweep."""
+        return CASE_SECTIONS.get(self.model_case, "models")
 
     @property
     def eager(self):
         """Also timed eagerly: users call a model's layers eagerly, host overhead included."""
-        return self.section == "models"
+        return self.section != "ops"
 
     @property
     def unit(self):
@@ -169,6 +177,62 @@ def linear_gemm(product, linear_shape, dtype, quick=False, cpu=False):
     (m, k), (_, n) = view_shape(*a), view_shape(*b)
     return gemm((m, n, k), dtype, quick, cpu, make=lambda dev: (operand(dev, *a), operand(dev, *b)),
                 model_case=product, linear_shape=list(linear_shape))
+
+
+def decode(m, k, n, dtype, quick=False, cpu=False, rotate_bytes=4 * L2_BYTES):
+    """x (M, K) @ W.t() with few rows M, W an (N, K) weight read in place: a served model's
+    layer at decode, where reading the weight sets the time. Each timed call takes the next of
+    `copies` fresh (x, W) sets, together over rotate_bytes (at least two), so that it reads its
+    weight from DRAM, not from the L2 the previous call filled; bankops and torch take the same
+    sets in the same turn."""
+    copies = max(2, math.ceil(rotate_bytes / ((m + n) * k * dtype.itemsize)))
+    case = gemm((m, n, k), dtype, quick, cpu, make=lambda dev: (rand((m, k), dtype, dev), rand((n, k), dtype, dev).t()),
+                model_case="decode", linear_shape=[m, k, n])
+    return dataclasses.replace(case, copies=copies, weight_bytes=n * k * dtype.itemsize)
+
+
+def decode_cases(ms, kns, dtypes, quick=(), cpu=False, rotate_bytes=4 * L2_BYTES):
+    return [decode(m, k, n, dt, (m, k, n, dt) in quick, cpu, rotate_bytes) for dt in dtypes for k, n in kns for m in ms]
+
+
+@dataclass
+class Overhead:
+    """One operator's eager cost per call on tiny tensors, beside its torch peer's: the wall time
+    of `calls` back-to-back calls (bench/run.py's run_overhead). bankops runs its default layout."""
+    op: str
+    shape: list                      # [64, 64]; gemm [M, N, K]; linear [M tokens, K in, N out]
+    inputs: list                     # the input shapes, float32
+    fn: Callable                     # bankops: (*inputs) -> result
+    peer: Callable                   # torch: (*inputs) -> result
+    peer_name: str
+    calls: int
+    dim: Optional[int] = None
+    requires_grad: bool = False      # inputs that require grad: the call records its autograd node
+    quick: bool = False
+    section = "overhead"
+    layout = "swizzle"               # bankops' default, which fn leaves in place
+    dtype = f32
+
+    def make(self, device):
+        return tuple(rand(s, self.dtype, device).requires_grad_(self.requires_grad) for s in self.inputs)
+
+
+def overhead_cases(calls):
+    """Each operator on 64 x 64 float32 tensors (linear: x (64, 64), weight (64, 64), bias), inputs
+    without grad, then transpose and linear on inputs that require grad (the autograd path)."""
+    sq, lin = [(64, 64)], [(64, 64), (64, 64), (64,)]
+    transpose_ = ("transpose", [64, 64], sq, bankops.transpose, lambda x: x.t().contiguous(), "x.t().contiguous()")
+    linear_ = ("linear", [64, 64, 64], lin, bankops.linear, torch.nn.functional.linear, "torch.nn.functional.linear")
+    return [
+        Overhead(*transpose_, calls, quick=True),
+        Overhead("reduce_sum", [64, 64], sq, bankops.reduce_sum, torch.sum, "torch.sum", calls),
+        Overhead("reduce_sum", [64, 64], sq, lambda x: bankops.reduce_sum(x, -1), lambda x: torch.sum(x, -1),
+                 "torch.sum", calls, dim=-1),
+        Overhead("gemm", [64, 64, 64], sq * 2, bankops.gemm, torch.matmul, "torch.matmul", calls, quick=True),
+        Overhead(*linear_, calls),
+        Overhead(*transpose_, calls, requires_grad=True),
+        Overhead(*linear_, calls, requires_grad=True),
+    ]
 
 
 def linear_step(module, x, dy):
@@ -275,6 +339,10 @@ def gpu_cases():
         *model_cases(MODEL_SHAPES, (bf16, f32), quick=[((4096, 1024, 4096), bf16)]),
         # A float32 model under torch.autocast("cuda", torch.bfloat16), module against module.
         linear((8192, 4096, 4096), f32, autocast=bf16),
+        # Decode: 1-128 tokens through a 7-8B transformer's projection and MLP up and down weights.
+        *decode_cases((1, 8, 32, 128), ((4096, 4096), (4096, 14336), (14336, 4096)), (bf16, f32),
+                      quick=[(1, 4096, 4096, bf16), (32, 4096, 14336, bf16)]),
+        *overhead_cases(2000),
     ]
 
 
@@ -296,4 +364,8 @@ def cpu_cases():
         # a small Linear and an odd one (no dim a multiple of 8), bfloat16 for its tolerances
         *model_cases([(256, 128, 192)], (f32,), quick=[((256, 128, 192), f32)], cpu=True),
         *model_cases([(129, 65, 97)], (f32, bf16), cpu=True),
+        # decode rotates through two input sets (the CPU's caches are not the point here)
+        *decode_cases((1, 8), ((256, 512), (512, 256)), (f32, bf16), quick=[(1, 256, 512, f32)], cpu=True,
+                      rotate_bytes=0),
+        *overhead_cases(200),
     ]

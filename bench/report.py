@@ -9,6 +9,7 @@ import subprocess
 import torch
 
 from bankops import LAYOUTS
+from cases import CASE_SECTIONS
 OPS = ("transpose", "reduce_sum", "gemm", "linear")
 # The models section's tables: a Linear layer's gemm calls, each its row's "case", in the
 # order forward, input grad, weight grad; and the layout they show (bankops' default).
@@ -47,13 +48,27 @@ def fmt(v):
     return f"{v:#.3g}".rstrip(".")
 
 
-def label(row):
+def label(row, case=True):
+    """The shape (and reduce_sum's dim); with case, also the row's case and whether its inputs require grad."""
     s = "x".join(map(str, row["shape"]))
     if row["op"] == "reduce_sum":
         s += ", all" if row.get("dim") is None else f", dim={row['dim']}"
-    if row.get("case"):  # a model's gemm calls of one shape differ only in this
+    if case and row.get("case"):  # a model's gemm calls of one shape differ only in this
         s += f", {row['case']}"
+    if case and row.get("requires_grad"):
+        s += ", requires_grad"
     return s
+
+
+def span(values):
+    """"3" or "3-5": the range of a set of counts."""
+    values = sorted(set(values))
+    return "—" if not values else f"{values[0]}" if len(values) == 1 else f"{values[0]}-{values[-1]}"
+
+
+def section(row):
+    """The bench section that made the row: ops, models, inference or overhead."""
+    return CASE_SECTIONS.get(row.get("case"), "models")
 
 
 def valid(row):
@@ -67,10 +82,11 @@ def status(row):
 
 
 def groups(rows, op):
-    """Rows of one op, grouped per case (shape, dtype), in the order they were run."""
+    """Rows of one op, grouped per case (shape, dtype), in the order they were run; the overhead
+    rows (one layout, timed apart) have their own table."""
     out = {}
     for r in rows:
-        if r["op"] == op:
+        if r["op"] == op and section(r) != "overhead":
             out.setdefault((label(r), r["dtype"]), []).append(r)
     return out
 
@@ -157,11 +173,13 @@ def markdown(rows, meta, how):
         "## How measured\n",
         how_measured(how) + "\n",
     ]
-    op_rows = [r for r in rows if not r.get("case")]  # the models section has its own tables
+    op_rows = [r for r in rows if section(r) == "ops"]  # the other sections have their own tables
     for op in OPS:
         if any(r["op"] == op for r in op_rows):
             parts += rows_section(f"## {op}\n", [r for r in op_rows if r["op"] == op])
-    parts += models_markdown([r for r in rows if r.get("case")])
+    parts += models_markdown([r for r in rows if section(r) == "models"])
+    parts += inference_markdown([r for r in rows if section(r) == "inference"], how)
+    parts += overhead_markdown([r for r in rows if section(r) == "overhead"], how)
 
     lines = []
     for op in OPS:
@@ -216,7 +234,7 @@ def by_layer(rows):
     rows of MODEL_LAYOUT by case."""
     out = {}
     for r in rows:
-        if r.get("case") and r["layout"] == MODEL_LAYOUT:
+        if section(r) == "models" and r["layout"] == MODEL_LAYOUT:
             out.setdefault((r["dtype"], *r["linear_shape"]), {})[r["case"]] = r
     return out
 
@@ -276,6 +294,72 @@ def models_markdown(rows):
         "TFLOP/s counts the three products (6·M·N·K); ms is graph-timed.\n",
         md_table(["dtype", "M", "K", "N", "ratio graph / eager", "TFLOP/s", "ms", "torch ms"], layer_lines),
         *rows_section("### Every model row\n", rows),
+    ]
+
+
+def graph_eager(row, key, scale=1):
+    """"graph / eager" cell of a row's key and eager_<key> (ms, peer_ms, ratio, weight_GBps, ...)."""
+    def value(k):
+        return None if row.get(k) is None else row[k] * scale
+    return f"{fmt(value(key))} / {fmt(value('eager_' + key))}"
+
+
+def decode_best(rows):
+    """The decode cases' fastest checked layouts' rows (graph time), in run order."""
+    cases = groups([r for r in rows if section(r) == "inference"], "gemm").values()
+    return [b for b in map(best, cases) if b is not None]
+
+
+def inference_markdown(rows, how):
+    """The inference section: per decode case the best layout against torch, then every row."""
+    if not rows:
+        return []
+    lines = []
+    for (_, dtype), case_rows in groups(rows, "gemm").items():
+        m, k, n = case_rows[0]["linear_shape"]
+        b = best(case_rows)
+        lines.append([m, k, n, dtype] + (["no valid layout"] + ["—"] * 5 if b is None else [
+            b["layout"], graph_eager(b, "ms", 1e3), graph_eager(b, "peer_ms", 1e3), graph_eager(b, "ratio"),
+            graph_eager(b, "weight_GBps"), graph_eager(b, "peer_weight_GBps")]))
+    sets = span(r["copies"] for r in rows if r.get("copies"))
+    together = (f"together at least four times the 50 MB L2 and at least two ({sets} sets here)" if how["cuda"]
+                else f"{sets} here (on the CPU, whose caches are not the point)")
+    return [
+        "## Inference (decode)\n",
+        "A served model's layer at decode: `x @ W.t()` with x (M, K) of M = 1-128 tokens and the weight W (N, K) "
+        "row-major, read in place (`bankops.gemm(x, W.t(), layout)`, i.e. `torch.ops.bankops.gemm`), against "
+        "`torch.matmul(x, W.t())` on the same views. Each call reads its weight from DRAM, as in a model whose "
+        "layers each read their own weights: the timed calls take the next of several fresh (x, W) sets in turn, "
+        f"{together}, bankops and torch the same sets in the same turn, and a CUDA graph holds whole turns. "
+        "*graph* is timed as above, kernels only; *eager* times eager calls, one CUDA event pair around each, no "
+        "sync in between, so a call's host overhead counts where it outlasts its kernel. *weight GB/s*: the "
+        "weight's N·K·element bytes over the call's time. The layout is the fastest graph-timed layout whose "
+        "result checked ok; its eager figures are that layout's. Ratio above 1: bankops is faster.\n",
+        md_table(["M", "K", "N", "dtype", "layout", "µs graph / eager", "torch µs graph / eager",
+                  "ratio graph / eager", "weight GB/s graph / eager", "torch weight GB/s graph / eager"], lines),
+        f"Geometric mean of the ratios above: {ratio_cell(decode_best(rows))} (graph / eager).\n",
+        *rows_section("### Every decode row\n", rows),
+    ]
+
+
+def overhead_markdown(rows, how):
+    """The overhead section: one line per operator call, bankops' µs per call beside torch's."""
+    if not rows:
+        return []
+    lines = [[r["op"], label(r, case=False), "yes" if r.get("requires_grad") else "no", f"`{r['peer']}`",
+              fmt(r.get("us")), fmt(r.get("torch_us")), fmt(r.get("diff_us")), status(r)] for r in rows]
+    return [
+        "## Per-call overhead\n",
+        "Eager time per call where the kernel is tiny and the host's share (Python, the dispatcher, argument "
+        "checks, allocation, the launch) sets it: each operator on 64 x 64 float32 tensors (gemm [M, N, K], "
+        "linear [M tokens, K in, N out] with bias), bankops with its default layout `swizzle` against its torch "
+        f"peer on the same inputs. The wall time of {span(r['calls'] for r in rows)} back-to-back calls, "
+        f"synchronized before the first and after the last, after {how['warmup']} such runs to warm up, median "
+        f"over {span(r['reps'] for r in rows if r.get('reps'))} runs, divided by the calls. *requires_grad*: "
+        "every input requires grad, so the call also records its autograd node (forward only). *difference* is "
+        "bankops µs − torch µs.\n",
+        md_table(["op", "shape", "requires_grad", "torch peer", "bankops µs", "torch µs", "difference µs", "check"],
+                 lines),
     ]
 
 
@@ -378,6 +462,15 @@ def summary(rows, meta):
     if products or layers:
         out += ["", f"models, {MODEL_LAYOUT} vs torch, geometric mean of ratios (graph / eager): Linear layers' gemm "
                     f"calls {ratio_cell(products)}, their forward + backward {ratio_cell(layers)}"]
+    decode = decode_best(rows)
+    if decode:
+        out += [f"inference, decode x @ W.t(), best layout vs torch, geometric mean of ratios (graph / eager): "
+                f"{ratio_cell(decode)}"]
+    overhead = [r for r in rows if section(r) == "overhead"]
+    if overhead:
+        out += ["", "per-call overhead, eager, us a call:"]
+        out += [f"{r['op']:<10} {label(r):<38} bankops {fmt(r.get('us')):>6}  torch {fmt(r.get('torch_us')):>6}  "
+                f"{status(r)}" for r in overhead]
     if bad:
         out += ["", "problems:"] + [f"  {b}" for b in bad]
     return "\n".join(out)

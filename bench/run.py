@@ -1,10 +1,12 @@
 """Time every bankops operator x layout x dtype against its torch peer, in one process.
 
-    python3 bench/run.py [--quick] [--out DIR] [--reps N] [--ops transpose,gemm] [--sections models]
+    python3 bench/run.py [--quick] [--out DIR] [--reps N] [--ops transpose,gemm] [--sections inference,overhead]
 
-Two sections: "ops", each operator on its own shapes, and "models", gemm as a model's Linear
+Four sections: "ops", each operator on its own shapes; "models", gemm as a model's Linear
 layer calls it (forward x@W.t(), input grad dy@W, weight grad dy.t()@x on the layer's views)
-and the layer's forward + backward against torch.nn.Linear (op "linear"), also timed eagerly.
+and the layer's forward + backward against torch.nn.Linear (op "linear"), also timed eagerly;
+"inference", decode's x@W.t() with 1-128 rows, each call reading its weight from DRAM, also
+timed eagerly; "overhead", each operator's eager time per call on 64 x 64 tensors.
 Writes DIR/results.json, DIR/RESULTS.md and DIR/plots/<op>.png (DIR defaults to bench/),
 then prints a summary table last. Without a CUDA GPU it times the CPU reference instead,
 on small shapes, says so, and writes to bench/cpu/ unless --out says otherwise: the committed
@@ -12,6 +14,7 @@ GPU tables stay as they are.
 """
 import argparse
 import gc
+import itertools
 import math
 import os
 import statistics
@@ -34,11 +37,17 @@ BUDGET_S = 1.0  # per timed function: keeps a slow layout from stretching the ru
 GRAPH_MS = 1.0  # calls per CUDA graph: enough that a replay lasts about this long
 GRAPH_CALLS_MAX = 64
 COPY_TRIALS = 3  # buffer pairs per copy reference
-SECTIONS = ("ops", "models")
+SECTIONS = ("ops", "models", "inference", "overhead")
+# A decode row's weight GB/s per timing: the weight's bytes over the call's time.
+WEIGHT_GBPS = {"ms": "weight_GBps", "peer_ms": "peer_weight_GBps", "eager_ms": "eager_weight_GBps",
+               "eager_peer_ms": "eager_peer_weight_GBps"}
 
 
-def time_ms(fn, cuda, max_reps, graph=True):
-    """Median milliseconds of fn() and the number of repetitions it was taken over."""
+def time_ms(fn, cuda, max_reps, graph=True, cycle=1, wall=False):
+    """Median milliseconds of fn() and the number of repetitions it was taken over: per call in
+    CUDA graph replays (graph), between CUDA events around eager calls, or (wall, and on the CPU)
+    on the host's clock from a synchronized start to a synchronized end of each call. cycle: the
+    graph's calls are a multiple of it (graph_ms)."""
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     sync()
     t0 = time.perf_counter()
@@ -47,14 +56,15 @@ def time_ms(fn, cuda, max_reps, graph=True):
     sync()
     est = (time.perf_counter() - t0) / WARMUP
     if cuda and graph:
-        return graph_ms(fn, est, max_reps)
+        return graph_ms(fn, est, max_reps, cycle)
     reps = reps_within_budget(est, max_reps)
-    if cuda:
+    if cuda and not wall:
         return eager_ms(fn, reps), reps
     times = []
-    for _ in range(reps):
+    for _ in range(reps):  # each starts synchronized: after the warm-up's sync or its predecessor's
         t = time.perf_counter()
         fn()
+        sync()
         times.append((time.perf_counter() - t) * 1e3)
     return statistics.median(times), reps
 
@@ -76,12 +86,15 @@ def eager_ms(fn, reps):
     return statistics.median(start.elapsed_time(end) for start, end in events)
 
 
-def graph_ms(fn, est_s, max_reps):
+def graph_ms(fn, est_s, max_reps, cycle=1):
     """GPU milliseconds per call: fn captured CALLS times into one CUDA graph, one event pair per
     replay. Timing eager calls instead would time the host wherever a call's Python and launch
     overhead (10-20 us for torch.matmul and for a torch.ops call alike) exceeds its kernel, as at
-    gemm 1024^3, and then the ratio compares two dispatchers, not two kernels."""
+    gemm 1024^3, and then the ratio compares two dispatchers, not two kernels. CALLS is a multiple
+    of cycle, so that an fn rotating through cycle input sets ends each replay where the next one
+    starts (no set twice in a row)."""
     calls = max(1, min(GRAPH_CALLS_MAX, math.ceil(GRAPH_MS * 1e-3 / max(est_s, 1e-9))))
+    calls = math.ceil(calls / cycle) * cycle
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):  # capture needs warmed-up libraries (cuBLAS workspaces)
@@ -134,8 +147,15 @@ def short(exc):
     return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:300]
 
 
+def rotation(fn, sets):
+    """A call of fn on the next of the input sets, in turn (with one set, always that one)."""
+    turn = itertools.cycle(sets)
+    return lambda: fn(next(turn))
+
+
 def run_case(case, device, max_reps, copy_bw):
-    """One row per layout; an exception is recorded in its row and the sweep goes on."""
+    """One row per layout; an exception is recorded in its row and the sweep goes on. Each timed
+    call takes the next of case.copies input sets; the result is checked on the first."""
     cuda = device == "cuda"
     base = {"op": case.op, "layout": None, "dtype": str(case.dtype).replace("torch.", ""), "shape": case.shape}
     if case.model_case is not None:
@@ -146,13 +166,20 @@ def run_case(case, device, max_reps, copy_bw):
                 ratio=None, ratio_to_copy=None)
     if case.eager:
         base.update(eager_ms=None, eager_peer_ms=None, eager_ratio=None)
+    if case.weight_bytes:
+        base.update(weight_bytes=case.weight_bytes, copies=case.copies, **dict.fromkeys(WEIGHT_GBPS.values()))
     rows = []
+
+    def timed(fn, graph=True):
+        return time_ms(rotation(fn, sets), cuda, max_reps, graph, cycle=len(sets))
+
     try:
-        inputs = case.make(device)
+        sets = [case.make(device) for _ in range(case.copies)]
+        inputs = sets[0]
         ref = case.peer(inputs)
-        peer_ms, _ = time_ms(lambda: case.peer(inputs), cuda, max_reps)
+        peer_ms, _ = timed(case.peer)
         if case.eager:
-            base["eager_peer_ms"], _ = time_ms(lambda: case.peer(inputs), cuda, max_reps, graph=False)
+            base["eager_peer_ms"], _ = timed(case.peer, graph=False)
         copy_gbps = copy_bw(sum(t.nbytes for t in inputs)) if case.memory_bound else None
         for layout in bankops.LAYOUTS:
             row = dict(base, layout=layout, peer_ms=peer_ms)
@@ -162,13 +189,15 @@ def run_case(case, device, max_reps, copy_bw):
                 row["check"] = case.check(out, ref, case.scale)
                 work = case.work(inputs, out)
                 del out
-                ms, row["reps"] = time_ms(lambda: case.run(inputs, layout), cuda, max_reps)
+                ms, row["reps"] = timed(lambda inp: case.run(inp, layout))
                 row.update(ms=ms, figure=case.figure(work, ms), ratio=peer_ms / ms)
                 if copy_gbps:
                     row.update(ratio_to_copy=row["figure"] / copy_gbps, copy_GBps=copy_gbps)
                 if case.eager:
-                    row["eager_ms"], _ = time_ms(lambda: case.run(inputs, layout), cuda, max_reps, graph=False)
+                    row["eager_ms"], _ = timed(lambda inp: case.run(inp, layout), graph=False)
                     row["eager_ratio"] = row["eager_peer_ms"] / row["eager_ms"]
+                if case.weight_bytes:
+                    row.update({gb: case.weight_bytes / (row[k] * 1e6) for k, gb in WEIGHT_GBPS.items() if row[k]})
             except Exception as e:  # noqa: BLE001  (a failing layout must not end the sweep)
                 row["error"] = short(e)
             progress(row)
@@ -179,7 +208,7 @@ def run_case(case, device, max_reps, copy_bw):
                 rows.append(dict(base, layout=layout, error=short(e)))
                 progress(rows[-1])
     finally:
-        inputs = ref = None
+        sets = inputs = ref = None
         gc.collect()
         if cuda:
             try:
@@ -189,13 +218,48 @@ def run_case(case, device, max_reps, copy_bw):
     return rows
 
 
+def back_to_back(fn, inputs, calls):
+    """One timed unit of the overhead rows: calls calls of fn(*inputs), their results dropped."""
+    def run():
+        for _ in range(calls):
+            fn(*inputs)
+    return run
+
+
+def run_overhead(case, device, max_reps):
+    """One row: microseconds per eager call of bankops and of its torch peer on the same inputs,
+    each the wall time of case.calls back-to-back calls, synchronized before the first and after
+    the last, median over repetitions (after WARMUP such runs), divided by case.calls."""
+    row = {"op": case.op, "case": "overhead", "layout": case.layout, "dtype": str(case.dtype).replace("torch.", ""),
+           "shape": case.shape, "requires_grad": case.requires_grad, "peer": case.peer_name, "calls": case.calls,
+           "us": None, "torch_us": None, "diff_us": None}
+    if case.op == "reduce_sum":
+        row["dim"] = case.dim
+    try:
+        inputs = case.make(device)
+        row["check"] = cases.check_close(case.fn(*inputs), case.peer(*inputs), 64.0)
+        for key, fn in (("torch_us", case.peer), ("us", case.fn)):
+            ms, row["reps"] = time_ms(back_to_back(fn, inputs, case.calls), device == "cuda", max_reps, graph=False,
+                                      wall=True)
+            row[key] = ms * 1e3 / case.calls
+        row["diff_us"] = row["us"] - row["torch_us"]
+    except Exception as e:  # noqa: BLE001  (as in run_case: the sweep goes on)
+        row["error"] = short(e)
+    progress(row)
+    return [row]
+
+
 def progress(row):
     label = f"{row['op']:<10} {report.label(row):<26} {row['dtype']:<8} {row['layout']:<7}"
     if row.get("error"):
         print(f"  {label} ERROR {row['error']}", flush=True)
+    elif row.get("case") == "overhead":
+        print(f"  {label} {row['us']:.3g} us a call, torch {row['torch_us']:.3g} us ({row['diff_us']:+.3g})  "
+              f"{row['check']}", flush=True)
     else:
         eager = f" (eager x{row['eager_ratio']:.3g})" if row.get("eager_ratio") else ""
-        print(f"  {label} {row['ms']:.4g} ms  {row['figure']:.4g} {row['unit']}  "
+        weight = f"  weight {row['weight_GBps']:.4g} GB/s" if row.get("weight_GBps") else ""
+        print(f"  {label} {row['ms']:.4g} ms  {row['figure']:.4g} {row['unit']}{weight}  "
               f"x{row['ratio']:.3g} vs peer{eager}  {row['check']}", flush=True)
 
 
@@ -207,8 +271,10 @@ def main():
     ap.add_argument("--reps", type=int, default=None, help="most repetitions per timing (default 20, --quick 10)")
     ap.add_argument("--ops", default=None, help="comma-separated subset of transpose,reduce_sum,gemm,linear")
     ap.add_argument("--sections", default=",".join(SECTIONS),
-                    help="comma-separated subset of ops (the operator sweep) and models (Linear layers' gemms and "
-                         "steps); default both. --sections models --ops linear: the layer rows only")
+                    help="comma-separated subset of ops (the operator sweep), models (Linear layers' gemms and "
+                         "steps), inference (decode's x @ W.t(), weights read from DRAM) and overhead (eager time "
+                         "per call on 64 x 64 tensors); default all. --sections models --ops linear: the layer rows "
+                         "only")
     args = ap.parse_args()
     sections = set(args.sections.split(","))
     if not sections <= set(SECTIONS):
@@ -241,7 +307,10 @@ def main():
     rows = []
     t0 = time.perf_counter()
     for case in todo:
-        rows += run_case(case, device, max_reps, copy_bw)
+        if case.section == "overhead":
+            rows += run_overhead(case, device, max_reps)
+        else:
+            rows += run_case(case, device, max_reps, copy_bw)
     elapsed = time.perf_counter() - t0
 
     meta = report.metadata(device_name, ROOT)
