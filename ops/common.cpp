@@ -46,8 +46,8 @@ at::Tensor element_aligned(const at::Tensor& t) {
   // the GPU): copy the bytes under the view instead, and view the copy with the same strides.
   int64_t span = 1;
   for (int64_t d = 0; d < t.dim(); ++d) span += (t.size(d) - 1) * t.stride(d);
-  const at::Tensor bytes =
-      at::from_blob(const_cast<void*>(t.const_data_ptr()), {span * int64_t(t.element_size())}, t.options().dtype(at::kByte));
+  const int64_t nbytes = span * int64_t(t.element_size());
+  const at::Tensor bytes = at::from_blob(const_cast<void*>(t.const_data_ptr()), {nbytes}, t.options().dtype(at::kByte));
   return bytes.clone().view(t.scalar_type()).as_strided(t.sizes(), t.strides());
 }
 

@@ -70,7 +70,8 @@ def test_cuda_every_m(dtype):
 @requires_cuda
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("majors", ["NT", "NN", "TT", "TN"])
-@pytest.mark.parametrize("m,n,k", [(1, 4096, 2048), (7, 640, 4095), (33, 1000, 3001), (96, 392, 2048), (128, 2056, 1040)])
+@pytest.mark.parametrize("m,n,k", [(1, 4096, 2048), (7, 640, 4095), (33, 1000, 3001), (96, 392, 2048),
+                                   (128, 2056, 1040)])
 def test_cuda_majors_odd_k(layout, majors, m, n, k):
     a, b = split_operands(m, n, k, BF16, b_t=majors[1] == "T", a_t=majors[0] == "T")
     line = bankops.gemm_route(a, b, layout)

@@ -269,7 +269,8 @@ __device__ __forceinline__ float* mma_store_partial(unsigned char* smem, const M
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const TileCoord at = mma_acc<C>(threadIdx.x, i, j, h);
-        *reinterpret_cast<float2*>(part + PTile::offset(at.r, at.c)) = make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+        *reinterpret_cast<float2*>(part + PTile::offset(at.r, at.c)) =
+            make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
       }
   return part;
 }

@@ -18,8 +18,9 @@ __device__ __forceinline__ void to_floats(const uint4& v, float (&f)[16 / sizeof
     if constexpr (std::is_same<T, float>::value) {
       f[i] = __uint_as_float(w[i]);
     } else {
-      const float2 p = std::is_same<T, __half>::value ? __half22float2(*reinterpret_cast<const __half2*>(w + i))
-                                                      : __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(w + i));
+      const float2 p = std::is_same<T, __half>::value
+                           ? __half22float2(*reinterpret_cast<const __half2*>(w + i))
+                           : __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(w + i));
       f[2 * i] = p.x;
       f[2 * i + 1] = p.y;
     }
@@ -55,7 +56,8 @@ __device__ __forceinline__ void rows_stage_a(uint32_t dst, const T* a, const Gem
 // (Held to the residency the route plans for: a register or two more per thread than 128
 // would halve the blocks an SM takes, and measured a third slower.)
 template <Layout L, class T, int TM>
-__global__ void __launch_bounds__(kRowsThreads, rows_blocks_per_sm(TM)) rows_kernel(const GemmArgs g, const int splits) {
+__global__ void __launch_bounds__(kRowsThreads, rows_blocks_per_sm(TM))
+    rows_kernel(const GemmArgs g, const int splits) {
   constexpr int V = 16 / sizeof(T), kWin = rows_window(sizeof(T)), R = kRowsPerWarp;
   constexpr int kWinBytes = TM * kWin * sizeof(T);
   using PTile = SplitTile<L, TM, kRowsBN>;
@@ -87,7 +89,8 @@ __global__ void __launch_bounds__(kRowsThreads, rows_blocks_per_sm(TM)) rows_ker
         const int64_t k = win * kWin + (u * 32 + lane) * V;
 #pragma unroll
         for (int r = 0; r < R; ++r)
-          wv[u][r] = w[r] != nullptr && k < g.k ? __ldcs(reinterpret_cast<const uint4*>(w[r] + k)) : make_uint4(0, 0, 0, 0);
+          wv[u][r] = w[r] != nullptr && k < g.k ? __ldcs(reinterpret_cast<const uint4*>(w[r] + k))
+                                                : make_uint4(0, 0, 0, 0);
       }
       cp_async_wait<1>();
       __syncthreads();  // window win of A staged

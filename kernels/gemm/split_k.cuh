@@ -1,5 +1,5 @@
 // Split-K across a thread-block cluster (compute capability 9.0), for products whose tiles
-// leave SMs idle: a few rows against a weight (decode), a weight gradient's few tiles. The
+// leave SMs idle: a few rows against a weight (decode; rows.cu and mma.cu). The
 // S blocks of a cluster take consecutive k ranges of one block tile; each leaves its float32
 // partial tile in its own shared memory, and after a cluster barrier block r sums the rows
 // split_rows(r) of all S partials through distributed shared memory, in rank order (the same
@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "../numeric.cuh"
+#include "args.h"
 #include "split_k.h"
 
 namespace bankops {
