@@ -163,20 +163,7 @@ def linear_property(data, device, max_numel):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_reduce_sum(device):
-    run(reduce_sum_property, device)
-
-
-@pytest.mark.parametrize("device", DEVICES)
-def test_transpose(device):
-    run(transpose_property, device)
-
-
-@pytest.mark.parametrize("device", DEVICES)
-def test_gemm(device):
-    run(gemm_property, device)
-
-
-@pytest.mark.parametrize("device", DEVICES)
-def test_linear(device):
-    run(linear_property, device)
+@pytest.mark.parametrize("prop", [reduce_sum_property, transpose_property, gemm_property, linear_property],
+                         ids=["reduce_sum", "transpose", "gemm", "linear"])
+def test_operator(prop, device):
+    run(prop, device)

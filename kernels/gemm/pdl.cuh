@@ -5,6 +5,8 @@
 // write of global memory must come after pdl_wait_previous, which returns once the earlier
 // kernel has finished and its writes are visible.
 //
+// (launch_with, the cudaLaunchKernelEx call under it, serves split_k.cuh's cluster launches too.)
+//
 // It pays where a block fills an SM (the Hopper kernel's 200+ KB of shared memory); the
 // mma.sync kernel, two blocks an SM, measured slower launched this way.
 #pragma once
@@ -27,21 +29,28 @@ __device__ __forceinline__ void pdl_wait_previous() {
 #endif
 }
 
-// kernel<<<grid, block, smem, stream>>>(args...) as a programmatic dependent launch.
+// kernel<<<grid, block, smem, stream>>>(args...) with `attrs` (nattrs of them, 0 for none).
 template <class... Params, class... Args>
-cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, int smem, cudaStream_t stream,
-                       Args&&... args) {
-  cudaLaunchAttribute attrs[1];
-  attrs[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attrs[0].val.programmaticStreamSerializationAllowed = 1;
+cudaError_t launch_with(void (*kernel)(Params...), dim3 grid, dim3 block, int smem, cudaStream_t stream,
+                        cudaLaunchAttribute* attrs, int nattrs, Args&&... args) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cfg.attrs = attrs;
-  cfg.numAttrs = 1;
+  cfg.numAttrs = nattrs;
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...) as a programmatic dependent launch.
+template <class... Params, class... Args>
+cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, int smem, cudaStream_t stream,
+                       Args&&... args) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  return launch_with(kernel, grid, block, smem, stream, attr, 1, std::forward<Args>(args)...);
 }
 
 }  // namespace bankops

@@ -385,7 +385,7 @@ inline bool rows_route(GemmRoute& r, const GemmOptions& opt) {
   r.family = GemmFamily::Rows;
   r.rows_tm = rows_tm(g.m, r.dtype);
   const int64_t blocks = g.batch * ceil_div(g.n, kRowsBN);
-  const int64_t windows = ceil_div(g.k, rows_window(r.dtype == DType::F32 ? 4 : 2));
+  const int64_t windows = ceil_div(g.k, rows_window(rows_elem_bytes(r.dtype)));
   const int64_t slots = int64_t(r.device.num_sms) * rows_blocks_per_sm(r.rows_tm);
   r.split = r.device.cc < 90 ? 1 : split_k_count(blocks, windows, slots);
   return true;
@@ -436,7 +436,7 @@ inline GemmTileDims gemm_tile_dims(const GemmRoute& r) {
     return GemmTileDims{C::kBM, C::kBN, C::kBK};
   };
   switch (r.family) {
-    case GemmFamily::Rows: return GemmTileDims{r.rows_tm, kRowsBN, rows_window(r.dtype == DType::F32 ? 4 : 2)};
+    case GemmFamily::Rows: return GemmTileDims{r.rows_tm, kRowsBN, rows_window(rows_elem_bytes(r.dtype))};
     case GemmFamily::Wgmma: return with_wgmma_config(r, dims);
     case GemmFamily::Mma: return with_mma_config(r, dims);
     case GemmFamily::Ffma:

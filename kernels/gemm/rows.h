@@ -23,6 +23,8 @@ constexpr int kRowsUnroll = 2;                       // 16-byte loads of a row i
 BANKOPS_HD constexpr int rows_blocks_per_sm(int tm) { return tm >= 16 ? 1 : 2; }
 // A window: the k a warp covers with one load of each of its rows on every lane, times the unroll.
 BANKOPS_HD constexpr int rows_window(int elem_bytes) { return 32 * (16 / elem_bytes) * kRowsUnroll; }
+// The element bytes of the dtypes the kernel takes (rows_supports: float32, float16, bfloat16).
+BANKOPS_HD constexpr int rows_elem_bytes(DType t) { return t == DType::F32 ? 4 : 2; }
 
 // The rows of A a block takes: the least power of two that covers m (rows_supports: m up to
 // rows_max_m).
@@ -59,7 +61,7 @@ inline bool rows_vectors(const void* p, int64_t s_unit, int64_t s_row, int64_t r
 // block's rows, k a window or more (shorter products are no stream), A and B's rows as
 // 16-byte vectors along k (B = W.t(): k contiguous).
 inline bool rows_supports(DType t, const GemmArgs& g) {
-  const int e = t == DType::F32 ? 4 : 2;
+  const int e = rows_elem_bytes(t);
   return (t == DType::F32 || t == DType::F16 || t == DType::BF16) && g.m <= rows_max_m(t) && g.k >= rows_window(e) &&
          rows_vectors(g.a, g.a_sk, g.a_sm, g.m, g.a_sb, g.batch, e) &&
          rows_vectors(g.b, g.b_sk, g.b_sn, g.n, g.b_sb, g.batch, e);

@@ -13,6 +13,7 @@
 
 #include "../numeric.cuh"
 #include "args.h"
+#include "pdl.cuh"
 #include "split_k.h"
 
 namespace bankops {
@@ -75,14 +76,8 @@ cudaError_t launch_clustered(void (*kernel)(Params...), dim3 grid, int threads, 
   attr[0].val.clusterDim.x = cluster;
   attr[0].val.clusterDim.y = 1;
   attr[0].val.clusterDim.z = 1;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(threads);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = cluster > 1 ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+  return launch_with(kernel, grid, dim3(threads), smem, stream, attr, cluster > 1 ? 1 : 0,
+                     std::forward<Args>(args)...);
 }
 
 }  // namespace bankops
