@@ -15,13 +15,15 @@
 
 namespace bankops {
 namespace {
-std::atomic<bool> g_wgmma{true}, g_repack{true}, g_stream_k{true}, g_split_k{true};
+std::atomic<bool> g_wgmma{true}, g_repack{true}, g_stream_k{true}, g_split_k{true}, g_refuse_tma{false};
 }
 
 void set_wgmma(bool on) { g_wgmma.store(on); }
 void set_repack(bool on) { g_repack.store(on); }
 void set_stream_k(bool on) { g_stream_k.store(on); }
 void set_split_k(bool on) { g_split_k.store(on); }
+void set_refuse_tma(bool on) { g_refuse_tma.store(on); }
+bool refuse_tma() { return g_refuse_tma.load(std::memory_order_relaxed); }
 GemmOptions gemm_options() {
   GemmOptions o;
   o.wgmma = g_wgmma.load(std::memory_order_relaxed);

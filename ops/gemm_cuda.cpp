@@ -19,6 +19,25 @@ DeviceInfo device_info(c10::DeviceIndex device) {
   return DeviceInfo{prop->multiProcessorCount, prop->major * 10 + prop->minor};
 }
 
+// The scratch a route takes (copies of misaligned operands, stream-K's partial sums; poisoned
+// like outputs in test mode), or, where the caching allocator has none, the route that needs
+// none in `route`. The scratch goes back to the allocator once the launches are queued: later
+// work on this stream runs after them.
+at::Tensor route_scratch(GemmRoute& route, const GemmArgs& args, GemmOptions& options, DType dtype, Layout l,
+                         const at::TensorOptions& device) {
+  if (route.scratch_bytes == 0) return at::Tensor();
+  try {
+    return new_output({route.scratch_bytes}, device.dtype(at::kByte));
+  } catch (const c10::OutOfMemoryError&) {
+    const int64_t bytes = route.scratch_bytes;
+    options.scratch = false;
+    route = checked_route(args, dtype, l, route.device, options, "gemm");
+    TORCH_WARN("gemm: no memory for the ", bytes, " bytes of scratch its route takes; such calls run `",
+               gemm_route_line(route), "` instead");
+    return at::Tensor();
+  }
+}
+
 // a @ b (+ bias, in the kernels' epilogue).
 at::Tensor gemm_run(const at::Tensor& a_in, const at::Tensor& b_in, const at::Tensor& bias, Layout l) {
   const GemmGeometry g = gemm_geometry(a_in, b_in);
@@ -28,16 +47,23 @@ at::Tensor gemm_run(const at::Tensor& a_in, const at::Tensor& b_in, const at::Te
   if (out.numel() == 0) return out;
   GemmArgs args = gemm_args(g, a, b, out.mutable_data_ptr());
   if (bias.defined()) args.bias = bias.const_data_ptr();
+  const DType dtype = to_dtype(a.scalar_type());
   GemmOptions options = gemm_options();
   options.wgmma = options.wgmma && gemm_wgmma_built();
-  const GemmRoute route = checked_route(args, to_dtype(a.scalar_type()), l, device_info(a.get_device()), options, "gemm");
-  // The scratch (copies of misaligned operands, stream-K's partial sums; poisoned like outputs
-  // in test mode) goes back to the caching allocator once the launches are queued: later work
-  // on this stream runs after them.
-  const at::Tensor scratch =
-      route.scratch_bytes > 0 ? new_output({route.scratch_bytes}, a.options().dtype(at::kByte)) : at::Tensor();
-  C10_CUDA_CHECK(launch_gemm(route, scratch.defined() ? scratch.mutable_data_ptr() : nullptr,
-                             c10::cuda::getCurrentCUDAStream()));
+  GemmRoute route = checked_route(args, dtype, l, device_info(a.get_device()), options, "gemm");
+  const at::Tensor scratch = route_scratch(route, args, options, dtype, l, a.options());
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  cudaError_t err = launch_gemm(route, scratch.defined() ? scratch.mutable_data_ptr() : nullptr, stream, !refuse_tma());
+  if (err == cudaErrorNotSupported && route.family == GemmFamily::Wgmma) {
+    // The driver refused a tensor map and nothing was launched: the route without TMA needs no
+    // scratch (the copies feed TMA only).
+    options.tma = false;
+    route = checked_route(args, dtype, l, route.device, options, "gemm");
+    TORCH_WARN("gemm: the driver refused the Hopper kernel's tensor maps; such calls run `",
+               gemm_route_line(route), "` instead");
+    err = launch_gemm(route, nullptr, stream, false);
+  }
+  C10_CUDA_CHECK(err);
   return out;
 }
 

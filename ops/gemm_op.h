@@ -53,5 +53,9 @@ void set_repack(bool on);
 void set_stream_k(bool on);
 void set_split_k(bool on);
 GemmOptions gemm_options();
+// Test hook (torch.ops.bankops._set_refuse_tma): the Hopper launcher acts as if the driver refused
+// every tensor map, so that the fallback to a route without TMA runs.
+void set_refuse_tma(bool on);
+bool refuse_tma();
 
 }  // namespace bankops

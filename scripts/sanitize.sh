@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# compute-sanitizer (memcheck, racecheck, synccheck) over a subset of the GPU tests that
-# launches every kernel under every layout: odd sizes, tails, splits, the gather and the
-# batched paths. Torch's caching allocator is off so memcheck sees each tensor's bounds.
+# compute-sanitizer (the tools named as arguments: memcheck, racecheck, synccheck, initcheck)
+# over a subset of the GPU tests that launches every kernel under every layout: odd sizes,
+# tails, splits, the gather and the batched paths; the Hopper kernel, its copies, stream-K and
+# the strip; the decode routes (rows, split-K across a cluster); the fallback without tensor
+# maps; two threads at once. Torch's caching allocator is off so memcheck sees each tensor's
+# bounds (and so CUDA graphs, which capture from the allocator's pools, are left out).
+# SANITIZE_K, if set, narrows the subset further (a pytest -k expression).
 set -euo pipefail
 source "$(dirname "$0")/prepare.sh" pytest
 export PYTORCH_NO_CUDA_MEMORY_CACHING=1
@@ -23,10 +27,14 @@ subset='(test_cuda_matches_reference and (torch.float32- or torch.int8- or torch
   or (test_cuda_wgmma_realign_exact_allocations and float16)
   or (test_cuda_wgmma_repacked_views and float16)
   or (test_cuda_wgmma_narrow and float16 and (1000x1032x1032 or 64x3x72x520 or 1040x1000x24))
-  or (test_cuda_wgmma_back_to_back and 128x64)'
+  or (test_cuda_wgmma_back_to_back and 128x64) or (test_cuda_tma_refused_falls_back and float16)
+  or (test_cuda_shapes_and_bits and (7-33-1032 or 32-640-14336)) or test_cuda_batched_views_and_bias
+  or (test_cuda_majors_odd_k and (7-640-4095 or 33-1000-3001)) or test_cuda_batched_and_bias
+  or (test_cuda_two_threads_two_streams and repack+split_k)'
 subset=$(echo $subset)  # one line for pytest -k
+[[ -n "${SANITIZE_K:-}" ]] && subset="($subset) and ($SANITIZE_K)"
 for tool in "$@"; do
   echo "== compute-sanitizer --tool $tool"
   compute-sanitizer --tool "$tool" --error-exitcode 1 --print-limit 20 \
-    "$PY" -m pytest tests -q -x -p no:cacheprovider -k "$subset" 2>&1 | tail -n 25
+    "$PY" -m pytest tests -q -x -p no:cacheprovider -k "$subset" 2>&1 | tail -n 40
 done

@@ -80,11 +80,12 @@ def test_mixed_devices():
         (lambda: ops._bank_cost(torch.arange(32) * 16, 16, -1, False, torch.arange(32.0)), r"expected src to hold integer byte addresses"),
         (lambda: ops._set_poison(2), r"_set_poison: expected on to be True or False \(1 or 0\), got 2"),
         (lambda: ops._set_stream_k(-1), r"_set_stream_k: expected on to be True or False"),
+        (lambda: ops._set_refuse_tma(3), r"_set_refuse_tma: expected on to be True or False"),
         (lambda: ops._tile_info("nope", "none"), r"_tile_info: unknown tile 'nope'"),
         (lambda: ops._tile_info("gemm/4", "tiled"), r"unknown layout 'tiled'"),
     ],
     ids=["addr-past-2^32", "float-addr", "complex-addr", "active-2^32", "active-minus-2", "float-src", "poison-2",
-         "stream-k-minus-1", "tile-info-name", "tile-info-layout"],
+         "stream-k-minus-1", "refuse-tma-3", "tile-info-name", "tile-info-layout"],
 )
 def test_private_ops_refuse_bad_arguments(call, message):
     """The test hooks check their arguments as the operators do: shared-memory addresses are
@@ -138,7 +139,8 @@ def test_misaligned_base_pointer_is_copied_not_faulted_on(device):
 # 0-d, meta and sparse tensors, NaN and inf values, negative and huge ints, bad strings. Each
 # call must raise (or return); a crash (a signal ending the process) fails. One subprocess per
 # op runs its calls, so that a crash names the op and does not take pytest down.
-SWEEP = r"""
+SWITCHES = ["_set_poison", "_set_wgmma", "_set_repack", "_set_stream_k", "_set_split_k", "_set_refuse_tma"]
+SWEEP = f"SWITCHES = {SWITCHES!r}\n" + r"""
 import itertools, sys, torch, bankops
 ops = torch.ops.bankops
 dev = sys.argv[2]
@@ -148,6 +150,10 @@ tensors = [f(4, 4), f(), f(0, 4), f(4, 4).half(), torch.ones(4, 4, dtype=torch.i
            torch.full((4, 4), float("inf"), device=dev), torch.randn(4, 4, dtype=torch.complex64, device=dev),
            torch.empty(4, 4, device="meta"), f(2, 3, 4).transpose(0, 2), f(4, 4).to_sparse()]
 ints = [0, -1, 5, -5, 2**31, -2**31, 2**62, -2**62]
+# Probe addresses: lane offsets 16 bytes apart, every lane off, past the end, near 2^63, negative.
+addrs = [(torch.arange(32, device=dev) * 16).view(1, 32), torch.full((2, 32), -1, device=dev),
+         torch.full((1, 32), 1 << 20, device=dev), torch.full((1, 32), 2**63 - 16, device=dev),
+         torch.full((1, 32), -16, device=dev)]
 strs = ["swizzle", "", "SWIZZLE", "pad\0", "none" * 100]
 calls = {
     "reduce_sum": lambda: [(t, d, k, s) for t in tensors for d in [None, *ints] for k in (False, True) for s in strs[:2]],
@@ -159,7 +165,9 @@ calls = {
     "_bank_cost": lambda: [(t, w, a) for t in [*tensors, torch.arange(32) * 4, torch.arange(32) * -4] for w in ints[:4] + [16]
                            for a in ints],
     "_bank_map": lambda: [(t, w, a) for t in [*tensors, torch.arange(32) * 4] for w in ints[:4] + [16] for a in ints],
-    "_set_poison": lambda: [(i,) for i in ints],
+    "_set_poison": lambda: [(i,) for i in ints],  # and every other switch (SWITCHES), in the same process
+    "_smem_probe": lambda: [(t, w, st, src, z) for t in [*tensors, *addrs] for w in [4, 16, 3, 0, -1, 2**31]
+                            for st in (False, True) for src in [None, addrs[0], tensors[0]] for z in (False, True)],
     "_smem_trace": lambda: [(op, s, dt, p, n) for op in ["gemm", "transpose", "reduce_sum", ""] for s in strs[:2]
                             for dt in [torch.float32, torch.int8, torch.complex64]
                             for p in [[], [1, 2, 3], [1, 2**40, 2**40, 2**40, 1, 1], [-1, 4, 4], [1, 4, 4, 4, 1, 1]]
@@ -168,21 +176,21 @@ calls = {
                             for n in [132, 0, -1, 2**40] for c in [90, 0, 2**40]],
 }
 name = sys.argv[1]
-op = getattr(ops, name)
 tried = raised = 0
-for args in calls[name]():
-    tried += 1
-    try:
-        op(*args)
-    except Exception:
-        raised += 1
+for op in [getattr(ops, s) for s in SWITCHES] if name == "_set_poison" else [getattr(ops, name)]:
+    for args in calls[name]():
+        tried += 1
+        try:
+            op(*args)
+        except Exception:
+            raised += 1
 print(name, tried, raised)
 """
 
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("op", ["reduce_sum", "transpose", "gemm", "linear", "_tile_map", "_tile_info", "_bank_cost",
-                                "_bank_map", "_set_poison", "_smem_trace", "_gemm_route"])
+                                "_bank_map", "_set_poison", "_smem_probe", "_smem_trace", "_gemm_route"])
 def test_bad_argument_sweep_never_crashes(op, device, tmp_path):
     script = tmp_path / "sweep.py"
     script.write_text(SWEEP)

@@ -439,6 +439,34 @@ def shared_tiles(batch, m, n, k, sms=132):
 
 
 @requires_cuda
+def test_cuda_stream_k_without_scratch_memory(capfd):
+    """Stream-K's partial sums take scratch memory. Where the caching allocator has none (a
+    memory fraction with room for the output only), the call runs Wide's per-tile blocks
+    alone, which need none (the route with stream-K off, and its bits), with a warning on stderr."""
+    skip_unless_132_sms("a shape chosen for stream-K on 132 SMs")
+    m = n = k = 2048
+    a, b = (torch.randn(m, m, device="cuda") for _ in range(2))
+    assert "stream_k=" in bankops.gemm_route(a, b) and " scratch=0" not in bankops.gemm_route(a, b)
+    torch.ops.bankops._set_stream_k(False)
+    try:
+        want = bankops.gemm(a, b)
+    finally:
+        torch.ops.bankops._set_stream_k(True)
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    room = torch.cuda.memory_reserved() + m * n * 4 + (1 << 20)  # the output, not the partial sums
+    torch.cuda.set_per_process_memory_fraction(room / torch.cuda.get_device_properties(0).total_memory)
+    try:
+        capfd.readouterr()
+        got = bankops.gemm(a, b)
+        torch.cuda.synchronize()
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0)
+    assert re.search(r"no memory for the \d+ bytes of scratch.*fallback=no_scratch", capfd.readouterr().err)
+    assert torch.equal(got.view(torch.int32), want.view(torch.int32))
+
+
+@requires_cuda
 @pytest.mark.parametrize("shape,views", STREAM_K, ids=case_ids(STREAM_K))
 def test_cuda_stream_k(shape, views):
     """Against float64, the layouts bit for bit, and against the same call without stream-K:

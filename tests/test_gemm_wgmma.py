@@ -5,6 +5,7 @@ boundaries (odd K or N, offset pointers) copied into aligned rows first on matri
 256 x 256 or more, through the realigning producer on smaller ones (and on any with
 `_set_repack(False)`); operands TMA cannot map (rows of stride 0) on the mma.sync kernel."""
 import contextlib
+import re
 import warnings
 
 import pytest
@@ -362,3 +363,98 @@ def test_cuda_wgmma_back_to_back(n):
     for got, want in zip(chained[1:], one_at_a_time[1:]):
         assert torch.equal(got, want)
     assert one_at_a_time[-1].abs().max() > 0.1  # the chain did not decay to zeros
+
+
+@requires_cuda
+@requires_hopper
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_cuda_repack_without_scratch_memory(dtype, capfd):
+    """The copies of misaligned operands take as much memory as both operands. Where the
+    caching allocator cannot give it (a memory fraction with room for the output only), the
+    call takes the route that needs none (the realigning producer: the route with the copy
+    switched off, and its bits) and says so in a warning (torch's, on stderr), instead of raising."""
+    m, n, k = 4096, 4096, 4095
+    a, b = offset_operand(m, k, None, dtype, 1), offset_operand(k, n, None, dtype, 3)
+    assert "repack=a,b" in bankops.gemm_route(a, b)
+    with repack(False):
+        want = bankops.gemm(a, b)
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    room = torch.cuda.memory_reserved() + m * n * 2 + (8 << 20)  # the output, not the 64 MB of copies
+    torch.cuda.set_per_process_memory_fraction(room / torch.cuda.get_device_properties(0).total_memory)
+    try:
+        capfd.readouterr()
+        got = bankops.gemm(a, b)
+        torch.cuda.synchronize()
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0)
+    assert re.search(r"no memory for the \d+ bytes of scratch.*fallback=no_scratch", capfd.readouterr().err)
+    assert torch.equal(got.view(torch.int16), want.view(torch.int16))
+
+
+@requires_cuda
+@requires_hopper
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("case", ["tma", "repacked"])
+def test_cuda_tma_refused_falls_back(case, dtype, capfd):
+    """Where the driver refuses a tensor map (torch.ops.bankops._set_refuse_tma acts as if it
+    did), the launcher has launched nothing, not even the copies, and the call runs the route
+    without TMA, with a warning naming it (stderr): aligned operands on mma.sync, misaligned ones
+    through the realigning producer; the bits of those routes."""
+    if case == "tma":
+        a, b = operand(1024, 1024, None, dtype, "contiguous"), operand(1024, 1024, None, dtype, "transposed")
+        want = gemm(a, b, "swizzle/mma.sync")
+    else:
+        a, b = offset_operand(1030, 517, None, dtype, 1), offset_operand(517, 1100, None, dtype, 3)
+        with repack(False):
+            want = bankops.gemm(a, b)
+    assert bankops.gemm_route(a, b).startswith("wgmma") and "producer=tma" in bankops.gemm_route(a, b)
+    torch.ops.bankops._set_refuse_tma(True)
+    try:
+        capfd.readouterr()
+        kernels = launched_kernels(lambda: bankops.gemm(a, b))
+        got = bankops.gemm(a, b)
+    finally:
+        torch.ops.bankops._set_refuse_tma(False)
+    assert re.search(r"refused the Hopper kernel's tensor maps.*fallback=no_tma", capfd.readouterr().err)
+    assert kernels is None or not any("repack_rows_kernel" in name for name in kernels), kernels
+    if case == "tma":
+        assert kernels is None or all("::mma_kernel<" in name for name in kernels), kernels
+    assert torch.equal(got.view(torch.int16), want.view(torch.int16))
+
+
+def _layout_cases():
+    """[M, N, K] of the bench's 16-bit squares and misaligned shapes, and a Linear layer's
+    three products (x @ W.t(), dy @ W, dy.t() @ x) at two of the bench's model shapes."""
+    cases = [("square", s) for s in [(8192, 8192, 8192), (4096, 4096, 4096), (1536, 1536, 1536), (1024, 1024, 1024),
+                                     (4095, 4097, 4093), (8191, 8193, 8189)]]
+    for tokens, d_in, d_out in [(4096, 1024, 4096), (16384, 768, 3072)]:
+        cases += [("x@W.t()", (tokens, d_out, d_in)), ("dy@W", (tokens, d_in, d_out)), ("dy.t()@x", (d_out, d_in, tokens))]
+    return cases
+
+
+LAYOUT_CASES = _layout_cases()
+
+
+@requires_cuda
+@requires_hopper
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("case,shape", LAYOUT_CASES, ids=[f"{c}-{'x'.join(map(str, s))}" for c, s in LAYOUT_CASES])
+def test_cuda_layouts_give_the_same_bits(case, shape, dtype):
+    """swizzle runs the Hopper kernel (wgmma) where none and pad run mma.sync: both add each
+    k16 step's products into float32 accumulators in k order, so the README's claim that the
+    layouts give the same bits holds across the two kernels too; checked on the bench's shapes
+    and operand majors."""
+    m, n, k = shape
+    make = lambda *s: torch.randn(*s, device="cuda").to(dtype)  # noqa: E731
+    if case == "x@W.t()":
+        a, b = make(m, k), make(n, k).t()
+    elif case == "dy.t()@x":
+        a, b = make(k, m).t(), make(k, n)
+    else:
+        a, b = make(m, k), make(k, n)
+    got = {layout: bankops.gemm(a, b, layout) for layout in ("none", "pad", "swizzle")}
+    assert bankops.gemm_route(a, b).startswith("wgmma"), bankops.gemm_route(a, b)
+    for layout in ("none", "pad"):
+        same = got[layout].view(torch.int16) == got["swizzle"].view(torch.int16)
+        assert same.all(), f"{layout} vs swizzle: {int((~same).sum())} of {same.numel()} elements differ"

@@ -1,6 +1,8 @@
 """CUDA streams, graphs and devices: the operators launch on the current stream of their
 inputs' device, allocate through torch's caching allocator, never synchronize the host,
 and can be captured in a CUDA graph and replayed."""
+import threading
+
 import pytest
 import torch
 
@@ -119,6 +121,98 @@ def test_compile_reduce_overhead():
         args = inputs()
         got = [t.clone() for t in f(*args)]
         assert_all_close(got, reference(*args, "swizzle"))
+
+
+def route_case(name, device="cuda"):
+    """Operands of a gemm on one of the routes that launch more than one kernel, take scratch
+    memory or a cluster (on an H100; other GPUs route them otherwise, and the test still
+    holds): the Hopper kernel (TMA), misaligned rows copied into aligned rows before it,
+    float32 stream-K (partial sums in scratch), the mma.sync kernel split across a cluster and
+    the few-rows kernel, as x @ W.t()."""
+    g = torch.Generator(device=device).manual_seed(len(name))
+    r = lambda *s, dt=torch.bfloat16: torch.randn(*s, device=device, generator=g).to(dt)  # noqa: E731
+    if name == "wgmma":
+        return r(2048, 1024), r(1024, 2048)
+    if name == "repack":
+        return r(1030 * 517 + 1)[1:].view(1030, 517), r(517 * 1100 + 3)[3:].view(517, 1100)
+    if name == "stream_k":
+        return r(2048, 2048, dt=torch.float32), r(2048, 2048, dt=torch.float32)
+    if name == "split_k":
+        return r(32, 4096), r(4096, 4096).t()
+    return r(4, 4096), r(4096, 4096).t()  # rows
+
+
+ROUTES = {"wgmma": "wgmma", "repack": "wgmma", "stream_k": "ffma", "split_k": "mma", "rows": "rows"}
+HOPPER_132 = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0) and \
+    torch.cuda.get_device_properties(0).multi_processor_count == 132
+
+
+@pytest.mark.parametrize("name", list(ROUTES))
+def test_cuda_graph_replays_each_gemm_route(name):
+    """Captured in a CUDA graph (its scratch and copies from the graph's pool) and replayed
+    on fresh inputs: the bits of the same call run eagerly."""
+    a, b = route_case(name)
+    if HOPPER_132:
+        assert bankops.gemm_route(a, b).startswith(ROUTES[name]), bankops.gemm_route(a, b)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        bankops.gemm(a, b)
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = bankops.gemm(a, b)
+    for _ in range(2):
+        a.copy_(torch.randn_like(a, dtype=torch.float32))
+        b.copy_(torch.randn_like(b, dtype=torch.float32))
+        graph.replay()
+        assert torch.equal(out, bankops.gemm(a, b))
+
+
+@pytest.mark.parametrize("names", [("wgmma", "repack"), ("stream_k", "split_k"), ("rows", "stream_k"),
+                                   ("repack", "split_k")], ids="+".join)
+def test_cuda_two_threads_two_streams(names):
+    """Two Python threads call gemm at once, each on its own stream, one route each, over
+    several inputs (scratch freed and reused across the streams): the bits of a serial run."""
+    cases = {name: [route_case(name) for _ in range(3)] for name in names}
+    for name in names:
+        for i, (a, _) in enumerate(cases[name]):
+            a.mul_(1 + i)  # distinct inputs per call
+    serial = {name: [bankops.gemm(a, b) for a, b in cases[name]] for name in names}
+    torch.cuda.synchronize()
+    got, errors, start = {}, [], threading.Barrier(len(names))
+
+    def worker(name):
+        try:
+            stream = torch.cuda.Stream()
+            with torch.cuda.stream(stream):
+                start.wait()
+                got[name] = [bankops.gemm(a, b) for _ in range(4) for a, b in cases[name]]
+            stream.synchronize()
+        except Exception as e:  # noqa: BLE001  (reported by the main thread)
+            errors.append((name, e))
+
+    threads = [threading.Thread(target=worker, args=(name,)) for name in names]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for name in names:
+        for i, out in enumerate(got[name]):
+            assert torch.equal(out, serial[name][i % 3]), (name, i)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs (multi-GPU test)")
+def test_second_device_plans_with_its_own_sm_count():
+    """Each device's route reads that device's SM count and compute capability (cached per
+    device, not for the first one touched): touch cuda:1 first, then cuda:0."""
+    for device in ("cuda:1", "cuda:0"):
+        a, b = route_case("stream_k", device)
+        props = torch.cuda.get_device_properties(device)
+        line = bankops.gemm_route(a, b)
+        assert f"sms={props.multi_processor_count} cc={props.major}{props.minor}" in line, line
+        torch.testing.assert_close(bankops.gemm(a, b), (a.double() @ b.double()).float(), rtol=1e-4, atol=1e-3)
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs (multi-GPU test)")

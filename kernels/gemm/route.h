@@ -189,11 +189,12 @@ inline bool wgmma_tma_ok(const GemmArgs& g, bool a_km, bool b_kn) {
 //   n-contiguous on whole waves;
 // - Medium, realigning (two producers): B n-contiguous on whole waves of its tiles;
 // - Medium, then Narrow: TMA on grids too small for the larger tiles.
+// tma_on: whether the driver encodes tensor maps (GemmOptions::tma).
 // The realigning producer runs at L2's request rate, not its bytes, so misaligned operands of
 // 256 x 256 or more are copied into aligned rows first (gemm_repack) and take TMA.
-inline WgmmaShape wgmma_shape(const GemmArgs& g, const MmaOperands& p, bool allowed, int num_sms) {
+inline WgmmaShape wgmma_shape(const GemmArgs& g, const MmaOperands& p, bool allowed, bool tma_on, int num_sms) {
   if (!allowed || g.batch > 65535 || ceil_div(g.m, WgmmaLarge::kBM) > 65535) return WgmmaShape::None;
-  const bool tma = p.fill == MmaFill::Async && wgmma_tma_ok(g, p.a_km, p.b_kn);
+  const bool tma = p.fill == MmaFill::Async && tma_on && wgmma_tma_ok(g, p.a_km, p.b_kn);
   const bool realign = p.fill == MmaFill::Realign && p.b_kn;
   const bool fill = tma || (realign && wgmma_whole_waves<WgmmaLarge>(g, num_sms));
   if (fill && mma_fills(g, WgmmaLarge::kBM, WgmmaLarge::kBN, num_sms)) return WgmmaShape::Large;
@@ -240,6 +241,9 @@ struct GemmRoute {
 
   // Bytes of scratch the launch needs: the copies, or float32 stream-K's partial sums and flags.
   int64_t scratch_bytes = 0;
+  // Why the call took a route other than its first choice: none, no scratch to be had
+  // (GemmOptions::scratch), or no tensor maps from the driver (GemmOptions::tma).
+  const char* fallback = nullptr;
 
   // Points the copies' operands and jobs into the scratch (repacked routes).
   void place(void* scratch) {
@@ -346,7 +350,7 @@ inline bool repack_route(GemmRoute& r) {
   if (c.copy_b && mma_b_kn(g)) copy(g.b, g.b_sb, g.k, g.n, g.b_sk, a.b, a.b_sb, a.b_sk, a.b_sn);
   else if (c.copy_b) copy(g.b, g.b_sb, g.n, g.k, g.b_sn, a.b, a.b_sb, a.b_sn, a.b_sk);
   c.ops = mma_operands(a);
-  c.wgmma = wgmma_shape(a, c.ops, true, r.device.num_sms);
+  c.wgmma = wgmma_shape(a, c.ops, true, true, r.device.num_sms);
   if (c.ops.fill != MmaFill::Async || c.wgmma == WgmmaShape::None) return false;
   c.family = GemmFamily::Wgmma;
   r = c;
@@ -397,8 +401,8 @@ inline void tensor_core_route(GemmRoute& r, const GemmOptions& opt) {
   r.out_vec = mma_aligned16(g.c) && g.n % kMmaChunk == 0;
   if (split_route(r, opt)) return;
   const bool hopper = opt.wgmma && r.device.cc == 90 && r.layout == Layout::Swizzle;
-  if (hopper && opt.repack && repack_route(r)) return;
-  r.wgmma = wgmma_shape(g, r.ops, hopper, r.device.num_sms);
+  if (hopper && opt.repack && opt.tma && repack_route(r)) return;
+  r.wgmma = wgmma_shape(g, r.ops, hopper, opt.tma, r.device.num_sms);
   if (r.wgmma != WgmmaShape::None) {
     r.family = GemmFamily::Wgmma;
     return;
@@ -410,14 +414,20 @@ inline void tensor_core_route(GemmRoute& r, const GemmOptions& opt) {
 }  // namespace route_detail
 
 // The route of C = A @ B for dtype (float32/float64: ffma; float16/bfloat16: mma or wgmma)
-// under `layout` on `device`. Data pointers count only through their alignment.
+// under `layout` on `device`. Data pointers count only through their alignment. Without
+// scratch the copies and stream-K are off: the realigning producers and Wide's per-tile blocks
+// need no memory.
 inline GemmRoute gemm_route(const GemmArgs& g, DType dtype, Layout layout, const DeviceInfo& device,
-                            const GemmOptions& opt) {
+                            const GemmOptions& options) {
+  GemmOptions opt = options;
+  opt.repack = opt.repack && opt.scratch;
+  opt.stream_k = opt.stream_k && opt.scratch;
   GemmRoute r;
   r.dtype = dtype;
   r.layout = layout;
   r.device = device;
   r.args = g;
+  r.fallback = !opt.scratch ? "no_scratch" : !opt.tma ? "no_tma" : nullptr;
   if (route_detail::rows_route(r, opt)) return r;
   if (dtype == DType::F16 || dtype == DType::BF16) route_detail::tensor_core_route(r, opt);
   else route_detail::ffma_route(r, opt);
@@ -482,7 +492,7 @@ inline std::string gemm_route_line(const GemmRoute& r) {
   }
   return s + " layout=" + kLayoutNames[int(r.layout)] + " blocks=" + std::to_string(gemm_route_blocks(r)) +
          " sms=" + std::to_string(r.device.num_sms) + " cc=" + std::to_string(r.device.cc) +
-         " scratch=" + std::to_string(r.scratch_bytes);
+         " scratch=" + std::to_string(r.scratch_bytes) + (r.fallback ? std::string(" fallback=") + r.fallback : "");
 }
 
 }  // namespace bankops

@@ -187,42 +187,44 @@ cudaError_t tma_maps(const GemmArgs& g, CUtensorMap& a, CUtensorMap& b) {
 }
 
 template <class C, class T, bool KM, bool KN, WgmmaLoad LOAD>
-cudaError_t run(const GemmArgs& g, bool out_vec, cudaStream_t stream) {
+cudaError_t run(const GemmRoute& r, cudaStream_t stream, bool tma) {
   constexpr auto kernel = wgmma_kernel<C, T, KM, KN, LOAD>;
   constexpr int kSmem = WgmmaSmem<C, KM, KN>::kBytes;
   static_assert(kSmem <= 227 * 1024, "the stage ring exceeds a block's shared memory");
-  cudaError_t err = raise_smem_once<kernel>(kSmem);
-  if (err != cudaSuccess) return err;
+  const GemmArgs& g = r.args;
   CUtensorMap map_a{}, map_b{};  // unused by the realigning producer
   if constexpr (LOAD == WgmmaLoad::Tma) {
-    err = tma_maps<C, KM, KN>(g, map_a, map_b);
-    if (err != cudaSuccess) return err;
+    // Encoded before anything is launched: a refusal leaves the stream untouched.
+    if (!tma || tma_maps<C, KM, KN>(g, map_a, map_b) != cudaSuccess) return cudaErrorNotSupported;
   }
+  cudaError_t err = raise_smem_once<kernel>(kSmem);
+  if (err == cudaSuccess && r.jobs > 0) err = launch_repack(r.job, r.jobs, r.device.num_sms, stream);
+  if (err != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>(ceil_div(g.n, C::kBN)), static_cast<unsigned>(ceil_div(g.m, C::kBM)),
                   static_cast<unsigned>(g.batch));
-  return launch_pdl(kernel, grid, dim3(C::kThreads), kSmem, stream, g, out_vec, map_a, map_b);
+  return launch_pdl(kernel, grid, dim3(C::kThreads), kSmem, stream, g, r.out_vec, map_a, map_b);
 }
 
 // The route's producer as a template argument: the realigning producer takes B as Bs[BK][BN]
 // only, on WgmmaLarge and WgmmaMediumRealign only (route.h's wgmma_shape); TMA takes one
 // producer thread.
 template <class C, class T, bool KM, bool KN>
-cudaError_t run_fill(const GemmRoute& r, cudaStream_t stream) {
+cudaError_t run_fill(const GemmRoute& r, cudaStream_t stream, bool tma) {
   constexpr bool kRealign = KN && (std::is_same_v<C, WgmmaLarge> || std::is_same_v<C, WgmmaMediumRealign>);
   if (r.ops.fill == MmaFill::Realign) {
-    if constexpr (kRealign) return run<C, T, KM, KN, WgmmaLoad::Realign>(r.args, r.out_vec, stream);
-    return cudaErrorNotSupported;
+    if constexpr (kRealign) return run<C, T, KM, KN, WgmmaLoad::Realign>(r, stream, tma);
+    return cudaErrorInvalidValue;
   }
-  if constexpr (C::kProducers > 1) return cudaErrorNotSupported;
-  else return run<C, T, KM, KN, WgmmaLoad::Tma>(r.args, r.out_vec, stream);
+  if constexpr (C::kProducers > 1) return cudaErrorInvalidValue;
+  else return run<C, T, KM, KN, WgmmaLoad::Tma>(r, stream, tma);
 }
 
 template <class C>
-cudaError_t run_dtype(const GemmRoute& r, cudaStream_t stream) {
+cudaError_t run_dtype(const GemmRoute& r, cudaStream_t stream, bool tma) {
   return with_operand_majors(r.ops, [&](auto km, auto kn) {
     constexpr bool KM = decltype(km)::value, KN = decltype(kn)::value;
-    return r.dtype == DType::F16 ? run_fill<C, __half, KM, KN>(r, stream)
-                                 : run_fill<C, __nv_bfloat16, KM, KN>(r, stream);
+    return r.dtype == DType::F16 ? run_fill<C, __half, KM, KN>(r, stream, tma)
+                                 : run_fill<C, __nv_bfloat16, KM, KN>(r, stream, tma);
   });
 }
 
@@ -230,9 +232,9 @@ cudaError_t run_dtype(const GemmRoute& r, cudaStream_t stream) {
 
 bool gemm_wgmma_built() { return true; }
 
-cudaError_t launch_wgmma(const GemmRoute& r, cudaStream_t stream) {
-  if (r.wgmma == WgmmaShape::None) return cudaErrorNotSupported;
-  return with_wgmma_config(r, [&](auto config) { return run_dtype<decltype(config)>(r, stream); });
+cudaError_t launch_wgmma(const GemmRoute& r, cudaStream_t stream, bool tma) {
+  if (r.wgmma == WgmmaShape::None) return cudaErrorInvalidValue;
+  return with_wgmma_config(r, [&](auto config) { return run_dtype<decltype(config)>(r, stream, tma); });
 }
 
 }  // namespace bankops
@@ -243,7 +245,7 @@ namespace bankops {
 
 bool gemm_wgmma_built() { return false; }
 
-cudaError_t launch_wgmma(const GemmRoute&, cudaStream_t) { return cudaErrorNotSupported; }
+cudaError_t launch_wgmma(const GemmRoute&, cudaStream_t, bool) { return cudaErrorNotSupported; }
 
 }  // namespace bankops
 
