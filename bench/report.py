@@ -169,7 +169,7 @@ def markdown(rows, meta, how):
     parts = [
         "# bankops benchmark results\n",
         f"- date: {meta['date']} (UTC)\n- device: {meta['device']}\n- commit: {meta['commit']}\n"
-        f"- torch: {meta['torch']}\n",
+        f"- torch: {meta['torch']}\n" + clock_line(meta),
         "## How measured\n",
         how_measured(how) + "\n",
     ]
@@ -200,6 +200,18 @@ def markdown(rows, meta, how):
     return "\n".join(parts)
 
 
+def clock_line(meta):
+    c = meta.get("sm_clock_mhz")
+    if not c:
+        return ""
+    return (f"- SM clock while timing (NVML, every 50 ms): median {c['median']:.0f} MHz, "
+            f"{c['min']:.0f}-{c['max']:.0f}; each row's *MHz* column: the median over its bankops / peer timing\n")
+
+
+def mhz_cell(row):
+    return f"{fmt(row.get('sm_mhz'))} / {fmt(row.get('peer_sm_mhz'))}"
+
+
 def peers(rows):
     return ", ".join(dict.fromkeys(f"`{r['peer']}`" for r in rows))
 
@@ -219,12 +231,15 @@ def rows_section(title, rows):
     header = ["shape", "dtype", "layout", "ms", unit, "peer ms", "ratio vs peer"]
     header += ["ratio to copy"] if memory_bound else []
     header += ["eager ms", "eager peer ms", "eager ratio"] if eager else []
+    clocked = any("sm_mhz" in r for r in rows)
+    header += ["MHz"] if clocked else []
     lines = []
     for r in rows:
         line = [label(r), r["dtype"], r["layout"], fmt(r.get("ms")), fmt(r.get("figure")),
                 fmt(r.get("peer_ms")), fmt(r.get("ratio"))]
         line += [fmt(r.get("ratio_to_copy"))] if memory_bound else []
         line += [fmt(r.get(k)) for k in ("eager_ms", "eager_peer_ms", "eager_ratio")] if eager else []
+        line += [mhz_cell(r)] if clocked else []
         lines.append(line + [status(r)])
     return [title, f"Peer: {peers(rows)}{shape_note}.\n", md_table(header + ["check"], lines)]
 

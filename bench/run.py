@@ -6,7 +6,8 @@ Four sections: "ops", each operator on its own shapes; "models", gemm as a model
 layer calls it (forward x@W.t(), input grad dy@W, weight grad dy.t()@x on the layer's views)
 and the layer's forward + backward against torch.nn.Linear (op "linear"), also timed eagerly;
 "inference", decode's x@W.t() with 1-128 rows, each call reading its weight from DRAM, also
-timed eagerly; "overhead", each operator's eager time per call on 64 x 64 tensors.
+timed eagerly; "overhead", each operator's eager time per call on 64 x 64 tensors. Each graph
+timing also records the SM clock it ran at (bench/clocks.py: NVML; RESULTS.md's MHz column).
 Writes DIR/results.json, DIR/RESULTS.md and DIR/plots/<op>.png (DIR defaults to bench/),
 then prints a summary table last. Without a CUDA GPU it times the CPU reference instead,
 on small shapes, says so, and writes to bench/cpu/ unless --out says otherwise: the committed
@@ -30,6 +31,7 @@ import torch  # noqa: E402
 import bankops  # noqa: E402
 import cases  # noqa: E402
 import report  # noqa: E402
+from clocks import SmClock  # noqa: E402
 
 WARMUP = 3
 MIN_REPS = 5
@@ -153,9 +155,11 @@ def rotation(fn, sets):
     return lambda: fn(next(turn))
 
 
-def run_case(case, device, max_reps, copy_bw):
+def run_case(case, device, max_reps, copy_bw, clock=None):
     """One row per layout; an exception is recorded in its row and the sweep goes on. Each timed
-    call takes the next of case.copies input sets; the result is checked on the first."""
+    call takes the next of case.copies input sets; the result is checked on the first. With a
+    clock (SmClock), each graph timing also gets the median SM clock it ran at (sm_mhz,
+    peer_sm_mhz)."""
     cuda = device == "cuda"
     base = {"op": case.op, "layout": None, "dtype": str(case.dtype).replace("torch.", ""), "shape": case.shape}
     if case.model_case is not None:
@@ -173,11 +177,18 @@ def run_case(case, device, max_reps, copy_bw):
     def timed(fn, graph=True):
         return time_ms(rotation(fn, sets), cuda, max_reps, graph, cycle=len(sets))
 
+    def clocked(fn):  # a graph timing and the SM clock it ran at
+        t0 = time.perf_counter()
+        ms, reps = timed(fn)
+        return ms, reps, clock.median_between(t0, time.perf_counter()) if clock else None
+
     try:
         sets = [case.make(device) for _ in range(case.copies)]
         inputs = sets[0]
         ref = case.peer(inputs)
-        peer_ms, _ = timed(case.peer)
+        peer_ms, _, peer_mhz = clocked(case.peer)
+        if peer_mhz:
+            base["peer_sm_mhz"] = peer_mhz
         if case.eager:
             base["eager_peer_ms"], _ = timed(case.peer, graph=False)
         copy_gbps = copy_bw(sum(t.nbytes for t in inputs)) if case.memory_bound else None
@@ -189,8 +200,10 @@ def run_case(case, device, max_reps, copy_bw):
                 row["check"] = case.check(out, ref, case.scale)
                 work = case.work(inputs, out)
                 del out
-                ms, row["reps"] = timed(lambda inp: case.run(inp, layout))
+                ms, row["reps"], mhz = clocked(lambda inp: case.run(inp, layout))
                 row.update(ms=ms, figure=case.figure(work, ms), ratio=peer_ms / ms)
+                if mhz:
+                    row["sm_mhz"] = mhz
                 if copy_gbps:
                     row.update(ratio_to_copy=row["figure"] / copy_gbps, copy_GBps=copy_gbps)
                 if case.eager:
@@ -304,16 +317,23 @@ def main():
 
     torch.manual_seed(0)
     copy_bw = CopyBandwidth(device, max_reps)
+    clock = SmClock(torch.cuda.current_device()) if cuda else None
     rows = []
     t0 = time.perf_counter()
-    for case in todo:
-        if case.section == "overhead":
-            rows += run_overhead(case, device, max_reps)
-        else:
-            rows += run_case(case, device, max_reps, copy_bw)
+    try:
+        for case in todo:
+            if case.section == "overhead":
+                rows += run_overhead(case, device, max_reps)
+            else:
+                rows += run_case(case, device, max_reps, copy_bw, clock)
+    finally:
+        if clock:
+            clock.close()
     elapsed = time.perf_counter() - t0
 
     meta = report.metadata(device_name, ROOT)
+    if clock and clock.summary():
+        meta["sm_clock_mhz"] = clock.summary()
     how = dict(cuda=cuda, warmup=WARMUP, min_reps=MIN_REPS, max_reps=max_reps, budget_s=BUDGET_S,
                graph_ms=GRAPH_MS, graph_calls_max=GRAPH_CALLS_MAX)
     plotted = report.write_all(rows, meta, how, out)
