@@ -31,6 +31,12 @@ def test_route_leaves_what_it_does_not_take():
     assert route(meta(4, 4095, dtype=F32), meta(4096, 4095, dtype=F32).t()).startswith("ffma"), "rows off 16 bytes"
     assert route(meta(4, 4096, dtype=torch.float64), meta(4096, 4096, dtype=torch.float64).t()).startswith("ffma")
     assert route(meta(4, 128, dtype=F32), meta(4096, 128, dtype=F32).t()).startswith("ffma"), "k below a window"
+    # k off whole 16-byte vectors, rows still 16-byte aligned (slices of wider rows; one row of x
+    # has no row stride): a vector load would take elements past k
+    for dtype, k in [(F32, 4094), (BF16, 4092), (F16, 1030)]:
+        wk = meta(4096, 4104, dtype=dtype)[:, :k]
+        assert not route(meta(1, 4104, dtype=dtype)[:, :k], wk.t()).startswith("rows"), (dtype, k)
+        assert not route(meta(4, 4104, dtype=dtype)[:, :k], wk.t()).startswith("rows"), (dtype, k)
     with switch("split_k", False):
         assert route(meta(4, 4096, dtype=F32), w.t()).startswith("ffma")
 
@@ -46,6 +52,22 @@ def test_explain_partial_tile_per_layout():
         assert len(store) == 1 and store[0]["count"] > 0
         waves[layout] = store[0]["wavefronts"]
     assert waves["swizzle"] <= waves["none"]
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", [F32, BF16, F16], ids=str)
+@pytest.mark.parametrize("m", [1, 4])
+def test_cuda_k_off_whole_vectors(m, dtype):
+    """K = 4094 / 4092 (not whole 16-byte vectors) in rows 16-byte aligned, the columns past K
+    holding NaN: no route may read them (the rows kernel's vector loads did)."""
+    k = {F32: 4094, BF16: 4092, F16: 4092}[dtype]
+    x = torch.full((m, 4104), float("nan"), device="cuda", dtype=dtype)
+    w = torch.full((1000, 4104), float("nan"), device="cuda", dtype=dtype)
+    x[:, :k] = torch.randn(m, k, device="cuda", dtype=dtype)
+    w[:, :k] = torch.randn(1000, k, device="cuda", dtype=dtype)
+    x, w = x[:, :k], w[:, :k].t()
+    for layout in LAYOUTS:
+        check(bankops.gemm(x, w, layout), x, w)
 
 
 @requires_cuda

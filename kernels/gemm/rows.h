@@ -58,11 +58,13 @@ inline bool rows_vectors(const void* p, int64_t s_unit, int64_t s_row, int64_t r
 }
 
 // Whether the few-rows kernel takes a call: float32, float16 or bfloat16, m up to its largest
-// block's rows, k a window or more (shorter products are no stream), A and B's rows as
-// 16-byte vectors along k (B = W.t(): k contiguous).
+// block's rows, k a window or more (shorter products are no stream) and whole 16-byte vectors
+// (the loads take 16 bytes wherever one starts before k ends), A and B's rows as 16-byte
+// vectors along k (B = W.t(): k contiguous).
 inline bool rows_supports(DType t, const GemmArgs& g) {
   const int e = rows_elem_bytes(t);
   return (t == DType::F32 || t == DType::F16 || t == DType::BF16) && g.m <= rows_max_m(t) && g.k >= rows_window(e) &&
+         g.k % (16 / e) == 0 &&
          rows_vectors(g.a, g.a_sk, g.a_sm, g.m, g.a_sb, g.batch, e) &&
          rows_vectors(g.b, g.b_sk, g.b_sn, g.n, g.b_sb, g.batch, e);
 }
