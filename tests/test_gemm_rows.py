@@ -54,6 +54,23 @@ def test_explain_partial_tile_per_layout():
     assert waves["swizzle"] <= waves["none"]
 
 
+@pytest.mark.parametrize("dtype", [F32, BF16], ids=str)
+def test_explain_stages_x_by_windows(dtype):
+    """The rows of x go through shared memory a window at a time: explain lists the cp.async of
+    each window (16 bytes a thread) and the warps' 16-byte reads (512 contiguous bytes a warp),
+    both conflict-free on every layout, once per window of every block."""
+    m, n, k = 8, 4096, 4096
+    window = 256 if dtype == F32 else 512
+    for layout in LAYOUTS:
+        rep = bankops.explain("gemm", layout, dtype, m=m, n=n, k=k, b_transposed=True)
+        rows = {r["instruction"].split(" <-")[0].split(" ->")[0]: r for r in rep.rows}
+        for name in ("ldgsts x window", "lds.128 x window"):
+            assert name in rows, (layout, list(rows))
+            assert rows[name]["wavefronts"] == rows[name]["ideal"], (layout, rows[name])
+            assert rows[name]["iterations"] == n // 32 * (k // window)
+        assert rows["lds.128 x window"]["count"] == 8 * 2 * m  # 8 warps, 2 loads of each row a window
+
+
 @requires_cuda
 @pytest.mark.parametrize("dtype", [F32, BF16, F16], ids=str)
 @pytest.mark.parametrize("m", [1, 4])
