@@ -71,6 +71,9 @@ def cases(quick=False, ops=None):
         out.append(("gemm", f16, dict(m=2048, n=2048, k=2048)))
         out.append(("gemm", f16, dict(m=2048, n=2048, k=2047)))  # odd K: A copied into aligned rows first
         out.append(("gemm", f16, dict(m=1024, n=2048, k=1024)))  # the Hopper kernel's 128x128 tile
+        # decode, x @ W.t(): the few-rows kernel (its windows of x and partial tile, split-K)
+        for dt, m in ((f32, 8), (bf16, 8), (bf16, 32)):
+            out.append(("gemm", dt, dict(m=m, n=4096, k=4096, b_transposed=True)))
     return [c for c in out if ops is None or c[0] in ops]
 
 
@@ -180,7 +183,9 @@ def probes():
 
 def inputs(op, dtype, kw):
     if op == "gemm":
-        return [torch.randn(kw["m"], kw["k"], device="cuda").to(dtype), torch.randn(kw["k"], kw["n"], device="cuda").to(dtype)]
+        b = torch.randn(kw["n"], kw["k"], device="cuda").t() if kw.get("b_transposed") else \
+            torch.randn(kw["k"], kw["n"], device="cuda")
+        return [torch.randn(kw["m"], kw["k"], device="cuda").to(dtype), b.to(dtype)]
     if dtype.is_floating_point or dtype.is_complex:
         return [torch.randn(kw["shape"], device="cuda").to(dtype)]
     return [torch.randint(-100, 100, kw["shape"], device="cuda").to(dtype)]
@@ -192,8 +197,9 @@ def inputs(op, dtype, kw):
 MMA_SYNC = "swizzle/mma.sync"
 
 
-def layouts(op, dtype):
-    return bankops.LAYOUTS + ((MMA_SYNC,) if op == "gemm" and dtype in (torch.float16, torch.bfloat16) else ())
+def layouts(op, dtype, kw):
+    hopper = op == "gemm" and dtype in (torch.float16, torch.bfloat16) and kw["m"] > 32  # decode: no Hopper kernel
+    return bankops.LAYOUTS + ((MMA_SYNC,) if hopper else ())
 
 
 def model(op, layout, dtype, kw):
@@ -218,7 +224,7 @@ def call(op, layout, kw, xs):
 
 def each_launch(quick, ops):
     for op, dtype, kw in cases(quick, ops):
-        for layout in layouts(op, dtype):
+        for layout in layouts(op, dtype, kw):
             yield op, dtype, kw, layout
 
 

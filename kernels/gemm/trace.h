@@ -10,8 +10,9 @@ namespace bankops {
 // The few-rows kernel (rows.cu): each window's cp.async of the rows of A into shared memory
 // (16 bytes a thread, row after row) and every warp's 16-byte reads of them (a lane its own 16
 // bytes of each row: a warp reads 512 contiguous bytes, conflict-free on any layout, so the
-// window is dense); each warp's stores of its sums into the partial tile (lane l those of
-// index l mod 32), then split-K's loads. The weight goes straight to registers.
+// window is dense); each warp's stores of its sums into the partial tile (each sum a store by
+// the one lane that holds it, lane l those of index l mod 32), then split-K's loads. The weight
+// goes straight to registers.
 inline void trace_rows(const GemmRoute& r, SmemTrace& trace) {
   const GemmArgs& g = r.args;
   const int64_t tiles = g.batch * ceil_div(g.n, kRowsBN);
@@ -36,12 +37,14 @@ inline void trace_rows(const GemmRoute& r, SmemTrace& trace) {
         for (int row = 0; row < TM; ++row)
           add_block(ld, kRowsThreads, [&](int t) { return int64_t(row * kWin + (u * 32 + t % 32) * V) * e; });
       using PTile = SplitTile<decltype(tag)::value, TM, kRowsBN>;
-      SmemInstr& st = trace.instr("gemm_rows", "st.shared P <- the warps' sums", SmemOp::St, 4, tiles * r.split);
-      for (int i = 0; i * 32 < R * TM; ++i)
-        add_block(st, kRowsThreads, [&](int t) {
-          const int e = t % 32 + 32 * i;
-          return e < R * TM ? int64_t(PTile::offset(e % TM, t / 32 * R + e / TM)) * 4 : int64_t(-1);
-        });
+      SmemInstr& st = trace.instr("gemm_rows", "st.shared P <- a warp's sum (one lane each)", SmemOp::St, 4,
+                                  tiles * r.split);
+      for (int row = 0; row < R; ++row)
+        for (int tok = 0; tok < TM; ++tok)
+          add_block(st, kRowsThreads, [&](int t) {
+            const bool mine = t % 32 == (row * TM + tok) % 32;
+            return mine ? int64_t(PTile::offset(tok, t / 32 * R + row)) * 4 : int64_t(-1);
+          });
       trace_split_loads<PTile>("gemm_rows", kRowsThreads, tiles, r.split, trace);
     });
   });
