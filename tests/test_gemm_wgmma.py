@@ -441,10 +441,11 @@ LAYOUT_CASES = _layout_cases()
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("case,shape", LAYOUT_CASES, ids=[f"{c}-{'x'.join(map(str, s))}" for c, s in LAYOUT_CASES])
 def test_cuda_layouts_give_the_same_bits(case, shape, dtype):
-    """swizzle runs the Hopper kernel (wgmma) where none and pad run mma.sync: both add each
-    k16 step's products into float32 accumulators in k order, so the README's claim that the
-    layouts give the same bits holds across the two kernels too; checked on the bench's shapes
-    and operand majors."""
+    """swizzle runs the Hopper kernel (wgmma) where none and pad run mma.sync. Both add the
+    k-tiles into float32 accumulators in k order, but how the tensor cores add the products
+    inside an instruction is not documented: this test, on the bench's shapes and a Linear
+    layer's operand majors, is the evidence for the README's claim that the layouts give the
+    same bits."""
     m, n, k = shape
     make = lambda *s: torch.randn(*s, device="cuda").to(dtype)  # noqa: E731
     if case == "x@W.t()":
