@@ -66,3 +66,18 @@ def assert_close_bound(got, ref, bound, what=""):
 
 def eps(dtype):
     return torch.finfo(dtype).eps
+
+
+def with_room_for(nbytes, fn):
+    """fn()'s result, run with torch's caching allocator held to what it has reserved plus
+    nbytes (a per-process memory fraction): memory a call asks for beyond that is refused."""
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    room = torch.cuda.memory_reserved() + nbytes
+    torch.cuda.set_per_process_memory_fraction(room / torch.cuda.get_device_properties(0).total_memory)
+    try:
+        out = fn()
+        torch.cuda.synchronize()
+        return out
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0)

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import bankops
-from conftest import LAYOUTS, assert_close_bound, eps, requires_cuda
+from conftest import LAYOUTS, assert_close_bound, eps, requires_cuda, with_room_for
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
 
@@ -452,16 +452,8 @@ def test_cuda_stream_k_without_scratch_memory(capfd):
         want = bankops.gemm(a, b)
     finally:
         torch.ops.bankops._set_stream_k(True)
-    torch.cuda.synchronize()
-    torch.cuda.empty_cache()
-    room = torch.cuda.memory_reserved() + m * n * 4 + (1 << 20)  # the output, not the partial sums
-    torch.cuda.set_per_process_memory_fraction(room / torch.cuda.get_device_properties(0).total_memory)
-    try:
-        capfd.readouterr()
-        got = bankops.gemm(a, b)
-        torch.cuda.synchronize()
-    finally:
-        torch.cuda.set_per_process_memory_fraction(1.0)
+    capfd.readouterr()
+    got = with_room_for(m * n * 4 + (1 << 20), lambda: bankops.gemm(a, b))  # the output, not the partial sums
     assert re.search(r"no memory for the \d+ bytes of scratch.*fallback=no_scratch", capfd.readouterr().err)
     assert torch.equal(got.view(torch.int32), want.view(torch.int32))
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import bankops
-from conftest import requires_cuda
+from conftest import requires_cuda, with_room_for
 from test_gemm_mma import DTYPES, HOPPER, check_against_float64, gemm, offset_operand, operand, shape_ids
 
 requires_hopper = pytest.mark.skipif(not HOPPER, reason="the wgmma kernel needs compute capability 9.0")
@@ -378,16 +378,8 @@ def test_cuda_repack_without_scratch_memory(dtype, capfd):
     assert "repack=a,b" in bankops.gemm_route(a, b)
     with repack(False):
         want = bankops.gemm(a, b)
-    torch.cuda.synchronize()
-    torch.cuda.empty_cache()
-    room = torch.cuda.memory_reserved() + m * n * 2 + (8 << 20)  # the output, not the 64 MB of copies
-    torch.cuda.set_per_process_memory_fraction(room / torch.cuda.get_device_properties(0).total_memory)
-    try:
-        capfd.readouterr()
-        got = bankops.gemm(a, b)
-        torch.cuda.synchronize()
-    finally:
-        torch.cuda.set_per_process_memory_fraction(1.0)
+    capfd.readouterr()
+    got = with_room_for(m * n * 2 + (8 << 20), lambda: bankops.gemm(a, b))  # the output, not the 64 MB of copies
     assert re.search(r"no memory for the \d+ bytes of scratch.*fallback=no_scratch", capfd.readouterr().err)
     assert torch.equal(got.view(torch.int16), want.view(torch.int16))
 
