@@ -51,6 +51,13 @@ def _num_sms(num_sms=None, device=None):
     return 132  # an H100 SXM: the device the benchmarks are taken on
 
 
+def _room(num_sms=None, cc=None, device=None):
+    """The blocks the GPU holds in thread-block clusters, where the plan is that GPU's (neither
+    ``num_sms`` nor ``cc`` given); None (every slot counts) for a device given by its numbers."""
+    d = _device(device)
+    return torch.ops.bankops._device_room(d) if d is not None and num_sms is None and cc is None else None
+
+
 def gemm_route(a, b, layout="swizzle", num_sms=None, cc=None):
     """The kernel ``bankops.gemm(a, b, layout)`` runs, as one line: the family (``ffma``,
     ``mma`` or ``wgmma``), the block tile (m x n x k) and how it runs (staging or fill,
@@ -58,9 +65,12 @@ def gemm_route(a, b, layout="swizzle", num_sms=None, cc=None):
 
     ``a`` and ``b`` may be meta tensors (``torch.empty(..., device="meta")``, views too).
     ``num_sms`` and ``cc`` (10 * major + minor: 90 for an H100, 80 for an A100) default to
-    the inputs' GPU, else the current one, else an H100's (132, 90).
+    the inputs' GPU, else the current one, else an H100's (132, 90). The GPU's own plan also
+    counts the blocks it can hold in thread-block clusters (``_device_room``); a device given
+    by its numbers is planned as if every SM slot took a cluster's block.
     """
-    return torch.ops.bankops._gemm_route(a, b, layout, _num_sms(num_sms, a.device), _cc(cc, None, a.device))
+    return torch.ops.bankops._gemm_route(a, b, layout, _num_sms(num_sms, a.device), _cc(cc, None, a.device),
+                                         _room(num_sms, cc, a.device))
 
 
 def _problem_operands(problem, dtype):
@@ -214,8 +224,9 @@ def explain(op, layout="swizzle", dtype=torch.float32, num_sms=None, hopper=None
     """
     problem = problem_of(op, **shape)
     sms, ccv = _num_sms(num_sms), _cc(cc, hopper)
-    names, stats, worst = torch.ops.bankops._smem_trace(op, layout, dtype, problem, sms, ccv)
+    room = _room(num_sms, cc if hopper is None else hopper)
+    names, stats, worst = torch.ops.bankops._smem_trace(op, layout, dtype, problem, sms, ccv, room)
     route = None
     if op == "gemm":
-        route = torch.ops.bankops._gemm_route(*_problem_operands(problem, dtype), layout, sms, ccv)
+        route = torch.ops.bankops._gemm_route(*_problem_operands(problem, dtype), layout, sms, ccv, room)
     return Report(op, layout, dtype, problem, sms, names, stats, worst, route)

@@ -41,7 +41,7 @@ GemmArgs problem_args(int64_t batch, int64_t m, int64_t n, int64_t k, bool a_k_f
 }
 
 SmemTrace trace_op(std::string_view op, Layout layout, at::ScalarType dtype, const std::vector<int64_t>& p,
-                   int64_t num_sms, int64_t cc) {
+                   int64_t num_sms, int64_t cc, at::OptionalIntArrayRef room) {
   SmemTrace trace;
   const auto expect = [&](size_t n, const char* what) {
     TORCH_CHECK(p.size() == n, "_smem_trace: ", op, " expects problem = ", what, ", got ", p.size(), " values");
@@ -62,7 +62,7 @@ SmemTrace trace_op(std::string_view op, Layout layout, at::ScalarType dtype, con
     expect(6, "[batch, m, n, k, a_k_contiguous, b_k_contiguous]");
     TORCH_CHECK(dtype == at::kFloat || dtype == at::kHalf || dtype == at::kBFloat16 || dtype == at::kDouble,
                 "_smem_trace: gemm takes float32, float16, bfloat16 or float64, got ", dtype);
-    const DeviceInfo device = checked_device(num_sms, cc, "_smem_trace");
+    const DeviceInfo device = checked_device(num_sms, cc, room, "_smem_trace");
     const GemmArgs args = problem_args(positive(p, 0, "batch"), positive(p, 1, "m"), positive(p, 2, "n"),
                                        positive(p, 3, "k"), p[4] != 0, p[5] != 0);
     check_elements(op, {args.batch, args.m, args.k});
@@ -81,9 +81,10 @@ SmemTrace trace_op(std::string_view op, Layout layout, at::ScalarType dtype, con
 // worst: int64 [n, 32], that warp's lane byte addresses (-1: inactive lane).
 std::tuple<std::vector<std::string>, at::Tensor, at::Tensor> smem_trace(std::string_view op, std::string_view layout,
                                                                         at::ScalarType dtype, std::vector<int64_t> problem,
-                                                                        int64_t num_sms, int64_t cc) {
+                                                                        int64_t num_sms, int64_t cc,
+                                                                        at::OptionalIntArrayRef room) {
   TORCH_CHECK(num_sms >= 1 && num_sms <= 65536, "_smem_trace: num_sms must be in [1, 65536], got ", num_sms);
-  const SmemTrace trace = trace_op(op, parse_layout(layout, "_smem_trace"), dtype, problem, num_sms, cc);
+  const SmemTrace trace = trace_op(op, parse_layout(layout, "_smem_trace"), dtype, problem, num_sms, cc, room);
   const auto& rows = trace.rows();
   const int64_t n = static_cast<int64_t>(rows.size());
   at::Tensor stats = at::zeros({n, 7}, at::kLong), worst = at::full({n, kWarpLanes}, -1, at::kLong);

@@ -7,6 +7,7 @@
 #include <torch/library.h>
 
 #include <atomic>
+#include <iterator>
 #include <string>
 #include <string_view>
 
@@ -33,10 +34,28 @@ GemmOptions gemm_options() {
   return o;
 }
 
-DeviceInfo checked_device(int64_t num_sms, int64_t cc, const char* op) {
+DeviceInfo checked_device(int64_t num_sms, int64_t cc, at::OptionalIntArrayRef room, const char* op) {
   TORCH_CHECK(num_sms >= 1 && num_sms <= 65536, op, ": num_sms must be in [1, 65536], got ", num_sms);
   TORCH_CHECK(cc >= 10 && cc <= 255, op, ": cc must be 10 * major + minor (e.g. 90 for an H100), got ", cc);
-  return DeviceInfo{static_cast<int>(num_sms), static_cast<int>(cc)};
+  DeviceInfo d{static_cast<int>(num_sms), static_cast<int>(cc)};
+  if (!room.has_value()) return d;
+  constexpr int64_t kRows = kRoomBlocksPerSM, kCols = kRoomClusters - 1;
+  TORCH_CHECK(static_cast<int64_t>(room->size()) == kRows * kCols, op, ": room must hold ", kRows * kCols,
+              " values (blocks resident in clusters of 2..", kRoomClusters, " at 1..", kRows,
+              " blocks an SM, as _device_room gives them), got ", room->size());
+  for (int64_t b = 1; b <= kRows; ++b)
+    for (int64_t c = 2; c <= kRoomClusters; ++c) {
+      const int64_t v = (*room)[(b - 1) * kCols + c - 2];
+      TORCH_CHECK(v >= 0 && v <= num_sms * b && v % c == 0, op, ": room for clusters of ", c, " at ", b,
+                  " blocks an SM must be a multiple of ", c, " in [0, num_sms * ", b, "], got ", v);
+      d.room[b - 1][c - 2] = static_cast<int>(v);
+    }
+  return d;
+}
+
+DeviceRoomFn& device_room_hook() {
+  static DeviceRoomFn hook = nullptr;
+  return hook;
 }
 
 GemmRoute checked_route(const GemmArgs& g, DType dtype, Layout layout, const DeviceInfo& device,
@@ -156,10 +175,10 @@ at::Tensor linear_cpu(const at::Tensor& x, const at::Tensor& weight, const std::
 // The route a.gemm(b) would take under `layout` on a device of num_sms SMs and compute
 // capability cc (the library's CUDA build assumed: the Hopper kernel is in it), as one line.
 std::string gemm_route_op(const at::Tensor& a, const at::Tensor& b, std::string_view layout, int64_t num_sms,
-                          int64_t cc) {
+                          int64_t cc, at::OptionalIntArrayRef room) {
   const Layout l = parse_layout(layout, "_gemm_route");
   const GemmGeometry g = gemm_geometry(a, b);
-  const DeviceInfo device = checked_device(num_sms, cc, "_gemm_route");
+  const DeviceInfo device = checked_device(num_sms, cc, room, "_gemm_route");
   const GemmArgs args = gemm_args(g, a, b, nullptr);
   return gemm_route_line(
       checked_route(args, to_dtype(a.scalar_type()), l, device, gemm_options(), "_gemm_route"));
@@ -198,6 +217,18 @@ TORCH_LIBRARY_IMPL(bankops, AutocastCUDA, m) {
   m.impl("gemm", &gemm_autocast);
   m.impl("linear", &linear_autocast);
 }
-TORCH_LIBRARY_IMPL(bankops, CompositeExplicitAutograd, m) { m.impl("_gemm_route", &gemm_route_op); }
+// The blocks GPU `device` holds at once in clusters, row after row (DeviceInfo::room).
+std::vector<int64_t> device_room(int64_t device) {
+  TORCH_CHECK(device_room_hook() != nullptr, "_device_room: this build of bankops has no CUDA kernels");
+  const DeviceInfo d = device_room_hook()(device);
+  std::vector<int64_t> out;
+  for (const auto& row : d.room) out.insert(out.end(), std::begin(row), std::end(row));
+  return out;
+}
+
+TORCH_LIBRARY_IMPL(bankops, CompositeExplicitAutograd, m) {
+  m.impl("_gemm_route", &gemm_route_op);
+  m.impl("_device_room", &device_room);
+}
 
 }  // namespace bankops

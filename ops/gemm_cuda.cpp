@@ -6,6 +6,9 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
+#include <mutex>
+#include <vector>
+
 #include "../kernels/gemm/launch.h"
 #include "common.h"
 #include "gemm_op.h"
@@ -13,11 +16,22 @@
 namespace bankops {
 namespace {
 
-// The device a call runs on (torch caches its properties per device).
-DeviceInfo device_info(c10::DeviceIndex device) {
-  const cudaDeviceProp* prop = at::cuda::getDeviceProperties(device);
-  return DeviceInfo{prop->multiProcessorCount, prop->major * 10 + prop->minor};
+// The device a call runs on, its cluster room measured once per device.
+DeviceInfo device_info(int64_t device) {
+  static std::vector<std::once_flag> once(c10::cuda::device_count());
+  static std::vector<DeviceInfo> info(once.size());
+  TORCH_CHECK(device >= 0 && device < static_cast<int64_t>(once.size()), "_device_room: device must be in [0, ",
+              once.size(), "), got ", device);
+  std::call_once(once[device], [&] {
+    const cudaDeviceProp* prop = at::cuda::getDeviceProperties(device);
+    DeviceInfo d{prop->multiProcessorCount, prop->major * 10 + prop->minor};
+    const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+    C10_CUDA_CHECK(measure_cluster_room(static_cast<int>(device), d));
+    info[device] = d;
+  });
+  return info[device];
 }
+[[maybe_unused]] const bool kRoomHooked = (device_room_hook() = &device_info, true);
 
 // The scratch a route takes (copies of misaligned operands, stream-K's partial sums; poisoned
 // like outputs in test mode), or, where the caching allocator has none, the route that needs

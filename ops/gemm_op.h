@@ -35,7 +35,13 @@ LinearCall linear_call(const at::Tensor& x, const at::Tensor& weight, const std:
 
 // A device named by the caller (_gemm_route, explain): num_sms in [1, 65536], cc = 10 * major +
 // minor in [10, 255], or an error naming the argument.
-DeviceInfo checked_device(int64_t num_sms, int64_t cc, const char* op);
+// A device given by its SM count and compute capability, and the blocks it holds in clusters
+// (room: DeviceInfo::room's 28 values row after row, as _device_room gives them; none: every
+// slot counts).
+DeviceInfo checked_device(int64_t num_sms, int64_t cc, at::OptionalIntArrayRef room, const char* op);
+// _device_room's CUDA side (set by the CUDA build): the room of GPU `device`, measured once.
+using DeviceRoomFn = DeviceInfo (*)(int64_t device);
+DeviceRoomFn& device_room_hook();
 
 // gemm_route after the checks every caller needs: float16/bfloat16 run on the tensor-core
 // kernels only, which refuse shapes their int tile counters cannot hold (no tensor that fits a

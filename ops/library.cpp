@@ -34,8 +34,11 @@ TORCH_LIBRARY(bankops, m) {
   // The bank probe: one warp, one shared-memory access (or cp.async) at the given lane addresses.
   m.def("_smem_probe(Tensor addr, int width, bool store=False, Tensor? src=None, bool zfill=False) -> Tensor");
   // bankops.explain: each kernel's shared-memory instructions and the bank model's cost.
-  m.def("_smem_trace(str op, str layout, ScalarType dtype, int[] problem, int num_sms=132, int cc=90) -> (str[], Tensor, Tensor)");
+  m.def("_smem_trace(str op, str layout, ScalarType dtype, int[] problem, int num_sms=132, int cc=90, int[]? room=None) -> (str[], Tensor, Tensor)");
   // gemm's route on a device of num_sms SMs and compute capability cc (10 * major + minor):
   // one line, starting with the kernel family (ffma, mma, wgmma). Meta tensors will do.
-  m.def("_gemm_route(Tensor a, Tensor b, str layout, int num_sms, int cc) -> str");
+  m.def("_gemm_route(Tensor a, Tensor b, str layout, int num_sms, int cc, int[]? room=None) -> str");
+  // The blocks GPU `device` holds at once in thread-block clusters (DeviceInfo::room), for
+  // the room argument above.
+  m.def("_device_room(int device) -> int[]");
 }

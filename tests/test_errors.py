@@ -173,8 +173,12 @@ calls = {
                             for p in [[], [1, 2, 3], [1, 2**40, 2**40, 2**40, 1, 1], [-1, 4, 4], [1, 4, 4, 4, 1, 1]]
                             for n in [132, 0, 2**40]],
     "_gemm_route": lambda: [(a, b, s, n, c) for a in tensors for b in tensors[:4] for s in strs[:2]
-                            for n in [132, 0, -1, 2**40] for c in [90, 0, 2**40]],
+                            for n in [132, 0, -1, 2**40] for c in [90, 0, 2**40]]
+                           + [(tensors[0], tensors[0], "swizzle", 132, 90, r) for r in rooms],
+    "_device_room": lambda: [(i,) for i in ints],
 }
+# Cluster rooms: too short, negative, past the SMs' slots, not whole clusters, huge; a valid one.
+rooms = [[], [-2] * 28, [2**40] * 28, [3] * 28, [2**62] * 28, [0] * 28]
 name = sys.argv[1]
 tried = raised = 0
 for op in [getattr(ops, s) for s in SWITCHES] if name == "_set_poison" else [getattr(ops, name)]:
@@ -190,7 +194,8 @@ print(name, tried, raised)
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("op", ["reduce_sum", "transpose", "gemm", "linear", "_tile_map", "_tile_info", "_bank_cost",
-                                "_bank_map", "_set_poison", "_smem_probe", "_smem_trace", "_gemm_route"])
+                                "_bank_map", "_set_poison", "_smem_probe", "_smem_trace", "_gemm_route",
+                                "_device_room"])
 def test_bad_argument_sweep_never_crashes(op, device, tmp_path):
     script = tmp_path / "sweep.py"
     script.write_text(SWEEP)

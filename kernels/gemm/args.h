@@ -18,11 +18,27 @@ struct GemmArgs {
   const void* bias = nullptr;
 };
 
-// The calling device: SM count and compute capability (10 * major + minor: 90 for H100/H200).
+// The calling device: SM count, compute capability (10 * major + minor: 90 for H100/H200) and
+// the blocks it holds at once in thread-block clusters. A cluster's blocks share a GPC, and
+// GPCs whose slots are not a multiple of the cluster size leave slots over, so clusters of 4
+// can hold fewer blocks than num_sms * blocks_per_sm (an H100 at 2 blocks an SM: 248 of 264).
+constexpr int kRoomBlocksPerSM = 4, kRoomClusters = 8;  // room's rows: 1..4 blocks an SM; columns: clusters of 2..8
 struct DeviceInfo {
   int num_sms;
   int cc;
+  // room[b - 1][c - 2]: blocks resident at once in clusters of c, for kernels of b blocks an SM
+  // (cudaOccupancyMaxActiveClusters * c); 0 where not measured: every slot counts.
+  int room[kRoomBlocksPerSM][kRoomClusters - 1] = {};
 };
+
+// The blocks of `cluster`-block clusters resident at once, for a kernel of blocks_per_sm blocks an SM.
+inline int64_t cluster_room(const DeviceInfo& d, int cluster, int blocks_per_sm) {
+  const int64_t slots = int64_t(d.num_sms) * blocks_per_sm;
+  if (cluster <= 1) return slots;
+  const bool measured = blocks_per_sm <= kRoomBlocksPerSM && cluster <= kRoomClusters &&
+                        d.room[blocks_per_sm - 1][cluster - 2] > 0;
+  return measured ? d.room[blocks_per_sm - 1][cluster - 2] : slots / cluster * cluster;
+}
 
 // The process-wide switches (torch.ops.bankops._set_*), read once per call.
 struct GemmOptions {

@@ -15,6 +15,9 @@ cudaError_t launch_mma(const GemmRoute& r, cudaStream_t stream);
 // refuses a map (or `tma` is false), so that the caller can take another route.
 cudaError_t launch_wgmma(const GemmRoute& r, cudaStream_t stream, bool tma);
 cudaError_t launch_rows(const GemmRoute& r, cudaStream_t stream);
+// Fills d.room (the blocks `device`, the current one, holds at once in clusters) on compute
+// capability 9.0 and above.
+cudaError_t measure_cluster_room(int device, DeviceInfo& d);
 // Copies jobs (1 or 2) of 2-byte elements into rows on 128-byte lines (repack.h), as a
 // programmatic dependent launch, so that the gemm kernel launched next overlaps its start.
 cudaError_t launch_repack(const RepackJob* job, int jobs, int num_sms, cudaStream_t stream);

@@ -374,7 +374,7 @@ inline bool split_route(GemmRoute& r, const GemmOptions& opt) {
   c.split = with_mma_config(c, [&](auto config) {
     using C = decltype(config);
     const int64_t tiles = g.batch * ceil_div(g.m, C::kBM) * ceil_div(g.n, C::kBN);
-    return split_k_count(tiles, ceil_div(g.k, C::kBK), int64_t(r.device.num_sms) * C::kBlocksPerSM);
+    return split_k_count(tiles, ceil_div(g.k, C::kBK), r.device, C::kBlocksPerSM);
   });
   if (c.split == 1) return false;
   r = c;
@@ -390,8 +390,7 @@ inline bool rows_route(GemmRoute& r, const GemmOptions& opt) {
   r.rows_tm = rows_tm(g.m, r.dtype);
   const int64_t blocks = g.batch * ceil_div(g.n, kRowsBN);
   const int64_t windows = ceil_div(g.k, rows_window(rows_elem_bytes(r.dtype)));
-  const int64_t slots = int64_t(r.device.num_sms) * rows_blocks_per_sm(r.rows_tm);
-  r.split = r.device.cc < 90 ? 1 : split_k_count(blocks, windows, slots);
+  r.split = r.device.cc < 90 ? 1 : split_k_count(blocks, windows, r.device, rows_blocks_per_sm(r.rows_tm));
   return true;
 }
 

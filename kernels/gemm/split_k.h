@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "../layout.cuh"
+#include "args.h"
 
 namespace bankops {
 
@@ -12,16 +13,18 @@ namespace bankops {
 // (a shorter run fills its pipeline for too little work).
 constexpr int kMaxSplit = 8, kSplitMinK = 4;
 
-// The splits for a grid of `tiles` block tiles, nk k tiles deep, on `slots` resident blocks:
-// the fewest (powers of two) whose blocks fill 9/10 of their waves' slots, else the ones that
-// fill the most; 1 where the grid already does, splits of fewer than kSplitMinK k tiles never.
-BANKOPS_HD int split_k_count(int64_t tiles, int64_t nk, int64_t slots) {
+// The splits for a grid of `tiles` block tiles, nk k tiles deep, of a kernel of blocks_per_sm
+// blocks an SM on `device`: the count s whose waves of resident clusters (cluster_room) end
+// soonest, waves(s) * nk / s; a larger count only where it saves a tenth (each rank adds to
+// the reduction), never one that leaves a rank fewer than kSplitMinK k tiles.
+inline int split_k_count(int64_t tiles, int64_t nk, const DeviceInfo& device, int blocks_per_sm) {
   int best = 1;
-  int64_t best_blocks = 0, best_room = 1;  // the best fill so far: best_blocks / best_room
-  for (int s = 1; s <= kMaxSplit && (s == 1 || nk >= s * kSplitMinK); s *= 2) {
-    const int64_t blocks = tiles * s, room = ceil_div(blocks, slots) * slots;
-    if (10 * blocks >= 9 * room) return s;
-    if (blocks * best_room > best_blocks * room) best = s, best_blocks = blocks, best_room = room;
+  double best_time = 0;
+  for (int s = 1; s <= kMaxSplit && (s == 1 || nk >= int64_t(s) * kSplitMinK); ++s) {
+    const int64_t room = cluster_room(device, s, blocks_per_sm);
+    if (room < s) continue;  // not one cluster fits
+    const double time = double(ceil_div(tiles * s, room)) / s;
+    if (s == 1 || 10 * time < 9 * best_time) best = s, best_time = time;
   }
   return best;
 }
