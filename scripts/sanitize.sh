@@ -28,7 +28,7 @@ subset='(test_cuda_matches_reference and (torch.float32- or torch.int8- or torch
   or (test_cuda_wgmma_repacked_views and float16)
   or (test_cuda_wgmma_narrow and float16 and (1000x1032x1032 or 64x3x72x520 or 1040x1000x24))
   or (test_cuda_wgmma_back_to_back and 128x64) or (test_cuda_tma_refused_falls_back and float16)
-  or (test_cuda_shapes_and_bits and (7-33-1032 or 32-640-14336)) or test_cuda_batched_views_and_bias
+  or (test_cuda_shapes_and_bits and (7-33-1032 or 16-640-14336 or 32-640-14336)) or test_cuda_batched_views_and_bias
   or (test_cuda_majors_odd_k and (7-640-4095 or 33-1000-3001)) or test_cuda_batched_and_bias
   or (test_cuda_two_threads_two_streams and repack+split_k)'
 subset=$(echo $subset)  # one line for pytest -k

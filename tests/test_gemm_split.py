@@ -1,7 +1,7 @@
 """Split-K across a thread-block cluster (kernels/gemm/split_k.h, split_k.cuh): a few rows
-against a weight (decode, M 9 to 128 a batch in 16 bits; up to 8 take the few-rows kernel,
-test_gemm_rows.py) on compute capability 9.0 runs the mma.sync
-kernel with each tile's k tiles shared by the blocks of a cluster, whose partial sums meet in
+against a weight (decode, M 17 to 128 a batch in 16 bits, or fewer with B n-major or rows off
+16 bytes; the rest take the few-rows kernel, test_gemm_rows.py) on compute capability 9.0 runs
+the mma.sync kernel with each tile's k tiles shared by the blocks of a cluster, whose partial sums meet in
 distributed shared memory in rank order: every M around the tile and split boundaries, odd
 K (the realigning fill), both operand majors, batches, the bias, the same bits every run and
 on every layout."""
@@ -16,14 +16,18 @@ from test_gemm_route import F32, H100, A100, fields, meta, route, switch
 BF16, F16 = torch.bfloat16, torch.float16
 
 
-@pytest.mark.parametrize("m,tile,split", [(9, "32x128x128", 4), (32, "32x128x128", 4), (33, "64x128x64", 8),
-                                          (64, "64x128x64", 8), (65, "128x128x32", 8), (128, "128x128x32", 8)])
-def test_decode_routes_split(m, tile, split):
-    """x (M, 4096) @ W.t() with W (4096, 4096): the smallest mma.sync tile covering M, its
-    32 n tiles times `split` blocks filling the H100's block slots (132 of the one-a-SM
-    Rows tile, 264 of the others)."""
-    line = route(meta(m, 4096), meta(4096, 4096).t())
-    assert line.startswith(f"mma {tile} fill=cp.async a=mk b=nk split={split}"), line
+@pytest.mark.parametrize("m,tile,split,b_t", [(9, "32x128x128", 4, False), (17, "32x128x128", 4, True),
+                                              (32, "32x128x128", 4, True),
+                                              (33, "64x128x64", 8, True), (64, "64x128x64", 8, True),
+                                              (65, "128x128x32", 8, True), (128, "128x128x32", 8, True)])
+def test_decode_routes_split(m, tile, split, b_t):
+    """x (M, 4096) @ W.t() with W (4096, 4096) past the few-rows kernel's 16 rows, and x @ W
+    (B n-major, which the few-rows kernel does not take) below them: the smallest mma.sync
+    tile covering M, its 32 n tiles times `split` blocks filling the H100's block slots (132
+    of the one-a-SM Rows tile, 264 of the others)."""
+    w = meta(4096, 4096)
+    line = route(meta(m, 4096), w.t() if b_t else w)
+    assert line.startswith(f"mma {tile} fill=cp.async a=mk b={'nk' if b_t else 'kn'} split={split}"), line
     assert fields(line)["blocks"] == str(32 * split), line
 
 

@@ -138,7 +138,7 @@ def route_case(name, device="cuda"):
     if name == "stream_k":
         return r(2048, 2048, dt=torch.float32), r(2048, 2048, dt=torch.float32)
     if name == "split_k":
-        return r(32, 4096), r(4096, 4096).t()
+        return r(48, 4096), r(4096, 4096).t()
     return r(4, 4096), r(4096, 4096).t()  # rows
 
 

@@ -7,7 +7,7 @@
 #include "mma.h"
 
 namespace bankops {
-namespace {  // this header's one includer is mma.cu
+namespace {  // its includers: mma.cu, and rows.cu for Mma
 
 __device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"

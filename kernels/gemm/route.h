@@ -4,7 +4,7 @@
 // and torch.ops.bankops._gemm_route prints it (gemm_route_line).
 //
 //   a few rows, k-major -> rows:  the few-rows kernel (rows.h): a weight streamed into registers,
-//   (decode)                      FFMA dot products, split-K across a cluster (split_k.h)
+//   (decode)                      FFMA or mma.sync products, split-K across a cluster (split_k.h)
 //   float32 / float64   -> ffma:  the FFMA/DFMA kernel (ffma.h): tile, each operand's staging,
 //                                 and for the 128x256 tile the strip and stream-K (ffma_work.h)
 //   float16 / bfloat16  -> wgmma: the Hopper kernel (wgmma.h), swizzle on compute capability
@@ -230,7 +230,8 @@ struct GemmRoute {
   MmaOperands ops{};
   MmaShape mma = MmaShape::Small;
   int split = 1;    // mma, rows: the blocks (a cluster) that share each tile's k
-  int rows_tm = 1;  // rows: the rows of A a block takes
+  int rows_tm = 1;        // rows: the rows of A a block takes
+  bool rows_mma = false;  // rows: mma.sync products (16-bit, more than a few rows), else FFMA
   WgmmaShape wgmma = WgmmaShape::None;
   bool out_vec = false;
 
@@ -387,10 +388,12 @@ inline bool rows_route(GemmRoute& r, const GemmOptions& opt) {
   const GemmArgs& g = r.args;
   if (!opt.split_k || !rows_supports(r.dtype, g)) return false;
   r.family = GemmFamily::Rows;
-  r.rows_tm = rows_tm(g.m, r.dtype);
-  const int64_t blocks = g.batch * ceil_div(g.n, kRowsBN);
-  const int64_t windows = ceil_div(g.k, rows_window(rows_elem_bytes(r.dtype)));
-  r.split = r.device.cc < 90 ? 1 : split_k_count(blocks, windows, r.device, rows_blocks_per_sm(r.rows_tm));
+  r.rows_mma = rows_on_mma(r.dtype, g.m);
+  r.rows_tm = rows_tm(g.m, r.rows_mma);
+  const int64_t blocks = g.batch * ceil_div(g.n, rows_bn(r.rows_mma));
+  const int64_t windows = ceil_div(g.k, rows_window(r.dtype, r.rows_mma));
+  r.split = r.device.cc < 90 ? 1
+                             : split_k_count(blocks, windows, r.device, rows_blocks_per_sm(r.rows_tm, r.rows_mma));
   return true;
 }
 
@@ -445,7 +448,7 @@ inline GemmTileDims gemm_tile_dims(const GemmRoute& r) {
     return GemmTileDims{C::kBM, C::kBN, C::kBK};
   };
   switch (r.family) {
-    case GemmFamily::Rows: return GemmTileDims{r.rows_tm, kRowsBN, rows_window(rows_elem_bytes(r.dtype))};
+    case GemmFamily::Rows: return GemmTileDims{r.rows_tm, rows_bn(r.rows_mma), rows_window(r.dtype, r.rows_mma)};
     case GemmFamily::Wgmma: return with_wgmma_config(r, dims);
     case GemmFamily::Mma: return with_mma_config(r, dims);
     case GemmFamily::Ffma:

@@ -4,6 +4,7 @@
 
 #include "../async_copy.cuh"
 #include "launch.h"
+#include "mma_frag.cuh"
 #include "split_k.cuh"
 
 namespace bankops {
@@ -27,27 +28,32 @@ __device__ __forceinline__ void to_floats(const uint4& v, float (&f)[16 / sizeof
   }
 }
 
+template <class T>
+constexpr DType dtype_of() {
+  return std::is_same<T, float>::value ? DType::F32 : std::is_same<T, __half>::value ? DType::F16 : DType::BF16;
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
 
-// A window of A's rows (TM x kWin elements, rows of 512 or 1024 bytes) into shared memory by
-// cp.async, 16 bytes a thread at a time; rows past m and k past K are zeros.
-template <class T, int TM>
+// A window of A's rows (Tile: TM x window elements) into shared memory by cp.async, 16 bytes a
+// thread at a time; rows past m and k past K are zeros (K is whole 16-byte vectors).
+template <class Tile, class T, int TM>
 __device__ __forceinline__ void rows_stage_a(uint32_t dst, const T* a, const GemmArgs& g, int64_t k0) {
-  constexpr int V = 16 / sizeof(T), kWin = rows_window(sizeof(T)), kChunks = TM * kWin / V;
+  constexpr int V = 16 / sizeof(T), kWin = Tile::kCols, kChunks = TM * kWin / V;
 #pragma unroll
   for (int c = threadIdx.x; c < kChunks; c += kRowsThreads) {
-    const int t = c / (kWin / V);
-    const int64_t k = k0 + c % (kWin / V) * V;
+    const int t = c / (kWin / V), kk = c % (kWin / V) * V;
+    const int64_t k = k0 + kk;
     const bool in = t < g.m && k < g.k;
-    cp_async16(dst + c * 16, in ? a + t * g.a_sm + k : a, in ? 16 : 0);
+    cp_async16(dst + Tile::offset(t, kk) * sizeof(T), in ? a + t * g.a_sm + k : a, in ? 16 : 0);
   }
 }
 
-// One block: kRowsBN weight rows (columns n0.. of C) over its rank's windows of k, for TM rows
+// float32, FFMA. One block: kRowsBN weight rows (columns n0.. of C) over its rank's windows of k, for TM rows
 // of A. Window w + 1 of A stages while window w's weight loads fly and its sums run; each
 // lane reads its own 16 bytes of every row of A (512 contiguous bytes a warp: any layout is
 // conflict-free there, so the layout shows in the partial tile). Lanes hold sums over their
@@ -56,9 +62,10 @@ __device__ __forceinline__ void rows_stage_a(uint32_t dst, const T* a, const Gem
 // (Held to the residency the route plans for: a register or two more per thread than 128
 // would halve the blocks an SM takes, and measured a third slower.)
 template <Layout L, class T, int TM>
-__global__ void __launch_bounds__(kRowsThreads, rows_blocks_per_sm(TM))
+__global__ void __launch_bounds__(kRowsThreads, rows_blocks_per_sm(TM, false))
     rows_kernel(const GemmArgs g, const int splits) {
-  constexpr int V = 16 / sizeof(T), kWin = rows_window(sizeof(T)), R = kRowsPerWarp;
+  constexpr int V = 16 / sizeof(T), kWin = rows_window(dtype_of<T>(), false), R = kRowsPerWarp, kRowsBN = rows_bn(false);
+  using XTile = RowMajor<TM, kWin>;
   constexpr int kWinBytes = TM * kWin * sizeof(T);
   using PTile = SplitTile<L, TM, kRowsBN>;
   static_assert(PTile::kSize * 4 <= 2 * kWinBytes, "the partial tile reuses the staged windows");
@@ -77,11 +84,11 @@ __global__ void __launch_bounds__(kRowsThreads, rows_blocks_per_sm(TM))
       w[r] = n < g.n ? static_cast<const T*>(g.b) + bz * g.b_sb + n * g.b_sn : nullptr;
     }
     float acc[R][TM] = {};
-    if (w0 < w1) rows_stage_a<T, TM>(base, a, g, w0 * kWin);
+    if (w0 < w1) rows_stage_a<XTile, T, TM>(base, a, g, w0 * kWin);
     cp_async_commit();
     for (int64_t win = w0; win < w1; ++win) {
       const uint32_t buf = base + (win - w0) % 2 * kWinBytes;
-      if (win + 1 < w1) rows_stage_a<T, TM>(base + (win + 1 - w0) % 2 * kWinBytes, a, g, (win + 1) * kWin);
+      if (win + 1 < w1) rows_stage_a<XTile, T, TM>(base + (win + 1 - w0) % 2 * kWinBytes, a, g, (win + 1) * kWin);
       cp_async_commit();
       uint4 wv[kRowsUnroll][R];
 #pragma unroll
@@ -126,30 +133,130 @@ __global__ void __launch_bounds__(kRowsThreads, rows_blocks_per_sm(TM))
   }
 }
 
+// float16/bfloat16, mma.sync. A lane's 16 bytes of a 32-k chunk (elements 8t.. of its row) as
+// the k pairs of the chunk's two k16 steps: step s takes elements 4s, 4s + 1 as the pair at k
+// 2t and 4s + 2, 4s + 3 as the pair at k 2t + 8, for the weight (B) and x (A) alike.
+template <class T>
+__device__ __forceinline__ void rows_mma_chunk(float (&acc)[4], const uint4& x0, const uint4& x1, const uint4& w) {
+  Mma<T>::run(acc, {x0.x, x1.x, x0.y, x1.y}, w.x, w.y);
+  Mma<T>::run(acc, {x0.z, x1.z, x0.w, x1.w}, w.z, w.w);
+}
+
+// The lane's 16 bytes of its weight row in chunk c of the window at k0 (zeros past k or n).
+template <class T>
+__device__ __forceinline__ uint4 rows_load_w(const T* row, int64_t k0, int c, int64_t k_end) {
+  const int64_t k = k0 + 32 * c;
+  return row != nullptr && k < k_end ? __ldcs(reinterpret_cast<const uint4*>(row + k)) : make_uint4(0, 0, 0, 0);
+}
+
+// One block: 64 weight rows (8 a warp) over its rank's windows of k, for TM rows of x. Each
+// chunk's weight register is refilled with the next window's chunk as soon as its products
+// are issued, so a window's loads fly while the block waits for the next window of x (staged
+// meanwhile). The accumulator pairs land in the partial tile for split_k_store (one order
+// every run: the same bits).
+template <Layout L, class T, int TM>
+__global__ void __launch_bounds__(kRowsThreads, rows_blocks_per_sm(TM, true))
+    rows_mma_kernel(const GemmArgs g, const int splits) {
+  constexpr int kWin = rows_window(dtype_of<T>(), true), BN = rows_bn(true), MT = (TM + 15) / 16;
+  using XTile = RowsXTile<L, TM>;
+  using PTile = SplitTile<L, TM, BN>;
+  constexpr int kXBytes = XTile::kSize * 2;
+  static_assert(PTile::kSize * 4 <= 2 * kXBytes, "the partial tile reuses the staged windows");
+  extern __shared__ __align__(16) unsigned char smem[];  // two windows of x, then the partial tile
+  const uint32_t base = smem_u32(smem);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gq = lane / 4, tq = lane % 4;
+  const int rank = static_cast<int>(blockIdx.x % splits);
+  const int64_t n0 = int64_t(blockIdx.x / splits) * BN, windows = ceil_div(g.k, kWin);
+  const int64_t w0 = split_k_begin(windows, splits, rank), w1 = split_k_begin(windows, splits, rank + 1);
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  for (int64_t bz = blockIdx.z; bz < g.batch; bz += gridDim.z) {
+    const T* a = static_cast<const T*>(g.a) + bz * g.a_sb;
+    const int64_t n = n0 + warp * 8 + gq, k_end = g.k - 8 * tq;  // the lane's k is 8tq past the row pointer's
+    const T* row = n < g.n ? static_cast<const T*>(g.b) + bz * g.b_sb + n * g.b_sn + 8 * tq : nullptr;
+    float acc[MT][4] = {};
+    int xo[MT][2];  // the lane's x offsets in chunk 0, rows gq and gq + 8 of each m16 tile; chunk c joins 32c
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) xo[i][h] = XTile::offset(16 * i + 8 * h + gq, 8 * tq);
+    uint4 w[kRowsMmaChunks];
+#pragma unroll
+    for (int c = 0; c < kRowsMmaChunks; ++c) w[c] = rows_load_w(w0 < w1 ? row : nullptr, w0 * kWin, c, k_end);
+    if (w0 < w1) rows_stage_a<XTile, T, TM>(base, a, g, w0 * kWin);
+    cp_async_commit();
+    for (int64_t win = w0; win < w1; ++win) {
+      const uint32_t buf = base + (win - w0) % 2 * kXBytes;
+      if (win + 1 < w1) rows_stage_a<XTile, T, TM>(base + (win + 1 - w0) % 2 * kXBytes, a, g, (win + 1) * kWin);
+      cp_async_commit();
+      cp_async_wait<1>();
+      __syncthreads();  // window win of x staged
+      const T* next = win + 1 < w1 ? row : nullptr;
+#pragma unroll
+      for (int c = 0; c < kRowsMmaChunks; ++c) {
+#pragma unroll
+        for (int i = 0; i < MT; ++i) {
+          const int step = XTile::offset(0, 32 * c);  // a constant once unrolled
+          const uint4 x0 = 16 * i < TM ? lds128(buf + XTile::join(xo[i][0], step) * 2) : zero;
+          const uint4 x1 = 16 * i + 8 < TM ? lds128(buf + XTile::join(xo[i][1], step) * 2) : zero;
+          rows_mma_chunk<T>(acc[i], x0, x1, w[c]);
+        }
+        w[c] = rows_load_w(next, (win + 1) * kWin, c, k_end);
+      }
+      __syncthreads();  // every warp is done with this buffer before window win + 2 fills it
+    }
+    cp_async_wait<0>();
+    // Accumulator pairs: rows gq and gq + 8 of each m16 tile, weight rows 2tq, 2tq + 1 of the warp's 8.
+    float* part = reinterpret_cast<float*>(smem);
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = 16 * i + gq + 8 * h;
+        if (r < TM)
+          *reinterpret_cast<float2*>(part + PTile::offset(r, warp * 8 + 2 * tq)) =
+              make_float2(acc[i][2 * h], acc[i][2 * h + 1]);
+      }
+    __syncthreads();
+    split_k_store<T, TM, BN, PTile, kRowsThreads>(part, g, static_cast<T*>(g.c) + bz * g.m * g.n, 0, n0, splits, rank);
+  }
+}
+
+template <auto kernel>
+cudaError_t start(const GemmRoute& r, int bn, int smem, cudaStream_t stream) {
+  const cudaError_t err = raise_smem_once<kernel>(smem);
+  if (err != cudaSuccess) return err;
+  const GemmArgs& g = r.args;
+  const dim3 grid(static_cast<unsigned>(ceil_div(g.n, bn) * r.split), 1,
+                  static_cast<unsigned>(g.batch < 65535 ? g.batch : 65535));
+  return launch_clustered(kernel, grid, kRowsThreads, smem, r.split, stream, g, r.split);
+}
+
 template <Layout L, class T>
 cudaError_t run(const GemmRoute& r, cudaStream_t stream) {
-  const GemmArgs& g = r.args;
   return with_rows_tm(r.rows_tm, [&](auto tm) {
     constexpr int TM = decltype(tm)::value;
-    if constexpr (TM > rows_max_m(std::is_same<T, float>::value ? DType::F32 : DType::BF16)) {
-      return cudaErrorNotSupported;
-    } else {
-      constexpr auto kernel = rows_kernel<L, T, TM>;
-      constexpr int kSmem = 2 * TM * rows_window(sizeof(T)) * sizeof(T);
-      const cudaError_t err = raise_smem_once<kernel>(kSmem);
-      if (err != cudaSuccess) return err;
-      const dim3 grid(static_cast<unsigned>(ceil_div(g.n, kRowsBN) * r.split), 1,
-                      static_cast<unsigned>(g.batch < 65535 ? g.batch : 65535));
-      return launch_clustered(kernel, grid, kRowsThreads, kSmem, r.split, stream, g, r.split);
+    // The blocks rows_tm gives each: FFMA any on float32, up to kRowsFfmaRows on 16 bits; mma.sync 8 and 16.
+    constexpr bool kFfma = std::is_same<T, float>::value || TM <= kRowsFfmaRows;
+    constexpr bool kMma = !std::is_same<T, float>::value && TM >= 8 && TM <= kRowsMmaMaxM;
+    if constexpr (kFfma) {
+      if (!r.rows_mma)
+        return start<rows_kernel<L, T, TM>>(r, rows_bn(false), 2 * TM * rows_window(dtype_of<T>(), false) * sizeof(T),
+                                            stream);
     }
+    if constexpr (kMma) {
+      if (r.rows_mma) return start<rows_mma_kernel<L, T, TM>>(r, rows_bn(true), 2 * RowsXTile<L, TM>::kSize * 2, stream);
+    }
+    return cudaErrorInvalidValue;
   });
 }
 
 }  // namespace
 
 cudaError_t launch_rows(const GemmRoute& r, cudaStream_t stream) {
-  if (!rows_supports(r.dtype, r.args) || rows_tm(r.args.m, r.dtype) != r.rows_tm) return cudaErrorNotSupported;
-  if (r.args.batch == 0 || r.args.n == 0) return cudaSuccess;
+  const GemmArgs& g = r.args;
+  if (!rows_supports(r.dtype, g) || rows_on_mma(r.dtype, g.m) != r.rows_mma || rows_tm(g.m, r.rows_mma) != r.rows_tm)
+    return cudaErrorInvalidValue;
+  if (g.batch == 0 || g.n == 0) return cudaSuccess;
   return with_layout(r.layout, [&](auto tag) {
     constexpr Layout L = decltype(tag)::value;
     switch (r.dtype) {

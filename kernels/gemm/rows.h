@@ -1,10 +1,16 @@
-// The few-rows kernel (rows.cu): C = A @ B for a few rows of A (decode: x, M up to 32 float32
-// rows or 8 16-bit ones) against B = W.t(), a weight read in place with k contiguous. Each
-// warp streams kRowsPerWarp weight rows, 512 contiguous bytes of each per load instruction (a
-// lane's 16 bytes), straight into registers, and takes the dot products with the rows of x in
-// float32 (FFMA: at these M the weight's bytes, not the arithmetic, bound the time). The
-// lanes' partial sums meet by warp shuffles, the block's in a partial tile in shared memory,
-// and a cluster's k ranges by split-K (split_k.h); the tile's layout is the call's.
+// The few-rows kernel (rows.cu): C = A @ B for a few rows of A (decode: x, M up to 32 in
+// float32, 16 in 16 bits) against B = W.t(), a weight read in place with k contiguous, streamed
+// once from memory straight into registers by 16-byte loads. The rows of A go through shared
+// memory a window of k at a time (cp.async, double-buffered). The products:
+// - FFMA (float32; 16-bit up to kRowsFfmaRows rows): each warp takes kRowsPerWarp weight rows,
+//   a lane 16 bytes of each per load (512 contiguous bytes a row); the lanes' sums meet by
+//   warp shuffles;
+// - 16-bit past kRowsFfmaRows rows, mma.sync m16n8k16: each warp takes 8 weight rows, lane (g, t) = (lane / 4,
+//   lane % 4) the 16 bytes at k 8t.. of row g in each 32-k chunk, which are its B pairs of two
+//   k16 steps as they stand; its A pairs are the same k of rows g and g + 8 of x, read from
+//   the window (RowsXTile), so every product pairs the same k.
+// The warps' sums meet in a partial tile in shared memory, a cluster's k ranges by split-K
+// (split_k.h); the layout is the call's, for both tiles.
 #pragma once
 #include <cstdint>
 #include <type_traits>
@@ -16,24 +22,44 @@
 
 namespace bankops {
 
-constexpr int kRowsWarps = 8, kRowsPerWarp = 4, kRowsThreads = 32 * kRowsWarps;
-constexpr int kRowsBN = kRowsWarps * kRowsPerWarp;  // weight rows (columns of C) a block
-constexpr int kRowsUnroll = 2;                       // 16-byte loads of a row in flight per lane
-// Blocks resident an SM (by registers: 32 rows of float32 sums take about 220 a thread).
-BANKOPS_HD constexpr int rows_blocks_per_sm(int tm) { return tm >= 16 ? 1 : 2; }
-// A window: the k a warp covers with one load of each of its rows on every lane, times the unroll.
-BANKOPS_HD constexpr int rows_window(int elem_bytes) { return 32 * (16 / elem_bytes) * kRowsUnroll; }
+constexpr int kRowsWarps = 8, kRowsThreads = 32 * kRowsWarps;
+constexpr int kRowsPerWarp = 4, kRowsUnroll = 2;  // FFMA: weight rows a warp; loads of a row in flight a lane
+constexpr int kRowsMmaChunks = 8;                 // mma.sync: 32-k chunks a window (loads of its row a lane)
+
+// 16-bit products of more than kRowsFfmaRows rows take mma.sync; fewer, FFMA (an m16 tile
+// of a row or two is mostly zeros, and FFMA streams the weight as fast there).
+constexpr int kRowsFfmaRows = 4;
+BANKOPS_HD constexpr bool rows_on_mma(DType t, int64_t m) {
+  return (t == DType::F16 || t == DType::BF16) && m > kRowsFfmaRows;
+}
 // The element bytes of the dtypes the kernel takes (rows_supports: float32, float16, bfloat16).
 BANKOPS_HD constexpr int rows_elem_bytes(DType t) { return t == DType::F32 ? 4 : 2; }
+// Weight rows (columns of C) a block takes.
+BANKOPS_HD constexpr int rows_bn(bool mma) { return kRowsWarps * (mma ? 8 : kRowsPerWarp); }
+// A window: the k the block's warps cover with the loads a lane keeps in flight.
+BANKOPS_HD constexpr int rows_window(DType t, bool mma) {
+  return mma ? 32 * kRowsMmaChunks : 32 * (16 / rows_elem_bytes(t)) * kRowsUnroll;
+}
+// Blocks resident an SM (by registers: 32 rows of FFMA sums take about 220 a thread).
+BANKOPS_HD constexpr int rows_blocks_per_sm(int tm, bool mma) { return !mma && tm >= 16 ? 1 : 2; }
 
-// The rows of A a block takes: the least power of two that covers m (rows_supports: m up to
-// rows_max_m).
-BANKOPS_HD constexpr int rows_max_m(DType t) { return t == DType::F32 ? 32 : 8; }
-BANKOPS_HD int rows_tm(int64_t m, DType t) {
-  int tm = 1;
-  while (tm < m && tm < rows_max_m(t)) tm *= 2;
+// The rows of A a block takes: the least power of two that covers m, 8 at least on mma.sync
+// (half its m16 tile; the other half is zeros). At most 32 rows on FFMA, 16 on mma.sync (past
+// them the mma.sync kernel's own tiles, split across a cluster, stream the weight faster).
+constexpr int kRowsMaxM = 32, kRowsMmaMaxM = 16;
+BANKOPS_HD constexpr int rows_max_m(DType t) { return t == DType::F32 ? kRowsMaxM : kRowsMmaMaxM; }
+BANKOPS_HD int rows_tm(int64_t m, bool mma) {
+  int tm = mma ? 8 : 1;
+  while (tm < m && tm < kRowsMaxM) tm *= 2;
   return tm;
 }
+
+// The 16-bit kernel's window of x (TM x window elements): a row's four lanes read 64
+// contiguous bytes, two rows an 8-lane phase, so the unit is 64 bytes: `pad` moves each row 64
+// bytes on and `swizzle` XORs row bits into the 64-byte group (conflict-free); `none` puts the
+// two rows on the same banks (2-way).
+template <Layout L, int TM>
+using RowsXTile = TileLayout<L, TM, rows_window(DType::BF16, true), 2, 64>;
 
 // f(std::integral_constant<int, TM>{}) for a block's rows of A (rows_tm): the one switch that
 // turns them into a template argument, for the launcher and the trace.
@@ -63,7 +89,8 @@ inline bool rows_vectors(const void* p, int64_t s_unit, int64_t s_row, int64_t r
 // vectors along k (B = W.t(): k contiguous).
 inline bool rows_supports(DType t, const GemmArgs& g) {
   const int e = rows_elem_bytes(t);
-  return (t == DType::F32 || t == DType::F16 || t == DType::BF16) && g.m <= rows_max_m(t) && g.k >= rows_window(e) &&
+  return (t == DType::F32 || t == DType::F16 || t == DType::BF16) && g.m <= rows_max_m(t) &&
+         g.k >= rows_window(t, rows_on_mma(t, g.m)) &&
          g.k % (16 / e) == 0 &&
          rows_vectors(g.a, g.a_sk, g.a_sm, g.m, g.a_sb, g.batch, e) &&
          rows_vectors(g.b, g.b_sk, g.b_sn, g.n, g.b_sb, g.batch, e);

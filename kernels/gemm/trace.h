@@ -1,51 +1,69 @@
 // The shared-memory instructions a gemm route issues, for bankops.explain: the same route the
 // launcher runs (route.h), replayed on the host.
 #pragma once
+#include <type_traits>
+
 #include "route.h"
 #include "trace_ffma.h"
 #include "trace_mma.h"
 
 namespace bankops {
 
-// The few-rows kernel (rows.cu): each window's cp.async of the rows of A into shared memory
-// (16 bytes a thread, row after row) and every warp's 16-byte reads of them (a lane its own 16
-// bytes of each row: a warp reads 512 contiguous bytes, conflict-free on any layout, so the
-// window is dense); each warp's stores of its sums into the partial tile (each sum a store by
-// the one lane that holds it, lane l those of index l mod 32), then split-K's loads. The weight
-// goes straight to registers.
-inline void trace_rows(const GemmRoute& r, SmemTrace& trace) {
+// The few-rows kernel (rows.cu) for TM rows of A: each window's cp.async of the rows of A
+// into shared memory (16 bytes a thread, row after row) and the warps' 16-byte reads of them:
+// FFMA (float32, and 16-bit of a few rows), a lane its own 16 bytes of each row (a warp reads 512 contiguous bytes,
+// conflict-free on a dense window); mma.sync (16-bit), lane (g, t) 16 bytes at k 8t.. of each chunk
+// of rows g and g + 8 (the layout's RowsXTile). Then the warps' sums into the partial tile
+// (FFMA: each sum stored by the one lane that holds it; mma.sync: accumulator pairs), and
+// split-K's loads. The weight goes straight to registers.
+template <Layout L, int TM, bool MMA, DType kType>
+inline void trace_rows_as(const GemmRoute& r, SmemTrace& trace) {
+  constexpr int e = rows_elem_bytes(kType), V = 16 / e, kWin = rows_window(kType, MMA), BN = rows_bn(MMA);
+  using XTile = std::conditional_t<MMA, RowsXTile<L, TM>, RowMajor<TM, kWin>>;
+  using PTile = SplitTile<L, TM, BN>;
   const GemmArgs& g = r.args;
-  const int64_t tiles = g.batch * ceil_div(g.n, kRowsBN);
-  const int e = rows_elem_bytes(r.dtype), V = 16 / e, kWin = rows_window(e);
-  const int64_t windows = tiles * ceil_div(g.k, kWin);  // over every rank of every tile
+  const int64_t tiles = g.batch * ceil_div(g.n, BN), windows = tiles * ceil_div(g.k, kWin);  // every rank's
+  const auto x_at = [](int row, int col) { return int64_t(XTile::offset(row, col)) * e; };
+  const auto pt = [](int row, int col) { return int64_t(PTile::offset(row, col)) * 4; };
+  constexpr int kChunks = TM * kWin / V, kPerRow = kWin / V;
+  SmemInstr& cp = trace.instr("gemm_rows", "ldgsts x window <- rows of A", SmemOp::Ldgsts, 16, windows);
+  cp.zero_fill = true;
+  for (int c0 = 0; c0 < kChunks; c0 += kRowsThreads)
+    add_block(
+        cp, kRowsThreads, [&](int t) { return c0 + t < kChunks ? x_at((c0 + t) / kPerRow, (c0 + t) % kPerRow * V) : -1; },
+        [&](int t) { return ((c0 + t) / kPerRow * g.a_sm + (c0 + t) % kPerRow * V) * e; });
+  SmemInstr& ld = trace.instr("gemm_rows", "lds.128 x window -> a lane's 16 bytes of each row", SmemOp::Ld, 16, windows);
+  if constexpr (MMA) {
+    for (int c = 0; c < kRowsMmaChunks; ++c)
+      for (int row = 0; row < TM; row += 8)  // rows g + 16i, then g + 16i + 8
+        add_block(ld, kRowsThreads, [&](int t) { return x_at(row + t % 32 / 4, 32 * c + 8 * (t % 4)); });
+    SmemInstr& st = trace.instr("gemm_rows", "st.shared.v2 P <- accumulator pairs", SmemOp::St, 8, tiles * r.split);
+    for (int row = 0; row < TM; row += 8)
+      add_block(st, kRowsThreads, [&](int t) { return pt(row + t % 32 / 4, t / 32 * 8 + 2 * (t % 4)); });
+  } else {
+    for (int u = 0; u < kRowsUnroll; ++u)
+      for (int row = 0; row < TM; ++row)
+        add_block(ld, kRowsThreads, [&](int t) { return x_at(row, (u * 32 + t % 32) * V); });
+    constexpr int R = kRowsPerWarp;  // each sum a store by the lane that holds it (lane l: index l mod 32)
+    SmemInstr& st = trace.instr("gemm_rows", "st.shared P <- a warp's sum (one lane each)", SmemOp::St, 4,
+                                tiles * r.split);
+    for (int row = 0; row < R; ++row)
+      for (int tok = 0; tok < TM; ++tok)
+        add_block(st, kRowsThreads, [&](int t) {
+          return t % 32 == (row * TM + tok) % 32 ? pt(tok, t / 32 * R + row) : int64_t(-1);
+        });
+  }
+  trace_split_loads<PTile>("gemm_rows", kRowsThreads, tiles, r.split, trace);
+}
+
+inline void trace_rows(const GemmRoute& r, SmemTrace& trace) {
   with_layout(r.layout, [&](auto tag) {
     with_rows_tm(r.rows_tm, [&](auto tm) {
-      constexpr int TM = decltype(tm)::value, R = kRowsPerWarp;
-      const int chunks = TM * kWin / V;
-      SmemInstr& cp = trace.instr("gemm_rows", "ldgsts x window <- rows of A", SmemOp::Ldgsts, 16, windows);
-      cp.zero_fill = true;
-      for (int c0 = 0; c0 < chunks; c0 += kRowsThreads)
-        add_block(
-            cp, kRowsThreads, [&](int t) { return c0 + t < chunks ? int64_t(c0 + t) * 16 : int64_t(-1); },
-            [&](int t) {
-              const int c = c0 + t;
-              return (c / (kWin / V) * g.a_sm + c % (kWin / V) * V) * e;
-            });
-      SmemInstr& ld = trace.instr("gemm_rows", "lds.128 x window -> a lane's 16 bytes of each row", SmemOp::Ld, 16,
-                                  windows);
-      for (int u = 0; u < kRowsUnroll; ++u)
-        for (int row = 0; row < TM; ++row)
-          add_block(ld, kRowsThreads, [&](int t) { return int64_t(row * kWin + (u * 32 + t % 32) * V) * e; });
-      using PTile = SplitTile<decltype(tag)::value, TM, kRowsBN>;
-      SmemInstr& st = trace.instr("gemm_rows", "st.shared P <- a warp's sum (one lane each)", SmemOp::St, 4,
-                                  tiles * r.split);
-      for (int row = 0; row < R; ++row)
-        for (int tok = 0; tok < TM; ++tok)
-          add_block(st, kRowsThreads, [&](int t) {
-            const bool mine = t % 32 == (row * TM + tok) % 32;
-            return mine ? int64_t(PTile::offset(tok, t / 32 * R + row)) * 4 : int64_t(-1);
-          });
-      trace_split_loads<PTile>("gemm_rows", kRowsThreads, tiles, r.split, trace);
+      constexpr Layout L = decltype(tag)::value;
+      constexpr int TM = decltype(tm)::value;
+      if (r.dtype == DType::F32) trace_rows_as<L, TM, false, DType::F32>(r, trace);
+      else if (!r.rows_mma) trace_rows_as<L, TM, false, DType::BF16>(r, trace);
+      else if constexpr (TM >= 8 && TM <= kRowsMmaMaxM) trace_rows_as<L, TM, true, DType::BF16>(r, trace);
     });
   });
 }
