@@ -71,6 +71,25 @@ def test_splits_fit_the_clusters_a_gpu_holds():
     assert split_of(line) == 1, "one cluster at a time: no split"
 
 
+# An H100's room (torch.ops.bankops._device_room on one, rows: 1..4 blocks an SM, clusters of 2..8).
+H100_ROOM = [132, 117, 120, 110, 102, 105, 120, 264, 237, 248, 235, 234, 224, 240,
+             396, 372, 368, 345, 372, 329, 360, 528, 489, 496, 470, 474, 483, 496]
+
+
+def test_few_rows_without_a_split_stay_on_mma_sync():
+    """32 rows against a (14336, 4096) weight: on an H100's room no split of the 112 Rows
+    tiles saves a tenth, and the unsplit call takes mma.sync's 64-row tile, not the Hopper
+    kernel's 128 rows (which the same call with a batch of 2, or 65 rows, still takes)."""
+    w = meta(14336, 4096).t()
+    line = route(meta(32, 4096), w, device=(*H100, H100_ROOM))
+    assert line.startswith("mma 64x128x64 fill=cp.async a=mk b=nk split=1"), line
+    assert route(meta(2, 32, 4096), w.expand(2, 4096, 14336), device=(*H100, H100_ROOM)).startswith("wgmma")
+    assert route(meta(65, 4096), w, device=(*H100, H100_ROOM)).startswith("mma 128x128x32"), "65 rows split"
+    with switch("split_k", False):
+        assert route(meta(65, 4096), w).startswith("wgmma")
+        assert route(meta(64, 4096), w).startswith("mma 64x128x64")
+
+
 @pytest.mark.parametrize("room,match", [([264] * 27, "room must hold 28"), ([-2] * 28, "multiple of 2"),
                                         ([10**6] * 28, r"in \[0, num_sms"), ([3] * 28, "multiple of 2")])
 def test_room_is_checked(room, match):

@@ -402,7 +402,10 @@ inline void tensor_core_route(GemmRoute& r, const GemmOptions& opt) {
   r.ops = mma_operands(g);
   r.out_vec = mma_aligned16(g.c) && g.n % kMmaChunk == 0;
   if (split_route(r, opt)) return;
-  const bool hopper = opt.wgmma && r.device.cc == 90 && r.layout == Layout::Swizzle;
+  // A few rows against one weight stay on mma.sync where split-K finds no gain (the tiles fill
+  // the SMs): a Hopper tile of 128 rows would be half zeros or more.
+  const bool few_rows = g.batch == 1 && g.m <= MmaNarrow::kBM;
+  const bool hopper = opt.wgmma && r.device.cc == 90 && r.layout == Layout::Swizzle && !few_rows;
   if (hopper && opt.repack && opt.tma && repack_route(r)) return;
   r.wgmma = wgmma_shape(g, r.ops, hopper, opt.tma, r.device.num_sms);
   if (r.wgmma != WgmmaShape::None) {
