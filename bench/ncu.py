@@ -150,6 +150,7 @@ def probes():
         ("cp.async 16B: from 64 bytes past a 128-byte line", 16, "ldgsts", col(16), [64 + 16 * i for i in lanes]),
         ("cp.async 16B: to 16 bytes past a 128-byte line", 16, "ldgsts", [16 + 16 * i for i in lanes], col(16)),
         ("cp.async 16B: to 32 bytes past a 128-byte line", 16, "ldgsts", [32 + 16 * i for i in lanes], col(16)),
+        ("cp.async 16B: to 64 bytes past a 128-byte line", 16, "ldgsts", [64 + 16 * i for i in lanes], col(16)),
         ("cp.async 16B: from 16 bytes past a 128-byte line", 16, "ldgsts", col(16), [16 + 16 * i for i in lanes]),
         ("cp.async 16B: to 2 rows of 256 B + 16 B pad", 16, "ldgsts", rows(2, 272), col(16)),
         ("cp.async 16B: 8 rows of 64 B + 16 B pad", 16, "ldgsts", rows(8, 80), rows(8, g_rows)),
@@ -177,6 +178,8 @@ def probes():
     out += [
         ("cp.async 16B zero-filling: both sides contiguous", 16, "ldgsts", col(16), col(16), True),
         ("cp.async 16B zero-filling: from 8 rows of 64 B", 16, "ldgsts", col(16), rows(8, g_rows), True),
+        ("cp.async 16B zero-filling: to 64 bytes past a 128-byte line", 16, "ldgsts", [64 + 16 * i for i in lanes],
+         col(16), True),
     ]
     return out
 

@@ -63,7 +63,10 @@ def test_explain_stages_x_by_windows(dtype):
     block. float32's warps read 512 contiguous bytes of a row (conflict-free on any layout);
     16-bit's lanes (g, t) read rows g and g + 8 at k 8t.. of each 32-k chunk, two rows an
     8-lane phase: pad and swizzle are conflict-free, none takes two wavefronts where one would
-    do; pad's rows, 64 bytes apart past whole lines, cost its copies in a quarter more."""
+    do. pad's odd rows start 64 bytes past a 128-byte line, and the bank model charges a copy
+    there a second wavefront per global line, as the probe of plain cp.async measures (its
+    copies in half again); Nsight Compute measures this kernel's copies at the ideal, so the
+    model overcounts them (bench/RESULTS.md's bank-conflict table)."""
     m, n, k = 8, 4096, 4096
     window, bn = (256, 32) if dtype == F32 else (256, 64)
     reads = 8 * 2 * m if dtype == F32 else 8 * 8  # a window: each warp's loads (16-bit: 8 chunks, rows g)
@@ -74,7 +77,7 @@ def test_explain_stages_x_by_windows(dtype):
             assert name in rows, (layout, list(rows))
             assert rows[name]["iterations"] == n // bn * (k // window)
         cp = rows["ldgsts x window"]
-        assert cp["wavefronts"] == (1.25 if dtype != F32 and layout == "pad" else 1) * cp["ideal"], (layout, cp)
+        assert cp["wavefronts"] == (1.5 if dtype != F32 and layout == "pad" else 1) * cp["ideal"], (layout, cp)
         lds = rows["lds.128 x window"]
         assert lds["count"] == reads
         conflicts = dtype != F32 and layout == "none"

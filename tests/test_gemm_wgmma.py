@@ -206,11 +206,11 @@ def check_wgmma_call(views, dtype, batch, m, n, k, route, tile=None):
 
 
 # The 128 x 64 tiles (grids of 128 or more, too few 128 x 128 ones): 1024^3; m and n edges
-# with a k tail; k below one k-tile; 65 k-tiles that wrap the 8-stage ring; a batch; 3-row
+# with a k tail; k below one k-tile; 65 k-tiles that wrap the 8-stage ring; a batch; 17-row
 # matrices whose second tile holds 8 columns.
 WGMMA_NARROW_SHAPES = [
     (None, 1024, 1024, 1024), (None, 1000, 1032, 1032), (None, 1040, 1000, 24), (None, 1024, 1024, 4160),
-    (4, 512, 512, 1024), (64, 9, 72, 520),
+    (4, 512, 512, 1024), (64, 17, 72, 520),
 ]
 WGMMA_NARROW_IDS = shape_ids(WGMMA_NARROW_SHAPES)
 

@@ -212,6 +212,9 @@ def test_second_device_plans_with_its_own_sm_count():
         props = torch.cuda.get_device_properties(device)
         line = bankops.gemm_route(a, b)
         assert f"sms={props.multi_processor_count} cc={props.major}{props.minor}" in line, line
+        room = torch.ops.bankops._device_room(torch.device(device).index)  # measured on that device
+        cc = 10 * props.major + props.minor
+        assert line == torch.ops.bankops._gemm_route(a, b, "swizzle", props.multi_processor_count, cc, room)
         torch.testing.assert_close(bankops.gemm(a, b), (a.double() @ b.double()).float(), rtol=1e-4, atol=1e-3)
 
 
