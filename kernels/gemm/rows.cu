@@ -53,10 +53,11 @@ __device__ __forceinline__ void rows_stage_a(uint32_t dst, const T* a, const Gem
   }
 }
 
-// float32, FFMA. One block: kRowsBN weight rows (columns n0.. of C) over its rank's windows of k, for TM rows
-// of A. Window w + 1 of A stages while window w's weight loads fly and its sums run; each
-// lane reads its own 16 bytes of every row of A (512 contiguous bytes a warp: any layout is
-// conflict-free there, so the layout shows in the partial tile). Lanes hold sums over their
+// FFMA (float32; 16-bit of up to kRowsFfmaRows rows). One block: kRowsBN weight rows (columns
+// n0.. of C) over its rank's windows of k, for TM rows of A. Window w + 1 of A stages while
+// window w's weight loads fly and its sums run; each lane reads its own 16 bytes of every row
+// of A (512 contiguous bytes a warp: any layout is conflict-free there, so the layout shows in
+// the partial tile). Lanes hold sums over their
 // own k; the shuffles add them in a fixed order and split_k_store adds the ranks in order:
 // the same bits every run.
 // (Held to the residency the route plans for: a register or two more per thread than 128
@@ -64,7 +65,8 @@ __device__ __forceinline__ void rows_stage_a(uint32_t dst, const T* a, const Gem
 template <Layout L, class T, int TM>
 __global__ void __launch_bounds__(kRowsThreads, rows_blocks_per_sm(TM, false))
     rows_kernel(const GemmArgs g, const int splits) {
-  constexpr int V = 16 / sizeof(T), kWin = rows_window(dtype_of<T>(), false), R = kRowsPerWarp, kRowsBN = rows_bn(false);
+  constexpr int V = 16 / sizeof(T), kWin = rows_window(dtype_of<T>(), false), R = kRowsPerWarp;
+  constexpr int kRowsBN = rows_bn(false);
   using XTile = RowMajor<TM, kWin>;
   constexpr int kWinBytes = TM * kWin * sizeof(T);
   using PTile = SplitTile<L, TM, kRowsBN>;

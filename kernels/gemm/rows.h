@@ -5,10 +5,10 @@
 // - FFMA (float32; 16-bit up to kRowsFfmaRows rows): each warp takes kRowsPerWarp weight rows,
 //   a lane 16 bytes of each per load (512 contiguous bytes a row); the lanes' sums meet by
 //   warp shuffles;
-// - 16-bit past kRowsFfmaRows rows, mma.sync m16n8k16: each warp takes 8 weight rows, lane (g, t) = (lane / 4,
-//   lane % 4) the 16 bytes at k 8t.. of row g in each 32-k chunk, which are its B pairs of two
-//   k16 steps as they stand; its A pairs are the same k of rows g and g + 8 of x, read from
-//   the window (RowsXTile), so every product pairs the same k.
+// - mma.sync m16n8k16 (16-bit past kRowsFfmaRows rows): each warp takes 8 weight rows, lane
+//   (g, t) = (lane / 4, lane % 4) the 16 bytes at k 8t.. of row g in each 32-k chunk, which are
+//   its B pairs of two k16 steps as they stand; its A pairs are the same k of rows g and g + 8
+//   of x, read from the window (RowsXTile), so every product pairs the same k.
 // The warps' sums meet in a partial tile in shared memory, a cluster's k ranges by split-K
 // (split_k.h); the layout is the call's, for both tiles.
 #pragma once
