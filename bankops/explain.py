@@ -51,11 +51,11 @@ def _num_sms(num_sms=None, device=None):
     return 132  # an H100 SXM: the device the benchmarks are taken on
 
 
-def _room(num_sms=None, cc=None, device=None):
-    """The blocks the GPU holds in thread-block clusters, where the plan is that GPU's (neither
-    ``num_sms`` nor ``cc`` given); None (every slot counts) for a device given by its numbers."""
+def _room(named, device=None):
+    """The blocks the GPU holds in thread-block clusters, where the plan is that GPU's; None
+    (every slot counts) for a device `named` by its numbers (num_sms, cc or hopper given)."""
     d = _device(device)
-    return torch.ops.bankops._device_room(d) if d is not None and num_sms is None and cc is None else None
+    return torch.ops.bankops._device_room(d) if d is not None and not named else None
 
 
 def gemm_route(a, b, layout="swizzle", num_sms=None, cc=None):
@@ -70,7 +70,7 @@ def gemm_route(a, b, layout="swizzle", num_sms=None, cc=None):
     by its numbers is planned as if every SM slot took a cluster's block.
     """
     return torch.ops.bankops._gemm_route(a, b, layout, _num_sms(num_sms, a.device), _cc(cc, None, a.device),
-                                         _room(num_sms, cc, a.device))
+                                         _room(num_sms is not None or cc is not None, a.device))
 
 
 def _problem_operands(problem, dtype):
@@ -224,7 +224,7 @@ def explain(op, layout="swizzle", dtype=torch.float32, num_sms=None, hopper=None
     """
     problem = problem_of(op, **shape)
     sms, ccv = _num_sms(num_sms), _cc(cc, hopper)
-    room = _room(num_sms, cc if hopper is None else hopper)
+    room = _room(num_sms is not None or cc is not None or hopper is not None)
     names, stats, worst = torch.ops.bankops._smem_trace(op, layout, dtype, problem, sms, ccv, room)
     route = None
     if op == "gemm":
