@@ -74,6 +74,9 @@ def cases(quick=False, ops=None):
         # decode, x @ W.t(): the few-rows kernel (its windows of x and partial tile, split-K)
         for dt, m in ((f32, 8), (bf16, 8), (bf16, 32)):
             out.append(("gemm", dt, dict(m=m, n=4096, k=4096, b_transposed=True)))
+        # the Hopper kernel split across a cluster: 128 rows against a weight, and a weight gradient
+        out.append(("gemm", bf16, dict(m=128, n=4096, k=4096, b_transposed=True)))
+        out.append(("gemm", bf16, dict(m=3072, n=768, k=16384, a_transposed=True)))
     return [c for c in out if ops is None or c[0] in ops]
 
 
@@ -188,7 +191,9 @@ def inputs(op, dtype, kw):
     if op == "gemm":
         b = torch.randn(kw["n"], kw["k"], device="cuda").t() if kw.get("b_transposed") else \
             torch.randn(kw["k"], kw["n"], device="cuda")
-        return [torch.randn(kw["m"], kw["k"], device="cuda").to(dtype), b.to(dtype)]
+        a = torch.randn(kw["k"], kw["m"], device="cuda").t() if kw.get("a_transposed") else \
+            torch.randn(kw["m"], kw["k"], device="cuda")
+        return [a.to(dtype), b.to(dtype)]
     if dtype.is_floating_point or dtype.is_complex:
         return [torch.randn(kw["shape"], device="cuda").to(dtype)]
     return [torch.randint(-100, 100, kw["shape"], device="cuda").to(dtype)]

@@ -1,10 +1,12 @@
-"""Split-K across a thread-block cluster (kernels/gemm/split_k.h, split_k.cuh): a few rows
-against a weight (decode, M 17 to 128 a batch in 16 bits, or fewer with B n-major or rows off
-16 bytes; the rest take the few-rows kernel, test_gemm_rows.py) on compute capability 9.0 runs
-the mma.sync kernel with each tile's k tiles shared by the blocks of a cluster, whose partial sums meet in
-distributed shared memory in rank order: every M around the tile and split boundaries, odd
-K (the realigning fill), both operand majors, batches, the bias, the same bits every run and
-on every layout."""
+"""Split-K across a thread-block cluster (kernels/gemm/split_k.h, split_k.cuh): on compute
+capability 9.0 each tile's k tiles are shared by the blocks of a cluster, whose partial sums
+meet in distributed shared memory in rank order. The mma.sync kernel splits a few rows
+against a weight (decode, M 17 to 64 a batch in 16 bits, or fewer with B n-major or rows off
+16 bytes; the rest take the few-rows kernel, test_gemm_rows.py; and 65 to 128 rows off the
+Hopper route); the Hopper kernel splits where its plan (route.h's wgmma_tma_plan) finds the
+tiles alone leave SMs idle: 65 rows and more against a weight, a weight gradient's few tiles
+over a long k. Tested: every M around the tile and split boundaries, odd K (the realigning
+fill), both operand majors, batches, the bias, the same bits every run and on every layout."""
 import pytest
 import torch
 
@@ -18,8 +20,7 @@ BF16, F16 = torch.bfloat16, torch.float16
 
 @pytest.mark.parametrize("m,tile,split,b_t", [(9, "32x128x128", 4, False), (17, "32x128x128", 4, True),
                                               (32, "32x128x128", 4, True),
-                                              (33, "64x128x64", 8, True), (64, "64x128x64", 8, True),
-                                              (65, "128x128x32", 8, True), (128, "128x128x32", 8, True)])
+                                              (33, "64x128x64", 8, True), (64, "64x128x64", 8, True)])
 def test_decode_routes_split(m, tile, split, b_t):
     """x (M, 4096) @ W.t() with W (4096, 4096) past the few-rows kernel's 16 rows, and x @ W
     (B n-major, which the few-rows kernel does not take) below them: the smallest mma.sync
@@ -56,10 +57,10 @@ def ideal_room(num_sms=132, short=None):
 
 def test_splits_fit_the_clusters_a_gpu_holds():
     """An H100 holds 30 clusters of 8 blocks at 2 blocks an SM (its GPCs leave SMs over), not
-    the 33 its 264 slots would: 65 rows against a (4096, 4096) weight split 8 ways would run a
+    the 33 its 264 slots would: 64 rows against a (4096, 4096) weight split 8 ways would run a
     second wave of 16 blocks, so it splits 7 ways (224 blocks, one wave). A room of every slot
     plans as no room at all."""
-    x, w = meta(65, 4096), meta(4096, 4096).t()
+    x, w = meta(64, 4096), meta(4096, 4096).t()
     assert route(x, w) == route(x, w, device=(*H100, ideal_room()))
     assert split_of(route(x, w)) == 8
     line = route(x, w, device=(*H100, ideal_room(short={(2, 8): 240})))
@@ -79,15 +80,52 @@ H100_ROOM = [132, 117, 120, 110, 102, 105, 120, 264, 237, 248, 235, 234, 224, 24
 def test_few_rows_without_a_split_stay_on_mma_sync():
     """32 rows against a (14336, 4096) weight: on an H100's room no split of the 112 Rows
     tiles saves a tenth, and the unsplit call takes mma.sync's 64-row tile, not the Hopper
-    kernel's 128 rows (which the same call with a batch of 2, or 65 rows, still takes)."""
+    kernel's 128 rows (which the same call with a batch of 2, or 65 rows, takes)."""
     w = meta(14336, 4096).t()
     line = route(meta(32, 4096), w, device=(*H100, H100_ROOM))
     assert line.startswith("mma 64x128x64 fill=cp.async a=mk b=nk split=1"), line
     assert route(meta(2, 32, 4096), w.expand(2, 4096, 14336), device=(*H100, H100_ROOM)).startswith("wgmma")
-    assert route(meta(65, 4096), w, device=(*H100, H100_ROOM)).startswith("mma 128x128x32"), "65 rows split"
+    assert route(meta(65, 4096), w, device=(*H100, H100_ROOM)).startswith("wgmma 128x128x64"), "65 rows"
     with switch("split_k", False):
         assert route(meta(65, 4096), w).startswith("wgmma")
         assert route(meta(64, 4096), w).startswith("mma 64x128x64")
+
+
+def test_hopper_plans_split_k():
+    """The Hopper kernel's plans on an H100's room: 65 to 128 rows against a (4096, 4096)
+    weight split its 32 tiles of 128 x 64 two ways (128 blocks, one wave), where mma.sync's
+    split tiles ran at half the speed; a (14336, 4096) weight's 112 tiles of 128 x 128 fill
+    the GPU unsplit; a weight gradient (3072 x 768, k 16384) runs its 72 tiles of 128 x 256
+    split 3 ways (216 blocks: two waves of clusters of 3 against one of 72 blocks, each a
+    third as long); 1536^3 one wave of 72 unsplit (the split's sums cost more than its second
+    wave saves). Off the Hopper route (pad; split_k off) the rows split on mma.sync or not at all."""
+    dev, w = (*H100, H100_ROOM), meta(4096, 4096).t()
+    for m in (65, 128):
+        line = route(meta(m, 4096), w, device=dev)
+        assert line.startswith("wgmma 128x64x64 producer=tma a=mk b=nk repack=none split=2"), line
+        assert fields(line)["blocks"] == "128", line
+    assert split_of(route(meta(128, 4096), meta(14336, 4096).t(), device=dev)) == 1
+    wgrad = route(meta(16384, 3072).t(), meta(16384, 768), device=dev)
+    assert wgrad.startswith("wgmma 128x256x64 producer=tma a=km b=kn repack=none split=3"), wgrad
+    assert fields(wgrad)["blocks"] == "216", wgrad
+    cube = route(meta(1536, 1536), meta(1536, 1536), device=dev)
+    assert cube.startswith("wgmma 128x256x64") and split_of(cube) == 1, cube
+    assert route(meta(128, 4096), w, "pad", device=dev).startswith("mma 128x128x32 fill=cp.async a=mk b=nk split=7")
+    with switch("split_k", False):
+        assert split_of(route(meta(16384, 3072).t(), meta(16384, 768), device=dev)) == 1
+
+
+def test_explain_shows_the_hopper_partial_tile():
+    """A split Hopper call: its consumers' partial tile stores and the cluster's loads, both
+    conflict-free on the swizzled partial tile (no epilogue C tile: the sums store C)."""
+    rep = bankops.explain("gemm", "swizzle", BF16, m=128, n=4096, k=4096, b_transposed=True, hopper=True)
+    assert rep.route.startswith("wgmma") and split_of(rep.route) > 1, rep.route
+    names = {r["kernel"]: [] for r in rep.rows}
+    for r in rep.rows:
+        names[r["kernel"]].append(r["instruction"])
+    assert list(names) == ["gemm_wgmma"], str(rep)
+    assert [n.split(" P")[0] for n in names["gemm_wgmma"]] == ["st.shared.v2", "ld.shared::cluster.v4"], str(rep)
+    assert rep.conflicts == 0, str(rep)
 
 
 @pytest.mark.parametrize("room,match", [([264] * 27, "room must hold 28"), ([-2] * 28, "multiple of 2"),
@@ -190,3 +228,39 @@ def test_cuda_split_off_matches():
     with switch("split_k", False):
         off = bankops.gemm(x, w)
     torch.testing.assert_close(on.float(), off.float(), rtol=1e-2, atol=1e-2)
+
+
+@requires_cuda
+@pytest.mark.parametrize("case", ["decode-128", "decode-long-k", "rows-129", "rows-200-odd-n", "wgrad", "batch-broadcast"])
+def test_cuda_hopper_split(case):
+    """Calls the Hopper kernel splits on an H100 (its plan on the live GPU): against float64,
+    the same bits every run; m and n edges past whole tiles, A m-major (a weight gradient),
+    a broadcast batch."""
+    x = lambda *s: torch.randn(*s, device="cuda", dtype=BF16)  # noqa: E731
+    a, b = {
+        "decode-128": lambda: (x(128, 4096), x(4096, 4096).t()),
+        "decode-long-k": lambda: (x(128, 14336), x(4096, 14336).t()),
+        "rows-129": lambda: (x(129, 4096), x(4096, 4096).t()),
+        "rows-200-odd-n": lambda: (x(200, 8192), x(1000, 8192).t()),
+        "wgrad": lambda: (x(16384, 3072).t(), x(16384, 768)),
+        "batch-broadcast": lambda: (x(2, 128, 4096), x(4096, 2048).expand(2, 4096, 2048)),
+    }[case]()
+    line = bankops.gemm_route(a, b)
+    got = bankops.gemm(a, b)
+    check(got, a, b)
+    assert torch.equal(got, bankops.gemm(a, b)), "the same bits every run"
+    if torch.cuda.get_device_capability() == (9, 0):
+        assert line.startswith("wgmma") and split_of(line) > 1, line
+
+
+@requires_cuda
+def test_cuda_hopper_split_bias():
+    """bankops.linear's bias, added once in the split sums: 128 rows (2 x 64) against (4096, 8192)."""
+    lin = torch.nn.Linear(8192, 4096, device="cuda", dtype=BF16)
+    xs = torch.randn(2, 64, 8192, device="cuda", dtype=BF16)
+    if torch.cuda.get_device_capability() == (9, 0):
+        assert split_of(bankops.gemm_route(xs.reshape(128, 8192), lin.weight.t())) > 1
+    got = bankops.linear(xs, lin.weight, lin.bias)
+    ref = xs.double() @ lin.weight.double().t() + lin.bias.double()
+    assert not torch.isnan(got).any()
+    torch.testing.assert_close(got.double(), ref, rtol=2e-2, atol=2e-2)

@@ -14,6 +14,7 @@ import torch
 import bankops
 from conftest import requires_cuda, with_room_for
 from test_gemm_mma import DTYPES, HOPPER, check_against_float64, gemm, offset_operand, operand, shape_ids
+from test_gemm_route import switch
 
 requires_hopper = pytest.mark.skipif(not HOPPER, reason="the wgmma kernel needs compute capability 9.0")
 
@@ -49,18 +50,20 @@ def repack(on):
 
 @pytest.mark.parametrize("b_t", [False, True], ids=["b", "b^T"])
 def test_explain_route(b_t):
-    """swizzle with 16-byte aligned rows takes the Hopper kernel: its 128 x 256 tiles once
-    they fill the GPU (128 of them, over the batch too), its 128 x 128 tiles on smaller grids
-    of 128 or more of those, its 128 x 64 tiles on smaller grids of 128 or more of those, at
-    any k, with either operand transposed; smaller grids still, none and pad, grids
-    past 65535 batches and other GPUs (hopper=False) keep the mma.sync kernel. Misaligned
-    rows (odd K) on matrices of 256 x 256 or more are copied into aligned rows first and
-    take the aligned routes (4095 x 4097: 544 tiles of 128 x 256); on smaller ones, or with
-    the copy switched off, the realigning producer with B row-major on grids of whole waves
-    of 128 x 256 tiles (512 tiles: 3.88 waves of 132 SMs), else of 128 x 128 tiles with two
-    producers (4095 x 4097: 544 and 1056 tiles, 4.12 and 8 waves; 255 x 8192: 128 tiles),
-    and the mma.sync kernel's realigning path as B^T or on a grid ragged for both
-    (2047 x 2049: 144 and 272 tiles)."""
+    """swizzle with 16-byte aligned rows takes the Hopper kernel, on the tile and split whose
+    waves end soonest (route.h's wgmma_tma_plan): 128 x 256 tiles on grids of whole waves, and
+    on ragged ones where the smaller tiles' extra waves cost more (2048 x 1792: one wave of
+    112, where 224 of 128 x 128 take two); 128 x 128 and 128 x 64 tiles where the larger ones
+    leave half the SMs idle; k split across a cluster where the tiles alone leave SMs idle
+    and k is long, at any k, with either operand transposed; grids of fewer than 64 blocks
+    even split, none and pad, grids past 65535 batches and other GPUs (hopper=False) keep
+    the mma.sync kernel. Misaligned rows (odd K) on matrices of 256 x 256 or more are copied
+    into aligned rows first and take the aligned routes (4095 x 4097: 544 tiles of 128 x
+    256); on smaller ones, or with the copy switched off, the realigning producer with B
+    row-major on grids of whole waves of 128 x 256 tiles (512 tiles: 3.88 waves of 132 SMs),
+    else of 128 x 128 tiles with two producers (4095 x 4097: 544 and 1056 tiles, 4.12 and 8
+    waves; 255 x 8192: 128 tiles), and the mma.sync kernel's realigning path as B^T or on a
+    grid ragged for both (2047 x 2049: 144 and 272 tiles)."""
     ex = lambda layout, **kw: _kernels(bankops.explain("gemm", layout, torch.float16, b_transposed=b_t, **kw))  # noqa: E731
     tile = lambda **kw: _tile(bankops.explain("gemm", "swizzle", torch.float16, b_transposed=b_t, hopper=True, **kw))  # noqa: E731
     assert ex("swizzle", m=4096, n=4096, k=4096, hopper=True) == {"gemm_wgmma"}
@@ -68,21 +71,23 @@ def test_explain_route(b_t):
     assert ex("swizzle", m=2048, n=2048, k=64, hopper=True) == {"gemm_wgmma"}
     assert ex("swizzle", m=512, n=512, k=64, batch=32, hopper=True) == {"gemm_wgmma"}
     assert tile(m=512, n=512, k=64, batch=32) == (128, 256)
-    assert tile(m=2048, n=1792, k=64) == (128, 128)  # 112 tiles of 128 x 256, 224 of 128 x 128
+    assert tile(m=2048, n=1792, k=64) == (128, 256)  # 112 tiles: one wave, where 224 of 128 x 128 take two
     assert tile(m=1024, n=2048, k=1024) == (128, 128)  # 64 and 128
     assert tile(m=256, n=256, k=64, batch=32) == (128, 128)
     assert tile(m=1024, n=1024, k=1024) == (128, 64)  # 64 of 128 x 128, 128 of 128 x 64
     assert tile(m=512, n=512, k=512, batch=4) == (128, 64)
     assert tile(m=1024, n=1024, k=8) == (128, 64)
-    assert ex("swizzle", m=512, n=1024, k=1024, hopper=True) == {"gemm_mma/cp.async"}  # 64 of 128 x 64
+    assert tile(m=512, n=1024, k=1024) == (128, 64)  # 64 of 128 x 64: half the SMs
+    assert ex("swizzle", m=128, n=512, k=256, hopper=True) == {"gemm_mma/cp.async"}  # 8, k too short to split
     assert ex("swizzle", m=1024, n=2048, k=1024, hopper=False) == {"gemm_mma/cp.async"}
     for layout in ("none", "pad"):
         assert ex(layout, m=4096, n=4096, k=4096, hopper=True) == {"gemm_mma/cp.async"}
     assert ex("swizzle", m=4096, n=4096, k=4096, hopper=False) == {"gemm_mma/cp.async"}
     for m, n in ((4096, 4096), (4095, 4097), (2047, 2049)):
         assert ex("swizzle", m=m, n=n, k=4093, hopper=True) == {"gemm_wgmma/repacked"}
-    assert ex("swizzle", m=512, n=512, k=4093, batch=4, hopper=True) == {"gemm_wgmma/repacked"}  # 128 x 64 tiles
-    assert ex("swizzle", m=512, n=512, k=4093, hopper=True) == {"gemm_mma/realign"}  # too few tiles for any
+    assert ex("swizzle", m=512, n=512, k=4093, batch=4, hopper=True) == {"gemm_wgmma/repacked"}
+    assert ex("swizzle", m=512, n=512, k=4093, hopper=True) == {"gemm_wgmma/repacked"}  # 16 tiles, k split
+    assert ex("swizzle", m=256, n=256, k=1021, hopper=True) == {"gemm_mma/realign"}  # too few tiles for any
     assert tile(m=4095, n=4097, k=4093) == (128, 256)
     assert tile(m=1024, n=1023, k=1021) == (128, 64)
     assert ex("swizzle", m=4096, n=4096, k=4093, hopper=False) == {"gemm_mma/realign"}
@@ -137,7 +142,7 @@ def test_explain_realigned_stores(m, n, k, bn, dtype):
 
 
 @pytest.mark.parametrize("b_t", [False, True], ids=["b", "b^T"])
-@pytest.mark.parametrize("m,n,k,bn", [(4096, 4096, 4093, 256), (4095, 4097, 4093, 256), (2047, 1025, 4093, 128),
+@pytest.mark.parametrize("m,n,k,bn", [(4096, 4096, 4093, 256), (4095, 4097, 4093, 256), (1023, 1025, 509, 128),
                                       (1024, 1023, 1021, 64)], ids=["128x256", "misaligned", "128x128", "128x64"])
 def test_explain_repacked(m, n, k, bn, b_t):
     """Misaligned rows copied into aligned ones: the kernel that runs on the copies is the
@@ -206,11 +211,11 @@ def check_wgmma_call(views, dtype, batch, m, n, k, route, tile=None):
 
 
 # The 128 x 64 tiles (grids of 128 or more, too few 128 x 128 ones): 1024^3; m and n edges
-# with a k tail; k below one k-tile; 65 k-tiles that wrap the 8-stage ring; a batch; 17-row
-# matrices whose second tile holds 8 columns.
+# with a k tail; k below one k-tile; a batch; 17-row matrices whose second tile holds 8
+# columns. (65 k-tiles that wrap the 8-stage ring: test_cuda_wgmma_narrow_long_k.)
 WGMMA_NARROW_SHAPES = [
-    (None, 1024, 1024, 1024), (None, 1000, 1032, 1032), (None, 1040, 1000, 24), (None, 1024, 1024, 4160),
-    (4, 512, 512, 1024), (64, 17, 72, 520),
+    (None, 1024, 1024, 1024), (None, 1000, 1000, 1032), (None, 1024, 1024, 24), (4, 512, 512, 1024),
+    (64, 17, 72, 520),
 ]
 WGMMA_NARROW_IDS = shape_ids(WGMMA_NARROW_SHAPES)
 
@@ -222,6 +227,16 @@ WGMMA_NARROW_IDS = shape_ids(WGMMA_NARROW_SHAPES)
 @pytest.mark.parametrize("views", WGMMA_VIEWS, ids="-".join)
 def test_cuda_wgmma_narrow(views, dtype, batch, m, n, k):
     check_wgmma_call(views, dtype, batch, m, n, k, "gemm_wgmma", tile=(128, 64))
+
+
+@requires_cuda
+@requires_hopper
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("views", WGMMA_VIEWS, ids="-".join)
+def test_cuda_wgmma_narrow_long_k(views, dtype):
+    """65 k-tiles that wrap the 8-stage ring, unsplit (a split would take 128 x 128 tiles)."""
+    with switch("split_k", False):
+        check_wgmma_call(views, dtype, None, 1024, 1024, 4160, "gemm_wgmma", tile=(128, 64))
 
 
 @requires_cuda

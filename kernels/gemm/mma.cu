@@ -256,25 +256,6 @@ __device__ __forceinline__ Operand operand_at(const uint16_t* p, int64_t x0, int
   return K_ROWS ? Operand{p + x0 * s_x, s_k, s_x, k, x - x0} : Operand{p + x0 * s_x, s_x, s_k, x - x0, k};
 }
 
-// The block's float32 sums as a partial tile (split_k.h's SplitTile) at the start of its
-// shared memory, for split_k_store.
-template <Layout L, class C>
-__device__ __forceinline__ float* mma_store_partial(unsigned char* smem, const MmaAcc<C>& acc) {
-  using PTile = SplitTile<L, C::kBM, C::kBN>;
-  float* part = reinterpret_cast<float*>(smem);
-#pragma unroll
-  for (int i = 0; i < C::kFragM; ++i)
-#pragma unroll
-    for (int j = 0; j < C::kFragN; ++j)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const TileCoord at = mma_acc<C>(threadIdx.x, i, j, h);
-        *reinterpret_cast<float2*>(part + PTile::offset(at.r, at.c)) =
-            make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
-      }
-  return part;
-}
-
 // out_vec: C's rows 16-byte aligned (whole-chunk stores). splits: the blocks of a cluster
 // (consecutive in x) that share each tile's k tiles (split_k.h); 1 when the grid fills the SMs.
 template <Layout L, class C, class T, bool KM, bool KN, MmaFill FILL>
@@ -310,9 +291,11 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSM)
       if (splits == 1) {
         mma_epilogue<C, MmaCTile<L, C>, T>(smem, acc, threadIdx.x, c, g, m0, n0, out_vec, [] { __syncthreads(); });
       } else {
-        const float* part = mma_store_partial<L, C>(smem_raw, acc);
-        split_k_store<T, C::kBM, C::kBN, SplitTile<L, C::kBM, C::kBN>, C::kThreads>(part, g, reinterpret_cast<T*>(c),
-                                                                                   m0, n0, splits, rank);
+        using PTile = SplitTile<L, C::kBM, C::kBN>;
+        float* part = reinterpret_cast<float*>(smem_raw);
+        mma_store_partial<C, PTile>(part, acc, threadIdx.x);
+        split_k_store<T, C::kBM, C::kBN, PTile, C::kThreads>(part, g, reinterpret_cast<T*>(c), m0, n0, splits, rank,
+                                                             threadIdx.x);
       }
       __syncthreads();  // the C tile is read out before the next tile's loads reuse it
     }

@@ -91,4 +91,21 @@ __device__ __forceinline__ void mma_epilogue(uint16_t* smem, const float (&acc)[
   }
 }
 
+// Split-K: the float32 accumulators (fragments as in mma_epilogue; t the thread's index among
+// C::kThreads) as pairs of the block's partial tile PTile at `part`, for split_k_store (whose
+// first cluster barrier publishes them).
+template <class C, class PTile>
+__device__ __forceinline__ void mma_store_partial(float* part, const float (&acc)[C::kFragM][C::kFragN][4], int t) {
+#pragma unroll
+  for (int i = 0; i < C::kFragM; ++i)
+#pragma unroll
+    for (int j = 0; j < C::kFragN; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const TileCoord at = mma_acc<C>(t, i, j, h);
+        *reinterpret_cast<float2*>(part + PTile::offset(at.r, at.c)) =
+            make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+      }
+}
+
 }  // namespace bankops

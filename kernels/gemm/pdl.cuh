@@ -43,14 +43,19 @@ cudaError_t launch_with(void (*kernel)(Params...), dim3 grid, dim3 block, int sm
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
 }
 
-// kernel<<<grid, block, smem, stream>>>(args...) as a programmatic dependent launch.
+// kernel<<<grid, block, smem, stream>>>(args...) as a programmatic dependent launch, its blocks
+// in clusters of `cluster` along x (1: no cluster).
 template <class... Params, class... Args>
-cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, int smem, cudaStream_t stream,
+cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, int smem, int cluster, cudaStream_t stream,
                        Args&&... args) {
-  cudaLaunchAttribute attr[1];
+  cudaLaunchAttribute attr[2];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
-  return launch_with(kernel, grid, block, smem, stream, attr, 1, std::forward<Args>(args)...);
+  attr[1].id = cudaLaunchAttributeClusterDimension;
+  attr[1].val.clusterDim.x = cluster;
+  attr[1].val.clusterDim.y = 1;
+  attr[1].val.clusterDim.z = 1;
+  return launch_with(kernel, grid, block, smem, stream, attr, cluster > 1 ? 2 : 1, std::forward<Args>(args)...);
 }
 
 }  // namespace bankops

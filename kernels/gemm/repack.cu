@@ -102,7 +102,7 @@ cudaError_t launch_repack(const RepackJob* job, int jobs, int num_sms, cudaStrea
   // gemm launched after this (pdl.cuh) is scheduled as soon as they have all started.
   const int64_t want = (total + kRepackWarps - 1) / kRepackWarps, cap = int64_t(num_sms) * repack_blocks_per_sm();
   const dim3 grid(static_cast<unsigned>(want < cap ? want : cap));
-  return launch_pdl(repack_rows_kernel<kBytes>, grid, dim3(32 * kRepackWarps), 0, stream, p);
+  return launch_pdl(repack_rows_kernel<kBytes>, grid, dim3(32 * kRepackWarps), 0, 1, stream, p);
 }
 
 }  // namespace bankops

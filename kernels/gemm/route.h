@@ -183,28 +183,80 @@ inline bool wgmma_tma_ok(const GemmArgs& g, bool a_km, bool b_kn) {
          stride_ok(g.a_sb, g.batch, true) && stride_ok(g.b_sb, g.batch, true);
 }
 
-// The Hopper tile, if any, for a call the layout and device allow (one block tile a block,
+// A Hopper tile and how many blocks (a cluster) share each tile's k tiles.
+struct WgmmaPlan {
+  WgmmaShape shape = WgmmaShape::None;
+  int split = 1;
+};
+
+// The plan's cost model, from H100 timings of forced plans: a block runs its k tiles plus
+// kWgmmaBlockSteps (filling the ring, the epilogue), each taking wgmma_step_time<C>() (the
+// wider tiles do more work a step and feed the tensor cores better); a split block adds
+// wgmma_sum_time<C>() (its partial tile out, its rows summed through distributed shared
+// memory, which moves tens of GB/s an SM); the blocks run in waves of the clusters the device
+// holds (cluster_room).
+constexpr double kWgmmaBlockSteps = 2;
+template <class C>
+constexpr double wgmma_step_time() {
+  return C::kBN == 256 ? 4.0 : C::kBN == 128 ? 2.6 : 2.0;
+}
+template <class C>
+constexpr double wgmma_sum_time() {
+  return 6.0 + C::kBN / 8.0;
+}
+template <class C>
+inline double wgmma_plan_time(const GemmArgs& g, const DeviceInfo& d, int split) {
+  const int64_t tiles = g.batch * ceil_div(g.m, C::kBM) * ceil_div(g.n, C::kBN);
+  const int64_t room = cluster_room(d, split, 1), nk = ceil_div(g.k, C::kBK);
+  const double block = (double(ceil_div(nk, split)) + kWgmmaBlockSteps) * wgmma_step_time<C>() +
+                       (split > 1 ? wgmma_sum_time<C>() : 0);
+  return double(ceil_div(tiles * split, room)) * block;
+}
+
+// The TMA plan: the tile and split whose waves end soonest. Candidates go unsplit first, then
+// split (2..kMaxSplit, each rank kSplitMinK k tiles or more), each from the largest tile down;
+// a later one is taken only where it ends a tenth sooner. A plan must give half the SMs or
+// more a block (64 of 132); where none does, mma.sync's smaller tiles take the call.
+inline WgmmaPlan wgmma_tma_plan(const GemmArgs& g, const DeviceInfo& d, bool split_k) {
+  const int64_t want = (int64_t(d.num_sms) * 31 + 31) / 32;  // about every SM (128 of 132): mma_fills
+  WgmmaPlan best;
+  double best_time = 0;
+  const auto consider = [&](WgmmaShape shape, auto config, int split) {
+    using C = decltype(config);
+    const int64_t blocks = g.batch * ceil_div(g.m, C::kBM) * ceil_div(g.n, C::kBN) * split;
+    if (2 * blocks < want) return;
+    if (split > 1 && (ceil_div(g.k, C::kBK) < int64_t(split) * kSplitMinK || cluster_room(d, split, 1) < split))
+      return;
+    const double time = wgmma_plan_time<C>(g, d, split);
+    if (best.shape == WgmmaShape::None || 10 * time < 9 * best_time) best = WgmmaPlan{shape, split}, best_time = time;
+  };
+  for (int split = 1; split <= (split_k ? kMaxSplit : 1); ++split) {
+    consider(WgmmaShape::Large, WgmmaLarge{}, split);
+    consider(WgmmaShape::Medium, WgmmaMedium{}, split);
+    consider(WgmmaShape::Narrow, WgmmaNarrow{}, split);
+  }
+  return best;
+}
+
+// The Hopper plan, if any, for a call the layout and device allow (one block tile a block,
 // grids within the launch limits):
-// - Large: a grid that gives every SM a tile, by TMA, or by the realigning producer with B
-//   n-contiguous on whole waves;
-// - Medium, realigning (two producers): B n-contiguous on whole waves of its tiles;
-// - Medium, then Narrow: TMA on grids too small for the larger tiles.
-// tma_on: whether the driver encodes tensor maps (GemmOptions::tma).
+// - TMA (rows 16 bytes apart, tma_on: the driver encodes tensor maps): wgmma_tma_plan, its k
+//   split across a cluster where split_k allows;
+// - the realigning producer, B n-contiguous, on whole waves of a grid that gives every SM a
+//   tile: Large, then Medium with two producers.
 // The realigning producer runs at L2's request rate, not its bytes, so misaligned operands of
 // 256 x 256 or more are copied into aligned rows first (gemm_repack) and take TMA.
-inline WgmmaShape wgmma_shape(const GemmArgs& g, const MmaOperands& p, bool allowed, bool tma_on, int num_sms) {
-  if (!allowed || g.batch > 65535 || ceil_div(g.m, WgmmaLarge::kBM) > 65535) return WgmmaShape::None;
-  const bool tma = p.fill == MmaFill::Async && tma_on && wgmma_tma_ok(g, p.a_km, p.b_kn);
-  const bool realign = p.fill == MmaFill::Realign && p.b_kn;
-  const bool fill = tma || (realign && wgmma_whole_waves<WgmmaLarge>(g, num_sms));
-  if (fill && mma_fills(g, WgmmaLarge::kBM, WgmmaLarge::kBN, num_sms)) return WgmmaShape::Large;
-  if (!tma && realign && wgmma_whole_waves<WgmmaMediumRealign>(g, num_sms) &&
-      mma_fills(g, WgmmaMediumRealign::kBM, WgmmaMediumRealign::kBN, num_sms))
-    return WgmmaShape::Medium;
-  if (!tma) return WgmmaShape::None;
-  if (mma_fills(g, WgmmaMedium::kBM, WgmmaMedium::kBN, num_sms)) return WgmmaShape::Medium;
-  if (mma_fills(g, WgmmaNarrow::kBM, WgmmaNarrow::kBN, num_sms)) return WgmmaShape::Narrow;
-  return WgmmaShape::None;
+inline WgmmaPlan wgmma_plan(const GemmArgs& g, const MmaOperands& p, bool allowed, bool tma_on, bool split_k,
+                            const DeviceInfo& d) {
+  if (!allowed || g.batch > 65535 || ceil_div(g.m, WgmmaLarge::kBM) > 65535) return {};
+  if (p.fill == MmaFill::Async && tma_on && wgmma_tma_ok(g, p.a_km, p.b_kn)) return wgmma_tma_plan(g, d, split_k);
+  if (p.fill != MmaFill::Realign || !p.b_kn) return {};
+  if (wgmma_whole_waves<WgmmaLarge>(g, d.num_sms) && mma_fills(g, WgmmaLarge::kBM, WgmmaLarge::kBN, d.num_sms))
+    return WgmmaPlan{WgmmaShape::Large, 1};
+  if (wgmma_whole_waves<WgmmaMediumRealign>(g, d.num_sms) &&
+      mma_fills(g, WgmmaMediumRealign::kBM, WgmmaMediumRealign::kBN, d.num_sms))
+    return WgmmaPlan{WgmmaShape::Medium, 1};
+  return {};
 }
 
 // ---- The route ---------------------------------------------------------------------------
@@ -328,7 +380,7 @@ inline void ffma_route(GemmRoute& r, const GemmOptions& opt) {
 // 128-byte lines (repack.h), as long as the call on the copies takes a TMA tile. Each operand
 // must be read by two or more 128-row block tiles, or the copy moves as many bytes as the
 // product reads. A batch stride of 0 copies one batch.
-inline bool repack_route(GemmRoute& r) {
+inline bool repack_route(GemmRoute& r, const GemmOptions& opt) {
   const GemmArgs& g = r.args;
   if (g.batch < 1 || g.m < kRepackMinMN || g.n < kRepackMinMN || r.ops.fill != MmaFill::Realign) return false;
   GemmRoute c = r;
@@ -351,8 +403,10 @@ inline bool repack_route(GemmRoute& r) {
   if (c.copy_b && mma_b_kn(g)) copy(g.b, g.b_sb, g.k, g.n, g.b_sk, a.b, a.b_sb, a.b_sk, a.b_sn);
   else if (c.copy_b) copy(g.b, g.b_sb, g.n, g.k, g.b_sn, a.b, a.b_sb, a.b_sn, a.b_sk);
   c.ops = mma_operands(a);
-  c.wgmma = wgmma_shape(a, c.ops, true, true, r.device.num_sms);
-  if (c.ops.fill != MmaFill::Async || c.wgmma == WgmmaShape::None) return false;
+  const WgmmaPlan plan = wgmma_plan(a, c.ops, true, true, opt.split_k, r.device);
+  if (c.ops.fill != MmaFill::Async || plan.shape == WgmmaShape::None) return false;
+  c.wgmma = plan.shape;
+  c.split = plan.split;
   c.family = GemmFamily::Wgmma;
   r = c;
   return true;
@@ -397,21 +451,25 @@ inline bool rows_route(GemmRoute& r, const GemmOptions& opt) {
   return true;
 }
 
+// 64 or fewer rows a batch try mma.sync's split tiles first (split_route), and one batch of
+// them never takes the Hopper kernel: its 128-row tiles would be half zeros or more. More rows
+// try the Hopper plan first (its own split), then split_route, then mma.sync's tiles.
 inline void tensor_core_route(GemmRoute& r, const GemmOptions& opt) {
   const GemmArgs& g = r.args;
   r.ops = mma_operands(g);
   r.out_vec = mma_aligned16(g.c) && g.n % kMmaChunk == 0;
-  if (split_route(r, opt)) return;
-  // A few rows against one weight stay on mma.sync where split-K finds no gain (the tiles fill
-  // the SMs): a Hopper tile of 128 rows would be half zeros or more.
-  const bool few_rows = g.batch == 1 && g.m <= MmaNarrow::kBM;
-  const bool hopper = opt.wgmma && r.device.cc == 90 && r.layout == Layout::Swizzle && !few_rows;
-  if (hopper && opt.repack && opt.tma && repack_route(r)) return;
-  r.wgmma = wgmma_shape(g, r.ops, hopper, opt.tma, r.device.num_sms);
-  if (r.wgmma != WgmmaShape::None) {
+  const bool few_rows = g.m <= MmaNarrow::kBM;
+  if (few_rows && split_route(r, opt)) return;
+  const bool hopper = opt.wgmma && r.device.cc == 90 && r.layout == Layout::Swizzle && !(few_rows && g.batch == 1);
+  if (hopper && opt.repack && opt.tma && repack_route(r, opt)) return;
+  const WgmmaPlan plan = wgmma_plan(g, r.ops, hopper, opt.tma, opt.split_k, r.device);
+  if (plan.shape != WgmmaShape::None) {
     r.family = GemmFamily::Wgmma;
+    r.wgmma = plan.shape;
+    r.split = plan.split;
     return;
   }
+  if (!few_rows && split_route(r, opt)) return;
   r.family = GemmFamily::Mma;
   r.mma = mma_shape(g, r.ops.fill, r.device.num_sms);
 }
@@ -492,7 +550,8 @@ inline std::string gemm_route_line(const GemmRoute& r) {
       break;
     case GemmFamily::Wgmma:
       s = std::string("wgmma ") + tile + " producer=" + (r.ops.fill == MmaFill::Async ? "tma" : "realign") + ab +
-          " repack=" + (r.copy_a && r.copy_b ? "a,b" : r.copy_a ? "a" : r.copy_b ? "b" : "none");
+          " repack=" + (r.copy_a && r.copy_b ? "a,b" : r.copy_a ? "a" : r.copy_b ? "b" : "none") +
+          " split=" + std::to_string(r.split);
       break;
   }
   return s + " layout=" + kLayoutNames[int(r.layout)] + " blocks=" + std::to_string(gemm_route_blocks(r)) +

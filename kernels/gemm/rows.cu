@@ -131,7 +131,7 @@ __global__ void __launch_bounds__(kRowsThreads, rows_blocks_per_sm(TM, false))
       }
     __syncthreads();
     split_k_store<T, TM, kRowsBN, PTile, kRowsThreads>(part, g, static_cast<T*>(g.c) + bz * g.m * g.n, 0, n0, splits,
-                                                       rank);
+                                                       rank, threadIdx.x);
   }
 }
 
@@ -219,7 +219,8 @@ __global__ void __launch_bounds__(kRowsThreads, rows_blocks_per_sm(TM, true))
               make_float2(acc[i][2 * h], acc[i][2 * h + 1]);
       }
     __syncthreads();
-    split_k_store<T, TM, BN, PTile, kRowsThreads>(part, g, static_cast<T*>(g.c) + bz * g.m * g.n, 0, n0, splits, rank);
+    split_k_store<T, TM, BN, PTile, kRowsThreads>(part, g, static_cast<T*>(g.c) + bz * g.m * g.n, 0, n0, splits, rank,
+                                                  threadIdx.x);
   }
 }
 

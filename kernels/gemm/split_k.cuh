@@ -11,6 +11,7 @@
 
 #include <utility>
 
+#include "../async_copy.cuh"
 #include "../numeric.cuh"
 #include "args.h"
 #include "pdl.cuh"
@@ -26,43 +27,80 @@ __device__ __forceinline__ void cluster_barrier() {
 #endif
 }
 
-// The same shared-memory offset in the block of cluster rank `rank`.
-__device__ __forceinline__ const float* cluster_peer(const float* p, int rank) {
+// The shared-memory address `addr` (of this block) in the block of cluster rank `rank`.
+__device__ __forceinline__ uint32_t cluster_map(uint32_t addr, int rank) {
 #if __CUDA_ARCH__ >= 900
-  return cooperative_groups::this_cluster().map_shared_rank(const_cast<float*>(p), rank);
+  uint32_t out;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(out) : "r"(addr), "r"(rank));
+  return out;
 #else
-  return p;
+  return addr;
 #endif
 }
 
+// 16 bytes at a cluster shared-memory address (cluster_map). Volatile: never hoisted above the
+// cluster barrier, and the loads still overlap in flight.
+__device__ __forceinline__ float4 ld_cluster_f4(uint32_t addr) {
+  float4 v;
+#if __CUDA_ARCH__ >= 900
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(addr));
+#else
+  asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(addr));
+#endif
+  return v;
+}
+
 // Block tile (m0, n0) of c (m x n, the batch's C) from the partial tiles P (SplitTile, at
-// `part` in every block of the cluster): this block's rows, each column pair summed over the
-// ranks in order, plus the bias, rounded to T (C is small: a few rows, stored element by element).
-// The caller has written its own P; on return every rank is done reading every P.
+// `part` in every block of the cluster): this block's rows, 4 columns at a time summed over the
+// ranks in order, plus the bias, rounded to T. t: the thread's index among the THREADS that sum
+// (the rest of the block may have exited: the cluster barrier waits for live threads only).
+// Each thread takes kSplitQuads quads THREADS apart a round, loading a round's last quad again
+// where the rows run out (not stored). The caller has written its own P; on return every rank
+// is done reading every P.
 template <class T, int BM, int BN, class PTile, int THREADS>
 __device__ __forceinline__ void split_k_store(const float* part, const GemmArgs& g, T* c, int64_t m0, int64_t n0,
-                                              int splits, int rank) {
+                                              int splits, int rank, int t) {
+  static_assert(BN % 4 == 0 && PTile::kCols == BN, "whole quads");
   cluster_barrier();  // every partial tile written
   const SplitRows rows = split_rows(BM, splits, rank);
-  const int pairs = (rows.end - rows.begin) * (BN / 2);
-  for (int e = threadIdx.x; e < pairs; e += THREADS) {
-    const int r = rows.begin + e / (BN / 2), col = e % (BN / 2) * 2;
-    const int64_t m = m0 + r, n = n0 + col;
-    if (m >= g.m || n >= g.n) continue;
-    const int o = PTile::offset(r, col);
-    float2 s = *reinterpret_cast<const float2*>(cluster_peer(part, 0) + o);
-    for (int q = 1; q < splits; ++q) {
-      const float2 v = *reinterpret_cast<const float2*>(cluster_peer(part, q) + o);
-      s.x += v.x;
-      s.y += v.y;
+  const int quads = (rows.end - rows.begin) * (BN / 4);
+  uint32_t peer[kMaxSplit];
+#pragma unroll
+  for (int q = 0; q < kMaxSplit; ++q) peer[q] = cluster_map(smem_u32(part), q < splits ? q : 0);
+  for (int e0 = t; e0 < quads; e0 += kSplitQuads * THREADS) {
+    float4 s[kSplitQuads];
+    uint32_t at[kSplitQuads];
+#pragma unroll
+    for (int u = 0; u < kSplitQuads; ++u) {
+      const TileCoord q = split_quad<PTile>(rows, min(e0 + u * THREADS, quads - 1));
+      at[u] = PTile::offset(q.r, q.c) * 4;
+      s[u] = ld_cluster_f4(peer[0] + at[u]);
     }
-    T* out = c + m * g.n + n;
-    if (g.bias != nullptr) {
-      s.x += to_acc<float>(static_cast<const T*>(g.bias)[n]);
-      if (n + 1 < g.n) s.y += to_acc<float>(static_cast<const T*>(g.bias)[n + 1]);
+#pragma unroll
+    for (int q = 1; q < kMaxSplit; ++q) {
+      if (q >= splits) break;
+      float4 v[kSplitQuads];
+#pragma unroll
+      for (int u = 0; u < kSplitQuads; ++u) v[u] = ld_cluster_f4(peer[q] + at[u]);
+#pragma unroll
+      for (int u = 0; u < kSplitQuads; ++u)
+        s[u] = make_float4(s[u].x + v[u].x, s[u].y + v[u].y, s[u].z + v[u].z, s[u].w + v[u].w);
     }
-    out[0] = from_acc<T>(s.x);
-    if (n + 1 < g.n) out[1] = from_acc<T>(s.y);
+#pragma unroll
+    for (int u = 0; u < kSplitQuads; ++u) {
+      const int e = e0 + u * THREADS;
+      const TileCoord q = split_quad<PTile>(rows, e);
+      const int64_t m = m0 + q.r, n = n0 + q.c;
+      if (e >= quads || m >= g.m) continue;
+      const float sum[4] = {s[u].x, s[u].y, s[u].z, s[u].w};
+      T* out = c + m * g.n + n;
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        if (n + i < g.n)
+          out[i] = from_acc<T>(sum[i] + (g.bias != nullptr ? to_acc<float>(static_cast<const T*>(g.bias)[n + i]) : 0.f));
+    }
   }
   cluster_barrier();  // no block leaves (or reuses its P) while a peer reads it
 }

@@ -38,6 +38,16 @@ struct SplitRows {
 };
 BANKOPS_HD SplitRows split_rows(int bm, int splits, int r) { return SplitRows{bm * r / splits, bm * (r + 1) / splits}; }
 
+// The quads (4 columns) a summing thread loads at once from each rank: distributed shared memory
+// answers in hundreds of cycles, so each thread keeps kSplitQuads loads in flight.
+constexpr int kSplitQuads = 4;
+
+// Quad e (4 columns) of the rows `rows` of a partial tile: its (row, first column).
+template <class PTile>
+BANKOPS_HD TileCoord split_quad(SplitRows rows, int e) {
+  return TileCoord{rows.begin + e / (PTile::kCols / 4), e % (PTile::kCols / 4) * 4};
+}
+
 // The partial tile: (BM, BN) floats. A half-warp stores accumulator pairs on 4 rows x 32
 // bytes: `pad` moves each row 32 bytes on, `swizzle` XORs row bits 0-1 into the 32-byte group
 // (both conflict-free; `none` puts the 4 rows on the same banks). The sums read along rows.

@@ -1,6 +1,7 @@
 // The shared-memory instructions of the tensor-core kernels (mma.cu, wgmma.cu) for a route,
 // replayed on the host (smem_trace.h).
 #pragma once
+#include <algorithm>
 #include <numeric>
 #include <string>
 
@@ -32,23 +33,25 @@ inline void trace_mma_epilogue(const char* kernel, int64_t tiles, bool out_vec, 
 // Split-K's sums (split_k_store) on `tiles` block tiles of `splits` blocks of `threads`: each
 // block's loads of its rank's rows from every block's partial tile (its own and, through
 // distributed shared memory, its peers'; rank 0's rows stand for each rank's, the same pattern
-// moved down).
+// moved down), kSplitQuads quads a thread a round, a round's lanes past the rows loading its
+// last quad again.
 template <class PTile>
 inline void trace_split_loads(const char* kernel, int threads, int64_t tiles, int splits, SmemTrace& trace) {
-  SmemInstr& ld = trace.instr(kernel, "ld.shared::cluster.v2 P -> the rank's rows, from every rank", SmemOp::Ld, 8,
+  SmemInstr& ld = trace.instr(kernel, "ld.shared::cluster.v4 P -> the rank's rows, from every rank", SmemOp::Ld, 16,
                               tiles * splits * splits);
   const SplitRows rows = split_rows(PTile::kRows, splits, 0);
-  const int pairs = (rows.end - rows.begin) * (PTile::kCols / 2);
-  for (int e = 0; e < pairs; e += threads)
-    add_block(ld, threads, [&](int t) {
-      const int p = e + t;
-      return p < pairs ? int64_t(PTile::offset(rows.begin + p / (PTile::kCols / 2), p % (PTile::kCols / 2) * 2)) * 4
-                       : int64_t(-1);
-    });
+  const int quads = (rows.end - rows.begin) * (PTile::kCols / 4);
+  for (int e0 = 0; e0 < quads; e0 += kSplitQuads * threads)
+    for (int u = 0; u < kSplitQuads; ++u)
+      add_block(ld, threads, [&](int t) {
+        if (e0 + t >= quads) return int64_t(-1);  // no round for this thread
+        const TileCoord q = split_quad<PTile>(rows, std::min(e0 + u * threads + t, quads - 1));
+        return int64_t(PTile::offset(q.r, q.c)) * 4;
+      });
 }
 
-// Split-K's partial tile on the mma.sync kernel: every block's stores of its accumulator
-// pairs, then the sums' loads.
+// Split-K's partial tile (mma.sync's or the Hopper kernel's consumers, as fragments C): every
+// block's stores of its accumulator pairs, then the sums' loads.
 template <class C, class PTile>
 inline void trace_split_k(const char* kernel, int64_t tiles, int splits, SmemTrace& trace) {
   const auto pt = [](TileCoord c) { return int64_t(PTile::offset(c.r, c.c)) * 4; };
@@ -229,7 +232,8 @@ inline void trace_mma_tile(const GemmRoute& r, SmemTrace& trace) {
 // offsets as the layout's); then the shared epilogue. TMA's copies into the tiles and wgmma's
 // reads of them go through the Tensor Memory Accelerator and the tensor cores, not the warps'
 // load/store pipe: they are no shared-memory instructions (Nsight Compute counts none for
-// them). The kernel's name says the producer: gemm_wgmma (TMA), gemm_wgmma/realign,
+// them). A split tile's blocks store their partial tiles and sum them (split-K, as mma.sync's).
+// The kernel's name says the producer: gemm_wgmma (TMA), gemm_wgmma/realign,
 // gemm_wgmma/repacked (TMA on copies of the operands, whose copy kernel uses no shared memory).
 template <class C>
 inline void trace_wgmma_tile(const GemmRoute& r, SmemTrace& trace) {
@@ -255,7 +259,8 @@ inline void trace_wgmma_tile(const GemmRoute& r, SmemTrace& trace) {
     if (r.ops.b_kn) realigned("Bs[k][n] <- B", WgmmaBTile<C, true>{});
     else realigned("Bs[n][k] <- B", WgmmaBTile<C, false>{});
   }
-  trace_mma_epilogue<WgmmaFrags<C>, WgmmaCTile<C>>(kernel, tiles, r.out_vec, trace);
+  if (r.split > 1) trace_split_k<WgmmaFrags<C>, WgmmaPartTile<C>>(kernel, tiles, r.split, trace);
+  else trace_mma_epilogue<WgmmaFrags<C>, WgmmaCTile<C>>(kernel, tiles, r.out_vec, trace);
 }
 
 // The route's tensor-core kernel and tile.

@@ -2,7 +2,9 @@
 // One block tile per block: the producer warpgroups (the first kProducers) stream k-tiles into
 // the stage ring, TMA (tma_producer) or realigning (wgmma_realign.cuh); consumer warpgroup w
 // multiplies rows 64 w.. of the block tile into float accumulators (consume), then the
-// consumers write the tile out (mma_epilogue.cuh).
+// consumers write the tile out (mma_epilogue.cuh). A split tile (route.h: grids that leave the
+// last wave of SMs idle) takes a cluster of blocks, each a share of k, summed in rank order
+// through distributed shared memory (split_k.cuh).
 //   full[s]:  completes when stage s has landed: TMA's bytes (one arrival that expects them),
 //             or the realigning producers' stores (an arrival from each thread);
 //   empty[s]: completes when every consumer warp is done reading stage s (a warp arrives once
@@ -16,6 +18,7 @@
 #if defined(BANKOPS_WGMMA)
 #include "mma_epilogue.cuh"
 #include "pdl.cuh"
+#include "split_k.cuh"
 #include "tma.cuh"
 #include "wgmma_ptx.cuh"
 #include "wgmma_realign.cuh"
@@ -48,13 +51,13 @@ __device__ __forceinline__ void tma_tile(uint32_t dst, const CUtensorMap& map, i
 template <class C, bool KM, bool KN>
 __device__ __forceinline__ void tma_producer(const GemmArgs& g, const CUtensorMap& tma_a, const CUtensorMap& tma_b,
                                              const Ring<C::kStages>& ring, uint32_t base, int64_t bz, int64_t m0,
-                                             int64_t n0, int nk) {
+                                             int64_t n0, int kt0, int nk) {
   using Smem = WgmmaSmem<C, KM, KN>;
   const int za = g.a_sb != 0 ? static_cast<int>(bz) : 0, zb = g.b_sb != 0 ? static_cast<int>(bz) : 0;
   const int tm = static_cast<int>(m0), tn = static_cast<int>(n0);
   for (int kt = 0; kt < nk; ++kt) {
     const auto pos = RingPos<C::kStages>::at(kt);
-    const int k0 = kt * C::kBK;
+    const int k0 = (kt0 + kt) * C::kBK;
     ring.wait_empty(pos, kt);
     const uint32_t stage = base + pos.stage * Smem::kStage, bar = ring.full(pos.stage);
     mbar_expect_tx(bar, Smem::kStage);
@@ -92,7 +95,7 @@ __device__ __forceinline__ void consume(float (&d)[C::kAcc], const Ring<C::kStag
 
 template <class C, class T, bool KM, bool KN, WgmmaLoad LOAD>
 __global__ void __launch_bounds__(C::kThreads, 1)
-    wgmma_kernel(const GemmArgs g, const bool out_vec, const __grid_constant__ CUtensorMap tma_a,
+    wgmma_kernel(const GemmArgs g, const bool out_vec, const int splits, const __grid_constant__ CUtensorMap tma_a,
                  const __grid_constant__ CUtensorMap tma_b) {
 #if defined(BANKOPS_WGMMA_BODY)
   using Smem = WgmmaSmem<C, KM, KN>;
@@ -127,10 +130,13 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   __syncthreads();
   pdl_wait_previous();
 
+  // A split tile's cluster: consecutive blocks in x, rank r taking k tiles [kt0, kt0 + nk).
   const int64_t bz = blockIdx.z;
-  const MmaTileIndex idx = mma_raster(blockIdx.x, blockIdx.y, gridDim.x, gridDim.y);
-  const int64_t m0 = idx.tm * C::kBM, n0 = idx.tn * C::kBN;
-  const int nk = static_cast<int>(ceil_div(g.k, C::kBK));
+  const int rank = static_cast<int>(blockIdx.x % splits);
+  const MmaTileIndex idx = mma_raster(blockIdx.x / splits, blockIdx.y, gridDim.x / splits, gridDim.y);
+  const int64_t m0 = idx.tm * C::kBM, n0 = idx.tn * C::kBN, nk_all = ceil_div(g.k, C::kBK);
+  const int kt0 = static_cast<int>(split_k_begin(nk_all, splits, rank));
+  const int nk = static_cast<int>(split_k_begin(nk_all, splits, rank + 1)) - kt0;
   const int wg = threadIdx.x / 128;
 
   if (wg < C::kProducers) {
@@ -148,9 +154,9 @@ __global__ void __launch_bounds__(C::kThreads, 1)
                                                        base + Smem::kA);
       realign_producer<C, decltype(fa), decltype(fb), Smem::kStage>(fa, fb, nk, ring);
     } else if (threadIdx.x == 0) {
-      tma_producer<C, KM, KN>(g, tma_a, tma_b, ring, base, bz, m0, n0, nk);
+      tma_producer<C, KM, KN>(g, tma_a, tma_b, ring, base, bz, m0, n0, kt0, nk);
     }
-    return;
+    return;  // a split tile's sum waits on the consumers alone (split_k_store)
   }
 
   if constexpr (kConsumerRegs > kLaunchRegs)
@@ -160,9 +166,18 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   consume<C, T, KM, KN>(reinterpret_cast<float(&)[C::kAcc]>(acc), ring, base, (wg - C::kProducers) * 64, nk,
                         ct % 32 == 0);
   consumer_sync<Frags::kThreads>();  // every consumer is done reading the ring
-  uint16_t* smem = reinterpret_cast<uint16_t*>(smem_raw + (base - smem_u32(smem_raw)));
+  unsigned char* free_ring = smem_raw + (base - smem_u32(smem_raw));
   uint16_t* c = static_cast<uint16_t*>(g.c) + bz * g.m * g.n;
-  mma_epilogue<Frags, WgmmaCTile<C>, T>(smem, acc, ct, c, g, m0, n0, out_vec, [] { consumer_sync<Frags::kThreads>(); });
+  if (splits == 1) {
+    mma_epilogue<Frags, WgmmaCTile<C>, T>(reinterpret_cast<uint16_t*>(free_ring), acc, ct, c, g, m0, n0, out_vec,
+                                          [] { consumer_sync<Frags::kThreads>(); });
+  } else {
+    using PTile = WgmmaPartTile<C>;
+    float* part = reinterpret_cast<float*>(free_ring);
+    mma_store_partial<Frags, PTile>(part, acc, ct);
+    split_k_store<T, C::kBM, C::kBN, PTile, Frags::kThreads>(part, g, reinterpret_cast<T*>(c), m0, n0, splits, rank,
+                                                             ct);
+  }
 #else
   __trap();  // not sm_90a: the host never routes here (gemm_wgmma_built), and C must not stay unwritten
 #endif
@@ -200,9 +215,9 @@ cudaError_t run(const GemmRoute& r, cudaStream_t stream, bool tma) {
   cudaError_t err = raise_smem_once<kernel>(kSmem);
   if (err == cudaSuccess && r.jobs > 0) err = launch_repack(r.job, r.jobs, r.device.num_sms, stream);
   if (err != cudaSuccess) return err;
-  const dim3 grid(static_cast<unsigned>(ceil_div(g.n, C::kBN)), static_cast<unsigned>(ceil_div(g.m, C::kBM)),
+  const dim3 grid(static_cast<unsigned>(ceil_div(g.n, C::kBN) * r.split), static_cast<unsigned>(ceil_div(g.m, C::kBM)),
                   static_cast<unsigned>(g.batch));
-  return launch_pdl(kernel, grid, dim3(C::kThreads), kSmem, stream, g, r.out_vec, map_a, map_b);
+  return launch_pdl(kernel, grid, dim3(C::kThreads), kSmem, r.split, stream, g, r.out_vec, r.split, map_a, map_b);
 }
 
 // The route's producer as a template argument: the realigning producer takes B as Bs[BK][BN]

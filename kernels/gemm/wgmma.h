@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "mma.h"
+#include "split_k.h"
 
 namespace bankops {
 
@@ -53,6 +54,8 @@ template <class C, bool KN>  // (BK, BN) halves, or (BN, BK); 128-byte swizzled 
 using WgmmaBTile = std::conditional_t<KN, WgmmaTile<C::kBK, C::kBN>, WgmmaTile<C::kBN, C::kBK>>;
 template <class C>
 using WgmmaCTile = MmaTile<Layout::Swizzle, C::kBM, C::kBN>;  // (BM, BN) halves of C, in the ring
+template <class C>
+using WgmmaPartTile = SplitTile<Layout::Swizzle, C::kBM, C::kBN>;  // split-K's (BM, BN) floats, in the ring
 static_assert(std::is_same_v<MmaSwizzle<kWgmmaRowCols>, WgmmaSwizzle>, "the swizzle layout's 128-byte rows");
 
 // The descriptor's fixed fields (PTX "matrix descriptor"): leading and stride byte offsets
@@ -109,7 +112,8 @@ struct WgmmaSmem {
   static constexpr int kStage = kA + kB, kRing = C::kStages * kStage;
   static constexpr int kBytes = kRing + 1024;
   static_assert(kA % 1024 == 0 && kB % 1024 == 0, "tiles on 1024-byte boundaries");
-  static_assert(kRing >= WgmmaCTile<C>::kSize * 2, "the C tile fits the ring");
+  static_assert(kRing >= WgmmaCTile<C>::kSize * 2 && kRing >= WgmmaPartTile<C>::kSize * 4,
+                "the C tile and split-K's partial tile fit the ring");
 };
 
 }  // namespace bankops
