@@ -130,13 +130,17 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   __syncthreads();
   pdl_wait_previous();
 
-  // A split tile's cluster: consecutive blocks in x, rank r taking k tiles [kt0, kt0 + nk).
+  // A split tile's cluster: consecutive blocks in x, rank r taking k tiles [kt0, kt0 + nk). An
+  // unsplit block skips the divisions: they sit before its first load.
   const int64_t bz = blockIdx.z;
-  const int rank = static_cast<int>(blockIdx.x % splits);
-  const MmaTileIndex idx = mma_raster(blockIdx.x / splits, blockIdx.y, gridDim.x / splits, gridDim.y);
-  const int64_t m0 = idx.tm * C::kBM, n0 = idx.tn * C::kBN, nk_all = ceil_div(g.k, C::kBK);
-  const int kt0 = static_cast<int>(split_k_begin(nk_all, splits, rank));
-  const int nk = static_cast<int>(split_k_begin(nk_all, splits, rank + 1)) - kt0;
+  const bool split = splits > 1;
+  const int rank = split ? static_cast<int>(blockIdx.x % splits) : 0;
+  const MmaTileIndex idx = split ? mma_raster(blockIdx.x / splits, blockIdx.y, gridDim.x / splits, gridDim.y)
+                                 : mma_raster(blockIdx.x, blockIdx.y, gridDim.x, gridDim.y);
+  const int64_t m0 = idx.tm * C::kBM, n0 = idx.tn * C::kBN;
+  const int nk_all = static_cast<int>(ceil_div(g.k, C::kBK));
+  const int kt0 = split ? static_cast<int>(split_k_begin(nk_all, splits, rank)) : 0;
+  const int nk = split ? static_cast<int>(split_k_begin(nk_all, splits, rank + 1)) - kt0 : nk_all;
   const int wg = threadIdx.x / 128;
 
   if (wg < C::kProducers) {
