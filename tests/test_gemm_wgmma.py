@@ -14,7 +14,7 @@ import torch
 import bankops
 from conftest import requires_cuda, with_room_for
 from test_gemm_mma import DTYPES, HOPPER, check_against_float64, gemm, offset_operand, operand, shape_ids
-from test_gemm_route import switch
+from test_gemm_route import fields, switch
 
 requires_hopper = pytest.mark.skipif(not HOPPER, reason="the wgmma kernel needs compute capability 9.0")
 
@@ -452,7 +452,8 @@ def test_cuda_layouts_give_the_same_bits(case, shape, dtype):
     k-tiles into float32 accumulators in k order, but how the tensor cores add the products
     inside an instruction is not documented: this test, on the bench's shapes and a Linear
     layer's operand majors, is the evidence for the README's claim that the layouts give the
-    same bits."""
+    same bits, except where the Hopper kernel splits k across a cluster and mma.sync does not
+    (its partial sums add in another order: there the layouts agree to rounding)."""
     m, n, k = shape
     make = lambda *s: torch.randn(*s, device="cuda").to(dtype)  # noqa: E731
     if case == "x@W.t()":
@@ -462,7 +463,12 @@ def test_cuda_layouts_give_the_same_bits(case, shape, dtype):
     else:
         a, b = make(m, k), make(k, n)
     got = {layout: bankops.gemm(a, b, layout) for layout in ("none", "pad", "swizzle")}
-    assert bankops.gemm_route(a, b).startswith("wgmma"), bankops.gemm_route(a, b)
+    line = bankops.gemm_route(a, b)
+    assert line.startswith("wgmma"), line
     for layout in ("none", "pad"):
+        if fields(line)["split"] != fields(bankops.gemm_route(a, b, layout))["split"]:
+            scale = float(got["swizzle"].abs().max())
+            torch.testing.assert_close(got[layout], got["swizzle"], rtol=2e-2, atol=2e-2 * scale)
+            continue
         same = got[layout].view(torch.int16) == got["swizzle"].view(torch.int16)
         assert same.all(), f"{layout} vs swizzle: {int((~same).sum())} of {same.numel()} elements differ"

@@ -8,8 +8,9 @@
 //   float32 / float64   -> ffma:  the FFMA/DFMA kernel (ffma.h): tile, each operand's staging,
 //                                 and for the 128x256 tile the strip and stream-K (ffma_work.h)
 //   float16 / bfloat16  -> wgmma: the Hopper kernel (wgmma.h), swizzle on compute capability
-//                                 9.0: tile, TMA or realigning producers, copies of misaligned
-//                                 operands into aligned rows first (repack.h)
+//                                 9.0: tile and split (wgmma_tma_plan), TMA or realigning
+//                                 producers, copies of misaligned operands into aligned rows
+//                                 first (repack.h)
 //                       -> mma:   the mma.sync kernel (mma.h) otherwise: tile and fill; a few
 //                                 rows against a weight split k across a cluster (split_k.h)
 #pragma once

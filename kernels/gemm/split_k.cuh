@@ -1,5 +1,6 @@
 // Split-K across a thread-block cluster (compute capability 9.0), for products whose tiles
-// leave SMs idle: a few rows against a weight (decode; rows.cu and mma.cu). The
+// leave SMs idle: a few rows against a weight (decode; rows.cu, mma.cu, wgmma.cu), a weight
+// gradient's few tiles over a long k (wgmma.cu). The
 // S blocks of a cluster take consecutive k ranges of one block tile; each leaves its float32
 // partial tile in its own shared memory, and after a cluster barrier block r sums the rows
 // split_rows(r) of all S partials through distributed shared memory, in rank order (the same
