@@ -115,6 +115,31 @@ def test_hopper_plans_split_k():
         assert split_of(route(meta(16384, 3072).t(), meta(16384, 768), device=dev)) == 1
 
 
+def test_hopper_plans_keep_their_rules():
+    """Over a grid of shapes (rows, columns and k from a few tiles to many, batches, both
+    majors of B) on an H100's room and on every slot: a Hopper plan gives 64 blocks or more,
+    splits at most 8 ways, leaves each rank 4 k tiles or more, and its blocks are its tiles
+    times its split; split_k off never splits."""
+    tiles = {"128x256x64": (128, 256), "128x128x64": (128, 128), "128x64x64": (128, 64)}
+    for dev in ((*H100, H100_ROOM), H100):
+        for batch in (1, 3):
+            for m in (65, 128, 200, 1024, 1536, 4096):
+                for n in (64, 768, 1000, 4096, 14336):
+                    for k in (64, 512, 4096, 16384):
+                        for b_t in (False, True):
+                            b = meta(batch, n, k).transpose(1, 2) if b_t else meta(batch, k, n)
+                            line = route(meta(batch, m, k), b, device=dev)
+                            if not line.startswith("wgmma"):
+                                continue
+                            f, (bm, bn) = fields(line), tiles[line.split()[1]]
+                            split, blocks = int(f["split"]), int(f["blocks"])
+                            assert blocks == batch * -(-m // bm) * -(-n // bn) * split, line
+                            assert blocks >= 64 and 1 <= split <= 8, line
+                            assert split == 1 or -(-k // 64) >= 4 * split, line
+    with switch("split_k", False):
+        assert split_of(route(meta(128, 16384), meta(16384, 4096), device=(*H100, H100_ROOM))) == 1
+
+
 def test_explain_shows_the_hopper_partial_tile():
     """A split Hopper call: its consumers' partial tile stores and the cluster's loads, both
     conflict-free on the swizzled partial tile (no epilogue C tile: the sums store C)."""
@@ -264,3 +289,13 @@ def test_cuda_hopper_split_bias():
     ref = xs.double() @ lin.weight.double().t() + lin.bias.double()
     assert not torch.isnan(got).any()
     torch.testing.assert_close(got.double(), ref, rtol=2e-2, atol=2e-2)
+
+
+@requires_cuda
+def test_cuda_hopper_every_m():
+    """M = 65 .. 130 and past 256 against a (4096, 4096) weight read as W.t(): the Hopper
+    kernel's split tiles around the 128-row tile's edges, against float64."""
+    w = operand(4096, 4096, None, BF16, True)
+    for m in list(range(65, 131)) + [192, 255, 256, 257]:
+        x = operand(m, 4096, None, BF16, False)
+        check(bankops.gemm(x, w), x, w)
