@@ -225,12 +225,13 @@ cudaError_t run(const GemmRoute& r, cudaStream_t stream, bool tma) {
 }
 
 // The route's producer as a template argument: the realigning producer takes B as Bs[BK][BN]
-// only, on WgmmaLarge and WgmmaMediumRealign only (route.h's wgmma_shape); TMA takes one
-// producer thread.
+// only, on WgmmaLarge and WgmmaMediumRealign only, unsplit (route.h's wgmma_plan); TMA takes
+// one producer thread.
 template <class C, class T, bool KM, bool KN>
 cudaError_t run_fill(const GemmRoute& r, cudaStream_t stream, bool tma) {
   constexpr bool kRealign = KN && (std::is_same_v<C, WgmmaLarge> || std::is_same_v<C, WgmmaMediumRealign>);
   if (r.ops.fill == MmaFill::Realign) {
+    if (r.split > 1) return cudaErrorInvalidValue;  // the realigning producers read all of k
     if constexpr (kRealign) return run<C, T, KM, KN, WgmmaLoad::Realign>(r, stream, tma);
     return cudaErrorInvalidValue;
   }
