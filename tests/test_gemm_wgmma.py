@@ -55,8 +55,8 @@ def test_explain_route(b_t):
     on ragged ones where the smaller tiles' extra waves cost more (2048 x 1792: one wave of
     112, where 224 of 128 x 128 take two); 128 x 128 and 128 x 64 tiles where the larger ones
     leave half the SMs idle; k split across a cluster where the tiles alone leave SMs idle
-    and k is long, at any k, with either operand transposed; grids of fewer than 64 blocks
-    even split, none and pad, grids past 65535 batches and other GPUs (hopper=False) keep
+    and k is long, at any k, with either operand transposed; grids of fewer than 64 blocks,
+    split or not, none and pad, grids past 65535 batches and other GPUs (hopper=False) keep
     the mma.sync kernel. Misaligned rows (odd K) on matrices of 256 x 256 or more are copied
     into aligned rows first and take the aligned routes (4095 x 4097: 544 tiles of 128 x
     256); on smaller ones, or with the copy switched off, the realigning producer with B
