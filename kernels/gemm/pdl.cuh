@@ -43,6 +43,16 @@ cudaError_t launch_with(void (*kernel)(Params...), dim3 grid, dim3 block, int sm
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
 }
 
+// The launch attribute that groups a grid's blocks in clusters of `cluster` along x.
+inline cudaLaunchAttribute cluster_attr(int cluster) {
+  cudaLaunchAttribute a;
+  a.id = cudaLaunchAttributeClusterDimension;
+  a.val.clusterDim.x = cluster;
+  a.val.clusterDim.y = 1;
+  a.val.clusterDim.z = 1;
+  return a;
+}
+
 // kernel<<<grid, block, smem, stream>>>(args...) as a programmatic dependent launch, its blocks
 // in clusters of `cluster` along x (1: no cluster).
 template <class... Params, class... Args>
@@ -51,10 +61,7 @@ cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, int sme
   cudaLaunchAttribute attr[2];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
-  attr[1].id = cudaLaunchAttributeClusterDimension;
-  attr[1].val.clusterDim.x = cluster;
-  attr[1].val.clusterDim.y = 1;
-  attr[1].val.clusterDim.z = 1;
+  attr[1] = cluster_attr(cluster);
   return launch_with(kernel, grid, block, smem, stream, attr, cluster > 1 ? 2 : 1, std::forward<Args>(args)...);
 }
 

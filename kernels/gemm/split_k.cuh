@@ -110,11 +110,7 @@ __device__ __forceinline__ void split_k_store(const float* part, const GemmArgs&
 template <class... Params, class... Args>
 cudaError_t launch_clustered(void (*kernel)(Params...), dim3 grid, int threads, int smem, int cluster,
                              cudaStream_t stream, Args&&... args) {
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = cluster;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
+  cudaLaunchAttribute attr[1] = {cluster_attr(cluster)};
   return launch_with(kernel, grid, dim3(threads), smem, stream, attr, cluster > 1 ? 1 : 0,
                      std::forward<Args>(args)...);
 }

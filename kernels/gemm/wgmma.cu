@@ -172,7 +172,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   consumer_sync<Frags::kThreads>();  // every consumer is done reading the ring
   unsigned char* free_ring = smem_raw + (base - smem_u32(smem_raw));
   uint16_t* c = static_cast<uint16_t*>(g.c) + bz * g.m * g.n;
-  if (splits == 1) {
+  if (!split) {
     mma_epilogue<Frags, WgmmaCTile<C>, T>(reinterpret_cast<uint16_t*>(free_ring), acc, ct, c, g, m0, n0, out_vec,
                                           [] { consumer_sync<Frags::kThreads>(); });
   } else {
