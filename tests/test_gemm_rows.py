@@ -1,14 +1,15 @@
 """The few-rows kernel (kernels/gemm/rows.h, rows.cu): x (M, K) @ W.t() for M up to 32 (16-bit: 16), the
-weight streamed once into registers, FFMA (float32; 16-bit up to 4 rows) or mma.sync (16-bit) products, split-K
-across a cluster on compute capability 9.0: every M, views and batches, the bias, the same
-bits every run and on every layout, and where the route sends it."""
+weight streamed once, into registers for FFMA (float32; 16-bit up to 4 rows) or through a ring in shared
+memory for mma.sync (16-bit) products, split-K across a cluster on compute capability 9.0: every M, views and
+batches, the bias, the same bits every run and on every layout, and where the route sends it."""
 import pytest
 import torch
 
 import bankops
 from conftest import LAYOUTS, requires_cuda
 from test_gemm_majors import check, operand
-from test_gemm_route import A100, BF16, F16, F32, fields, meta, route, switch
+from test_gemm_route import A100, BF16, F16, F32, H100, fields, meta, route, switch
+from test_gemm_split import H100_ROOM
 
 
 def rows_of(line):
@@ -22,6 +23,18 @@ def test_route(dtype, m, tile):
     line = route(meta(m, 4096, dtype=dtype), meta(4096, 4096, dtype=dtype).t())
     assert line.startswith(f"rows {tile} a=mk b=nk split="), line
     assert rows_of(route(meta(m, 4096, dtype=dtype), meta(4096, 4096, dtype=dtype).t(), device=A100)) == (True, 1)
+
+
+def test_mma_rows_split_to_one_block_an_sm():
+    """mma.sync's few-rows splits count one block an SM (measured faster than a split that
+    gives some SMs two): 8 or 16 rows of a (4096, 4096) or (4096, 14336) weight split 2 ways
+    (128 blocks), a (14336, 4096) weight's 224 blocks run unsplit; float32 counts its two."""
+    dev = (*H100, H100_ROOM)
+    for m in (8, 16):
+        for (n, k), split in (((4096, 4096), 2), ((4096, 14336), 2), ((14336, 4096), 1)):
+            line = route(meta(m, k, dtype=BF16), meta(n, k, dtype=BF16).t(), device=dev)
+            assert rows_of(line) == (True, split) and fields(line)["blocks"] == str(n // 64 * split), line
+    assert rows_of(route(meta(8, 4096, dtype=F32), meta(4096, 4096, dtype=F32).t(), device=dev)) == (True, 2)
 
 
 def test_route_leaves_what_it_does_not_take():
@@ -60,8 +73,9 @@ def test_explain_partial_tile_per_layout():
 def test_explain_stages_x_by_windows(dtype):
     """The rows of x go through shared memory a window at a time: explain lists the cp.async of
     each window (16 bytes a thread) and the warps' 16-byte reads, once per window of every
-    block. float32's warps read 512 contiguous bytes of a row (conflict-free on any layout);
-    16-bit's lanes (g, t) read rows g and g + 8 at k 8t.. of each 32-k chunk, two rows an
+    block; 16-bit stages the weight's window (64 rows of 512 bytes) the same way, and reads
+    it as it reads x. float32's warps read 512 contiguous bytes of a row (conflict-free on any
+    layout); 16-bit's lanes (g, t) read rows g and g + 8 at k 8t.. of each 32-k chunk, two rows an
     8-lane phase: pad and swizzle are conflict-free, none takes two wavefronts where one would
     do. pad's odd rows start 64 bytes past a 128-byte line, and the bank model charges a copy
     there a second wavefront per global line, as the probe of plain cp.async measures (its
@@ -82,6 +96,14 @@ def test_explain_stages_x_by_windows(dtype):
         assert lds["count"] == reads
         conflicts = dtype != F32 and layout == "none"
         assert lds["wavefronts"] == (2 if conflicts else 1) * lds["ideal"], (layout, lds)
+        if dtype == F32:
+            assert "ldgsts w window" not in rows, "float32's weight goes straight to registers"
+            continue
+        # 16-bit: the weight's window too, 8 copies and 8 reads a warp, read as x's rows are
+        cw, lw = rows["ldgsts w window"], rows["lds.128 w window"]
+        assert cw["count"] == lw["count"] == 8 * 8 and cw["iterations"] == lw["iterations"] == n // bn * (k // window)
+        assert cw["wavefronts"] == (1.5 if layout == "pad" else 1) * cw["ideal"], (layout, cw)
+        assert lw["wavefronts"] == (2 if conflicts else 1) * lw["ideal"], (layout, lw)
 
 
 @requires_cuda

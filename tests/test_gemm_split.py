@@ -198,7 +198,7 @@ def split_operands(m, n, k, dtype, b_t=True, a_t=False, batch=None):
 @requires_cuda
 @pytest.mark.parametrize("dtype", [BF16, F16], ids=str)
 def test_cuda_every_m(dtype):
-    """M = 1 .. 130 against a (512, 1024) weight read as W.t(): the few-rows kernel up to 8
+    """M = 1 .. 130 against a (512, 1024) weight read as W.t(): the few-rows kernel up to 16
     (test_gemm_rows.py), the Rows, Narrow and Small tiles, each split 8 ways, and none past
     128 rows."""
     w = operand(1024, 512, None, dtype, True)

@@ -438,7 +438,9 @@ inline bool split_route(GemmRoute& r, const GemmOptions& opt) {
 }
 
 // The few-rows kernel where it takes the call (rows_supports), its k windows split across a
-// cluster on compute capability 9.0 where its blocks would leave SMs idle.
+// cluster on compute capability 9.0 where its blocks would leave SMs idle. mma.sync's splits
+// count one block an SM though two fit at 8 rows: on the H100 a split that gave some SMs a
+// second block ran slower than one that gives each SM one (bench/RESULTS.md).
 inline bool rows_route(GemmRoute& r, const GemmOptions& opt) {
   const GemmArgs& g = r.args;
   if (!opt.split_k || !rows_supports(r.dtype, g)) return false;
@@ -447,8 +449,8 @@ inline bool rows_route(GemmRoute& r, const GemmOptions& opt) {
   r.rows_tm = rows_tm(g.m, r.rows_mma);
   const int64_t blocks = g.batch * ceil_div(g.n, rows_bn(r.rows_mma));
   const int64_t windows = ceil_div(g.k, rows_window(r.dtype, r.rows_mma));
-  r.split = r.device.cc < 90 ? 1
-                             : split_k_count(blocks, windows, r.device, rows_blocks_per_sm(r.rows_tm, r.rows_mma));
+  const int per_sm = r.rows_mma ? 1 : rows_blocks_per_sm(r.rows_tm, false);
+  r.split = r.device.cc < 90 ? 1 : split_k_count(blocks, windows, r.device, per_sm);
   return true;
 }
 

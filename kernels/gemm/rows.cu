@@ -144,69 +144,82 @@ __device__ __forceinline__ void rows_mma_chunk(float (&acc)[4], const uint4& x0,
   Mma<T>::run(acc, {x0.z, x1.z, x0.w, x1.w}, w.z, w.w);
 }
 
-// The lane's 16 bytes of its weight row in chunk c of the window at k0 (zeros past k or n).
-template <class T>
-__device__ __forceinline__ uint4 rows_load_w(const T* row, int64_t k0, int c, int64_t k_end) {
-  const int64_t k = k0 + 32 * c;
-  return row != nullptr && k < k_end ? __ldcs(reinterpret_cast<const uint4*>(row + k)) : make_uint4(0, 0, 0, 0);
+// A window of the weight's rows n0.. (Tile: rows_bn x window elements) into shared memory by
+// cp.async: warp w copies rows w, w + 8, ..., 512 contiguous bytes each (zeros past n and k).
+template <class Tile, class T>
+__device__ __forceinline__ void rows_stage_w(uint32_t dst, const T* b, const GemmArgs& g, int64_t n0, int64_t k0) {
+  constexpr int V = 16 / sizeof(T), kPerRow = Tile::kCols / V;
+#pragma unroll
+  for (int c = threadIdx.x; c < Tile::kRows * kPerRow; c += kRowsThreads) {
+    const int row = c / kPerRow, kk = c % kPerRow * V;
+    const int64_t n = n0 + row, k = k0 + kk;
+    const bool in = n < g.n && k < g.k;
+    cp_async16(dst + Tile::offset(row, kk) * sizeof(T), in ? b + n * g.b_sn + k : b, in ? 16 : 0);
+  }
 }
 
-// One block: 64 weight rows (8 a warp) over its rank's windows of k, for TM rows of x. Each
-// chunk's weight register is refilled with the next window's chunk as soon as its products
-// are issued, so a window's loads fly while the block waits for the next window of x (staged
-// meanwhile). The accumulator pairs land in the partial tile for split_k_store (one order
+// One block: 64 weight rows (8 a warp) over its rank's windows of k, for TM rows of x. The ring
+// holds rows_stages windows of both; while the warps multiply window w, windows w + 1 .. w +
+// stages - 1 fly. The accumulator pairs land in the partial tile for split_k_store (one order
 // every run: the same bits).
 template <Layout L, class T, int TM>
 __global__ void __launch_bounds__(kRowsThreads, rows_blocks_per_sm(TM, true))
     rows_mma_kernel(const GemmArgs g, const int splits) {
   constexpr int kWin = rows_window(dtype_of<T>(), true), BN = rows_bn(true), MT = (TM + 15) / 16;
+  constexpr int S = rows_stages<L, TM>(), kStage = rows_stage_bytes<L, TM>();
+  using WTile = RowsWTile<L>;
   using XTile = RowsXTile<L, TM>;
   using PTile = SplitTile<L, TM, BN>;
-  constexpr int kXBytes = XTile::kSize * 2;
-  static_assert(PTile::kSize * 4 <= 2 * kXBytes, "the partial tile reuses the staged windows");
-  extern __shared__ __align__(16) unsigned char smem[];  // two windows of x, then the partial tile
+  static_assert(S >= 2 && PTile::kSize * 4 <= S * kStage, "a ring of two stages at least, reused by the partial tile");
+  extern __shared__ __align__(16) unsigned char smem[];  // the ring, then the partial tile
   const uint32_t base = smem_u32(smem);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gq = lane / 4, tq = lane % 4;
   const int rank = static_cast<int>(blockIdx.x % splits);
   const int64_t n0 = int64_t(blockIdx.x / splits) * BN, windows = ceil_div(g.k, kWin);
   const int64_t w0 = split_k_begin(windows, splits, rank), w1 = split_k_begin(windows, splits, rank + 1);
   const uint4 zero = make_uint4(0, 0, 0, 0);
+  // The lane's offsets in chunk 0 (chunk c joins 32c): its weight row, and rows gq and gq + 8
+  // of each m16 tile of x.
+  const int wo = WTile::offset(warp * 8 + gq, 8 * tq);
+  int xo[MT][2];
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) xo[i][h] = XTile::offset(16 * i + 8 * h + gq, 8 * tq);
   for (int64_t bz = blockIdx.z; bz < g.batch; bz += gridDim.z) {
     const T* a = static_cast<const T*>(g.a) + bz * g.a_sb;
-    const int64_t n = n0 + warp * 8 + gq, k_end = g.k - 8 * tq;  // the lane's k is 8tq past the row pointer's
-    const T* row = n < g.n ? static_cast<const T*>(g.b) + bz * g.b_sb + n * g.b_sn + 8 * tq : nullptr;
+    const T* b = static_cast<const T*>(g.b) + bz * g.b_sb;
+    const auto stage = [&](int64_t win) {
+      const uint32_t buf = base + (win - w0) % S * kStage;
+      rows_stage_w<WTile, T>(buf, b, g, n0, win * kWin);
+      rows_stage_a<XTile, T, TM>(buf + WTile::kSize * sizeof(T), a, g, win * kWin);
+    };
     float acc[MT][4] = {};
-    int xo[MT][2];  // the lane's x offsets in chunk 0, rows gq and gq + 8 of each m16 tile; chunk c joins 32c
 #pragma unroll
-    for (int i = 0; i < MT; ++i)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) xo[i][h] = XTile::offset(16 * i + 8 * h + gq, 8 * tq);
-    uint4 w[kRowsMmaChunks];
-#pragma unroll
-    for (int c = 0; c < kRowsMmaChunks; ++c) w[c] = rows_load_w(w0 < w1 ? row : nullptr, w0 * kWin, c, k_end);
-    if (w0 < w1) rows_stage_a<XTile, T, TM>(base, a, g, w0 * kWin);
-    cp_async_commit();
-    for (int64_t win = w0; win < w1; ++win) {
-      const uint32_t buf = base + (win - w0) % 2 * kXBytes;
-      if (win + 1 < w1) rows_stage_a<XTile, T, TM>(base + (win + 1 - w0) % 2 * kXBytes, a, g, (win + 1) * kWin);
+    for (int s = 0; s < S - 1; ++s) {
+      if (w0 + s < w1) stage(w0 + s);
       cp_async_commit();
-      cp_async_wait<1>();
-      __syncthreads();  // window win of x staged
-      const T* next = win + 1 < w1 ? row : nullptr;
+    }
+    for (int64_t win = w0; win < w1; ++win) {
+      cp_async_wait<S - 2>();
+      __syncthreads();  // window win staged, and every warp done with window win - 1's stage
+      if (win + S - 1 < w1) stage(win + S - 1);
+      cp_async_commit();
+      const uint32_t wbuf = base + (win - w0) % S * kStage, xbuf = wbuf + WTile::kSize * sizeof(T);
 #pragma unroll
       for (int c = 0; c < kRowsMmaChunks; ++c) {
+        const uint4 w = lds128(wbuf + WTile::join(wo, WTile::offset(0, 32 * c)) * sizeof(T));
 #pragma unroll
         for (int i = 0; i < MT; ++i) {
           const int step = XTile::offset(0, 32 * c);  // a constant once unrolled
-          const uint4 x0 = 16 * i < TM ? lds128(buf + XTile::join(xo[i][0], step) * 2) : zero;
-          const uint4 x1 = 16 * i + 8 < TM ? lds128(buf + XTile::join(xo[i][1], step) * 2) : zero;
-          rows_mma_chunk<T>(acc[i], x0, x1, w[c]);
+          const uint4 x0 = 16 * i < TM ? lds128(xbuf + XTile::join(xo[i][0], step) * 2) : zero;
+          const uint4 x1 = 16 * i + 8 < TM ? lds128(xbuf + XTile::join(xo[i][1], step) * 2) : zero;
+          rows_mma_chunk<T>(acc[i], x0, x1, w);
         }
-        w[c] = rows_load_w(next, (win + 1) * kWin, c, k_end);
       }
-      __syncthreads();  // every warp is done with this buffer before window win + 2 fills it
     }
     cp_async_wait<0>();
+    __syncthreads();  // every warp done with the ring before the partial tile takes it
     // Accumulator pairs: rows gq and gq + 8 of each m16 tile, weight rows 2tq, 2tq + 1 of the warp's 8.
     float* part = reinterpret_cast<float*>(smem);
 #pragma unroll
@@ -247,7 +260,8 @@ cudaError_t run(const GemmRoute& r, cudaStream_t stream) {
                                             stream);
     }
     if constexpr (kMma) {
-      if (r.rows_mma) return start<rows_mma_kernel<L, T, TM>>(r, rows_bn(true), 2 * RowsXTile<L, TM>::kSize * 2, stream);
+      if (r.rows_mma)
+        return start<rows_mma_kernel<L, T, TM>>(r, rows_bn(true), rows_stages<L, TM>() * rows_stage_bytes<L, TM>(), stream);
     }
     return cudaErrorInvalidValue;
   });

@@ -1,16 +1,20 @@
 // The few-rows kernel (rows.cu): C = A @ B for a few rows of A (decode: x, M up to 32 in
-// float32, 16 in 16 bits) against B = W.t(), a weight read in place with k contiguous, streamed
-// once from memory straight into registers by 16-byte loads. The rows of A go through shared
-// memory a window of k at a time (cp.async, double-buffered). The products:
-// - FFMA (float32; 16-bit up to kRowsFfmaRows rows): each warp takes kRowsPerWarp weight rows,
-//   a lane 16 bytes of each per load (512 contiguous bytes a row); the lanes' sums meet by
-//   warp shuffles;
-// - mma.sync m16n8k16 (16-bit past kRowsFfmaRows rows): each warp takes 8 weight rows, lane
-//   (g, t) = (lane / 4, lane % 4) the 16 bytes at k 8t.. of row g in each 32-k chunk, which are
-//   its B pairs of two k16 steps as they stand; its A pairs are the same k of rows g and g + 8
-//   of x, read from the window (RowsXTile), so every product pairs the same k.
+// float32, 16 in 16 bits) against B = W.t(), a weight read in place with k contiguous and
+// streamed once from memory. The products:
+// - FFMA (float32; 16-bit up to kRowsFfmaRows rows): the weight straight into registers by
+//   16-byte loads; each warp takes kRowsPerWarp weight rows, a lane 16 bytes of each per load
+//   (512 contiguous bytes a row); the rows of A go through shared memory a window of k at a
+//   time (cp.async, double-buffered); the lanes' sums meet by warp shuffles;
+// - mma.sync m16n8k16 (16-bit past kRowsFfmaRows rows): windows of the weight (RowsWTile) and
+//   of x (RowsXTile) go through a ring of stages (rows_stages) by cp.async, each warp copying 512
+//   contiguous bytes of one weight row an instruction (whole 128-byte lines: DRAM streams them
+//   faster than the fragments' 64 bytes of 8 rows, and the ring keeps more in flight than
+//   registers could). Each warp then takes 8 weight rows, lane (g, t) = (lane / 4, lane % 4)
+//   the 16 bytes at k 8t.. of row g in each 32-k chunk, which are its B pairs of two k16 steps
+//   as they stand; its A pairs are the same k of rows g and g + 8 of x, so every product pairs
+//   the same k.
 // The warps' sums meet in a partial tile in shared memory, a cluster's k ranges by split-K
-// (split_k.h); the layout is the call's, for both tiles.
+// (split_k.h); the layout is the call's, for every tile.
 #pragma once
 #include <cstdint>
 #include <type_traits>
@@ -40,12 +44,14 @@ BANKOPS_HD constexpr int rows_bn(bool mma) { return kRowsWarps * (mma ? 8 : kRow
 BANKOPS_HD constexpr int rows_window(DType t, bool mma) {
   return mma ? 32 * kRowsMmaChunks : 32 * (16 / rows_elem_bytes(t)) * kRowsUnroll;
 }
-// Blocks resident an SM (by registers: 32 rows of FFMA sums take about 220 a thread).
-BANKOPS_HD constexpr int rows_blocks_per_sm(int tm, bool mma) { return !mma && tm >= 16 ? 1 : 2; }
+// Blocks resident an SM (FFMA by registers: 32 rows of sums take about 220 a thread; mma.sync
+// by its ring).
+BANKOPS_HD constexpr int rows_blocks_per_sm(int tm, bool mma) { return (mma ? tm <= 8 : tm < 16) ? 2 : 1; }
 
 // The rows of A a block takes: the least power of two that covers m, 8 at least on mma.sync
 // (half its m16 tile; the other half is zeros). At most 32 rows on FFMA, 16 on mma.sync (past
-// them the mma.sync kernel's own tiles, split across a cluster, stream the weight faster).
+// them the mma.sync kernel's own tiles, split across a cluster, run faster: measured, 32 rows
+// here ran at 0.7x torch's speed, where their tiles run at 0.85-0.97x).
 constexpr int kRowsMaxM = 32, kRowsMmaMaxM = 16;
 BANKOPS_HD constexpr int rows_max_m(DType t) { return t == DType::F32 ? kRowsMaxM : kRowsMmaMaxM; }
 BANKOPS_HD int rows_tm(int64_t m, bool mma) {
@@ -60,6 +66,26 @@ BANKOPS_HD int rows_tm(int64_t m, bool mma) {
 // two rows on the same banks (2-way).
 template <Layout L, int TM>
 using RowsXTile = TileLayout<L, TM, rows_window(DType::BF16, true), 2, 64>;
+
+// The mma.sync kernel's window of the weight (rows_bn x window elements, 512 bytes a row): its
+// reads are x's (lanes (g, t): 64 contiguous bytes of row g, two rows an 8-lane phase), so the
+// unit is 64 bytes again, and `none` takes two wavefronts where one would do. The copies write
+// 512 contiguous bytes of a row.
+template <Layout L>
+using RowsWTile = TileLayout<L, rows_bn(true), rows_window(DType::BF16, true), 2, 64>;
+
+// The mma.sync kernel's ring: stages of the weight's window then x's, as many as fit (up to
+// four) in rows_blocks_per_sm blocks of an SM's 228 KB (compute capability 9.0; 1 KB of it each
+// block's), and in the 163 KB that compute capability 8.x lets a block take.
+template <Layout L, int TM>
+constexpr int rows_stage_bytes() { return (RowsWTile<L>::kSize + RowsXTile<L, TM>::kSize) * 2; }
+constexpr int kRowsSmemPerSM = 228 * 1024, kRowsSmemPerBlock = 163 * 1024;
+template <Layout L, int TM>
+constexpr int rows_stages() {
+  constexpr int fit = (kRowsSmemPerSM / rows_blocks_per_sm(TM, true) - 1024) / rows_stage_bytes<L, TM>();
+  constexpr int cap = kRowsSmemPerBlock / rows_stage_bytes<L, TM>(), n = fit < cap ? fit : cap;
+  return n < 4 ? n : 4;
+}
 
 // f(std::integral_constant<int, TM>{}) for a block's rows of A (rows_tm): the one switch that
 // turns them into a template argument, for the launcher and the trace.

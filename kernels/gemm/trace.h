@@ -13,9 +13,10 @@ namespace bankops {
 // into shared memory (16 bytes a thread, row after row) and the warps' 16-byte reads of them:
 // FFMA (float32, and 16-bit of a few rows), a lane its own 16 bytes of each row (a warp reads 512 contiguous bytes,
 // conflict-free on a dense window); mma.sync (16-bit), lane (g, t) 16 bytes at k 8t.. of each chunk
-// of rows g and g + 8 (the layout's RowsXTile). Then the warps' sums into the partial tile
-// (FFMA: each sum stored by the one lane that holds it; mma.sync: accumulator pairs), and
-// split-K's loads. The weight goes straight to registers.
+// of rows g and g + 8 (the layout's RowsXTile). mma.sync stages the weight's window too
+// (RowsWTile: a warp copies 512 bytes of a row, lane (g, t) reads row g's 16 bytes at k 8t..);
+// FFMA loads it straight into registers. Then the warps' sums into the partial tile (FFMA: each
+// sum stored by the one lane that holds it; mma.sync: accumulator pairs), and split-K's loads.
 template <Layout L, int TM, bool MMA, DType kType>
 inline void trace_rows_as(const GemmRoute& r, SmemTrace& trace) {
   constexpr int e = rows_elem_bytes(kType), V = 16 / e, kWin = rows_window(kType, MMA), BN = rows_bn(MMA);
@@ -26,6 +27,20 @@ inline void trace_rows_as(const GemmRoute& r, SmemTrace& trace) {
   const auto x_at = [](int row, int col) { return int64_t(XTile::offset(row, col)) * e; };
   const auto pt = [](int row, int col) { return int64_t(PTile::offset(row, col)) * 4; };
   constexpr int kChunks = TM * kWin / V, kPerRow = kWin / V;
+  if constexpr (MMA) {
+    using WTile = RowsWTile<L>;
+    const auto w_at = [](int row, int col) { return int64_t(WTile::offset(row, col)) * e; };
+    SmemInstr& cw = trace.instr("gemm_rows", "ldgsts w window <- 512 bytes of a weight row", SmemOp::Ldgsts, 16, windows);
+    cw.zero_fill = false;  // as the x window's, below
+    for (int c0 = 0; c0 < BN * kPerRow; c0 += kRowsThreads)
+      add_block(
+          cw, kRowsThreads, [&](int t) { return w_at((c0 + t) / kPerRow, (c0 + t) % kPerRow * V); },
+          [&](int t) { return ((c0 + t) / kPerRow * g.b_sn + (c0 + t) % kPerRow * V) * e; });
+    SmemInstr& lw = trace.instr("gemm_rows", "lds.128 w window -> lane (g, t)'s 16 bytes of row g", SmemOp::Ld, 16,
+                                windows);
+    for (int c = 0; c < kRowsMmaChunks; ++c)
+      add_block(lw, kRowsThreads, [&](int t) { return w_at(t / 32 * 8 + t % 32 / 4, 32 * c + 8 * (t % 4)); });
+  }
   SmemInstr& cp = trace.instr("gemm_rows", "ldgsts x window <- rows of A", SmemOp::Ldgsts, 16, windows);
   // Not the zero-filling form's cost: the kernel's source size is 16 or 0, which Nsight Compute
   // measures at the plain form's wavefronts.
