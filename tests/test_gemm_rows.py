@@ -26,15 +26,18 @@ def test_route(dtype, m, tile):
 
 
 def test_mma_rows_split_to_one_block_an_sm():
-    """mma.sync's few-rows splits count one block an SM (measured faster than a split that
-    gives some SMs two): 8 or 16 rows of a (4096, 4096) or (4096, 14336) weight split 2 ways
-    (128 blocks), a (14336, 4096) weight's 224 blocks run unsplit; float32 counts its two."""
+    """mma.sync's few-rows splits count one block an SM, which takes the deep ring (4 stages of
+    swizzled windows): 8 or 16 rows of a (4096, 4096) or (4096, 14336) weight split 2 ways (128
+    blocks). A (14336, 4096) weight's 224 blocks run unsplit on the shallow ring, two blocks an
+    SM (3 stages at 8 rows, 2 at 16), all resident. float32 counts its two blocks an SM."""
     dev = (*H100, H100_ROOM)
-    for m in (8, 16):
-        for (n, k), split in (((4096, 4096), 2), ((4096, 14336), 2), ((14336, 4096), 1)):
+    for m, deep, shallow in ((8, 4, 3), (16, 4, 2)):
+        for (n, k), split, stages in (((4096, 4096), 2, deep), ((4096, 14336), 2, deep), ((14336, 4096), 1, shallow)):
             line = route(meta(m, k, dtype=BF16), meta(n, k, dtype=BF16).t(), device=dev)
             assert rows_of(line) == (True, split) and fields(line)["blocks"] == str(n // 64 * split), line
-    assert rows_of(route(meta(8, 4096, dtype=F32), meta(4096, 4096, dtype=F32).t(), device=dev)) == (True, 2)
+            assert fields(line)["stages"] == str(stages), line
+    f32 = route(meta(8, 4096, dtype=F32), meta(4096, 4096, dtype=F32).t(), device=dev)
+    assert rows_of(f32) == (True, 2) and "stages" not in fields(f32), f32
 
 
 def test_route_leaves_what_it_does_not_take():
@@ -137,8 +140,10 @@ def test_cuda_every_m(dtype):
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("dtype", [F32, BF16], ids=str)
 @pytest.mark.parametrize("m,n,k", [(1, 4096, 4096), (7, 33, 1032), (2, 4100, 8192), (16, 640, 14336),
-                                   (32, 640, 14336)])
+                                   (32, 640, 14336), (8, 8500, 1024), (16, 8500, 1040)])
 def test_cuda_shapes_and_bits(layout, dtype, m, n, k):
+    """Each shape against the reference, bit-equal over runs and layouts; 8500 weight rows (133
+    blocks of 64) take mma.sync's shallow ring on an H100, the rest its deep one."""
     if m > 16 and dtype != F32:
         pytest.skip("16-bit rows past 16 take the mma.sync kernel's split (test_gemm_split.py)")
     x, w = operand(m, k, None, dtype, False), operand(k, n, None, dtype, True)

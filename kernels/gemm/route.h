@@ -284,6 +284,7 @@ struct GemmRoute {
   MmaShape mma = MmaShape::Small;
   int split = 1;    // mma, rows: the blocks (a cluster) that share each tile's k
   int rows_tm = 1;        // rows: the rows of A a block takes
+  int rows_stages = 0;    // rows on mma.sync: its ring's stages (rows_stages: deep or shallow)
   bool rows_mma = false;  // rows: mma.sync products (16-bit, more than a few rows), else FFMA
   WgmmaShape wgmma = WgmmaShape::None;
   bool out_vec = false;
@@ -439,8 +440,8 @@ inline bool split_route(GemmRoute& r, const GemmOptions& opt) {
 
 // The few-rows kernel where it takes the call (rows_supports), its k windows split across a
 // cluster on compute capability 9.0 where its blocks would leave SMs idle. mma.sync's splits
-// count one block an SM though two fit at 8 rows: on the H100 a split that gave some SMs a
-// second block ran slower than one that gives each SM one (bench/RESULTS.md).
+// count one block an SM (the deep ring's); a grid past one wave of them takes the shallow ring
+// at two blocks an SM instead (rows.h's rows_stages).
 inline bool rows_route(GemmRoute& r, const GemmOptions& opt) {
   const GemmArgs& g = r.args;
   if (!opt.split_k || !rows_supports(r.dtype, g)) return false;
@@ -449,8 +450,10 @@ inline bool rows_route(GemmRoute& r, const GemmOptions& opt) {
   r.rows_tm = rows_tm(g.m, r.rows_mma);
   const int64_t blocks = g.batch * ceil_div(g.n, rows_bn(r.rows_mma));
   const int64_t windows = ceil_div(g.k, rows_window(r.dtype, r.rows_mma));
-  const int per_sm = r.rows_mma ? 1 : rows_blocks_per_sm(r.rows_tm, false);
+  const int per_sm = r.rows_mma ? 1 : rows_ffma_blocks_per_sm(r.rows_tm);
   r.split = r.device.cc < 90 ? 1 : split_k_count(blocks, windows, r.device, per_sm);
+  if (r.rows_mma)
+    r.rows_stages = rows_ring_stages(r.layout, r.rows_tm, blocks * r.split <= cluster_room(r.device, r.split, 1));
   return true;
 }
 
@@ -547,6 +550,7 @@ inline std::string gemm_route_line(const GemmRoute& r) {
       break;
     case GemmFamily::Rows:
       s = "rows " + tile + ab + " split=" + std::to_string(r.split);
+      if (r.rows_mma) s += " stages=" + std::to_string(r.rows_stages);
       break;
     case GemmFamily::Mma:
       s = std::string("mma ") + tile + " fill=" + kFill[int(r.ops.fill)] + ab + " split=" + std::to_string(r.split);

@@ -63,7 +63,7 @@ __device__ __forceinline__ void rows_stage_a(uint32_t dst, const T* a, const Gem
 // (Held to the residency the route plans for: a register or two more per thread than 128
 // would halve the blocks an SM takes, and measured a third slower.)
 template <Layout L, class T, int TM>
-__global__ void __launch_bounds__(kRowsThreads, rows_blocks_per_sm(TM, false))
+__global__ void __launch_bounds__(kRowsThreads, rows_ffma_blocks_per_sm(TM))
     rows_kernel(const GemmArgs g, const int splits) {
   constexpr int V = 16 / sizeof(T), kWin = rows_window(dtype_of<T>(), false), R = kRowsPerWarp;
   constexpr int kRowsBN = rows_bn(false);
@@ -162,11 +162,11 @@ __device__ __forceinline__ void rows_stage_w(uint32_t dst, const T* b, const Gem
 // holds rows_stages windows of both; while the warps multiply window w, windows w + 1 .. w +
 // stages - 1 fly. The accumulator pairs land in the partial tile for split_k_store (one order
 // every run: the same bits).
-template <Layout L, class T, int TM>
-__global__ void __launch_bounds__(kRowsThreads, rows_blocks_per_sm(TM, true))
+template <Layout L, class T, int TM, int S>
+__global__ void __launch_bounds__(kRowsThreads, rows_ring_blocks_per_sm<L, TM>(S))
     rows_mma_kernel(const GemmArgs g, const int splits) {
   constexpr int kWin = rows_window(dtype_of<T>(), true), BN = rows_bn(true), MT = (TM + 15) / 16;
-  constexpr int S = rows_stages<L, TM>(), kStage = rows_stage_bytes<L, TM>();
+  constexpr int kStage = rows_stage_bytes<L, TM>();
   using WTile = RowsWTile<L>;
   using XTile = RowsXTile<L, TM>;
   using PTile = SplitTile<L, TM, BN>;
@@ -260,8 +260,13 @@ cudaError_t run(const GemmRoute& r, cudaStream_t stream) {
                                             stream);
     }
     if constexpr (kMma) {
-      if (r.rows_mma)
-        return start<rows_mma_kernel<L, T, TM>>(r, rows_bn(true), rows_stages<L, TM>() * rows_stage_bytes<L, TM>(), stream);
+      // The route's ring: the deep or the shallow one (rows_stages).
+      constexpr int kDeep = rows_stages<L, TM>(true), kShallow = rows_stages<L, TM>(false);
+      constexpr int kStage = rows_stage_bytes<L, TM>();
+      if (r.rows_mma && r.rows_stages == kDeep)
+        return start<rows_mma_kernel<L, T, TM, kDeep>>(r, rows_bn(true), kDeep * kStage, stream);
+      if (r.rows_mma && r.rows_stages == kShallow)
+        return start<rows_mma_kernel<L, T, TM, kShallow>>(r, rows_bn(true), kShallow * kStage, stream);
     }
     return cudaErrorInvalidValue;
   });

@@ -44,9 +44,8 @@ BANKOPS_HD constexpr int rows_bn(bool mma) { return kRowsWarps * (mma ? 8 : kRow
 BANKOPS_HD constexpr int rows_window(DType t, bool mma) {
   return mma ? 32 * kRowsMmaChunks : 32 * (16 / rows_elem_bytes(t)) * kRowsUnroll;
 }
-// Blocks resident an SM (FFMA by registers: 32 rows of sums take about 220 a thread; mma.sync
-// by its ring).
-BANKOPS_HD constexpr int rows_blocks_per_sm(int tm, bool mma) { return (mma ? tm <= 8 : tm < 16) ? 2 : 1; }
+// FFMA's blocks resident an SM, by registers (32 rows of sums take about 220 a thread).
+BANKOPS_HD constexpr int rows_ffma_blocks_per_sm(int tm) { return tm < 16 ? 2 : 1; }
 
 // The rows of A a block takes: the least power of two that covers m, 8 at least on mma.sync
 // (half its m16 tile; the other half is zeros). At most 32 rows on FFMA, 16 on mma.sync (past
@@ -74,17 +73,23 @@ using RowsXTile = TileLayout<L, TM, rows_window(DType::BF16, true), 2, 64>;
 template <Layout L>
 using RowsWTile = TileLayout<L, rows_bn(true), rows_window(DType::BF16, true), 2, 64>;
 
-// The mma.sync kernel's ring: stages of the weight's window then x's, as many as fit (up to
-// four) in rows_blocks_per_sm blocks of an SM's 228 KB (compute capability 9.0; 1 KB of it each
-// block's), and in the 163 KB that compute capability 8.x lets a block take.
+// The mma.sync kernel's ring: stages of the weight's window then x's. A grid of one wave at one
+// block an SM takes the deep ring (as many stages as one block fits, up to four: the more bytes
+// in flight an SM, the faster it streams); a longer grid the shallow one (as many as two blocks
+// an SM fit), which keeps every block resident rather than run a second wave. A block takes at
+// most the 163 KB that compute capability 8.x allows (measured: bench/RESULTS.md).
 template <Layout L, int TM>
 constexpr int rows_stage_bytes() { return (RowsWTile<L>::kSize + RowsXTile<L, TM>::kSize) * 2; }
-constexpr int kRowsSmemPerSM = 228 * 1024, kRowsSmemPerBlock = 163 * 1024;
+constexpr int kRowsSmemPerSM = 228 * 1024, kRowsSmemPerBlock = 163 * 1024, kRowsMaxStages = 4;
 template <Layout L, int TM>
-constexpr int rows_stages() {
-  constexpr int fit = (kRowsSmemPerSM / rows_blocks_per_sm(TM, true) - 1024) / rows_stage_bytes<L, TM>();
-  constexpr int cap = kRowsSmemPerBlock / rows_stage_bytes<L, TM>(), n = fit < cap ? fit : cap;
-  return n < 4 ? n : 4;
+constexpr int rows_stages(bool deep) {
+  const int fit = (deep ? kRowsSmemPerBlock : kRowsSmemPerSM / 2 - 1024) / rows_stage_bytes<L, TM>();
+  return fit < kRowsMaxStages ? fit : kRowsMaxStages;
+}
+// The blocks an SM that a ring of S stages leaves room for (1 KB of the SM's 228 KB a block).
+template <Layout L, int TM>
+constexpr int rows_ring_blocks_per_sm(int S) {
+  return 2 * (S * rows_stage_bytes<L, TM>() + 1024) <= kRowsSmemPerSM ? 2 : 1;
 }
 
 // f(std::integral_constant<int, TM>{}) for a block's rows of A (rows_tm): the one switch that
@@ -99,6 +104,13 @@ decltype(auto) with_rows_tm(int tm, F&& f) {
     case 16: return f(std::integral_constant<int, 16>{});
     default: return f(std::integral_constant<int, 32>{});
   }
+}
+
+// The stages of a block of tm rows under `layout`, deep or shallow (rows_stages at run time).
+inline int rows_ring_stages(Layout layout, int tm, bool deep) {
+  return with_layout(layout, [&](auto tag) {
+    return with_rows_tm(tm, [&](auto t) { return rows_stages<decltype(tag)::value, decltype(t)::value>(deep); });
+  });
 }
 
 // Whether an operand's rows are 16-byte vectors of its contiguous dim: unit stride there, the
