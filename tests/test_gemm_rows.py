@@ -78,12 +78,12 @@ def test_explain_stages_x_by_windows(dtype):
     each window (16 bytes a thread) and the warps' 16-byte reads, once per window of every
     block; 16-bit stages the weight's window (64 rows of 512 bytes) the same way, and reads
     it as it reads x. float32's warps read 512 contiguous bytes of a row (conflict-free on any
-    layout); 16-bit's lanes (g, t) read rows g and g + 8 at k 8t.. of each 32-k chunk, two rows an
-    8-lane phase: pad and swizzle are conflict-free, none takes two wavefronts where one would
-    do. pad's odd rows start 64 bytes past a 128-byte line, and the bank model charges a copy
-    there a second wavefront per global line, as the probe of plain cp.async measures (its
-    copies in half again); Nsight Compute measures this kernel's copies at the ideal, so the
-    model overcounts them (bench/RESULTS.md's bank-conflict table)."""
+    layout); 16-bit's lanes (g, t) read rows g and g + 8 at k 8t.. of each 32-k chunk, two
+    rows an 8-lane phase: pad and swizzle are conflict-free, none takes two wavefronts where
+    one would do. pad's odd rows start 64 bytes past a 128-byte line, and the bank model
+    charges a copy there a second wavefront per global line, as the probe of plain cp.async
+    measures (its copies in half again; bench/RESULTS.md's bank-conflict table has what
+    Nsight Compute counts in this kernel)."""
     m, n, k = 8, 4096, 4096
     window, bn = (256, 32) if dtype == F32 else (256, 64)
     reads = 8 * 2 * m if dtype == F32 else 8 * 8  # a window: each warp's loads (16-bit: 8 chunks, rows g)
@@ -142,8 +142,9 @@ def test_cuda_every_m(dtype):
 @pytest.mark.parametrize("m,n,k", [(1, 4096, 4096), (7, 33, 1032), (2, 4100, 8192), (16, 640, 14336),
                                    (32, 640, 14336), (8, 8500, 1024), (16, 8500, 1040)])
 def test_cuda_shapes_and_bits(layout, dtype, m, n, k):
-    """Each shape against the reference, bit-equal over runs and layouts; 8500 weight rows (133
-    blocks of 64) take mma.sync's shallow ring on an H100, the rest its deep one."""
+    """Each shape against the reference, bit-equal over runs and layouts. In 16 bits, 8500
+    weight rows (133 blocks of 64) take mma.sync's shallow ring on an H100, the rest its deep
+    one."""
     if m > 16 and dtype != F32:
         pytest.skip("16-bit rows past 16 take the mma.sync kernel's split (test_gemm_split.py)")
     x, w = operand(m, k, None, dtype, False), operand(k, n, None, dtype, True)

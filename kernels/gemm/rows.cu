@@ -170,7 +170,8 @@ __global__ void __launch_bounds__(kRowsThreads, rows_ring_blocks_per_sm<L, TM>(S
   using WTile = RowsWTile<L>;
   using XTile = RowsXTile<L, TM>;
   using PTile = SplitTile<L, TM, BN>;
-  static_assert(S >= 2 && PTile::kSize * 4 <= S * kStage, "a ring of two stages at least, reused by the partial tile");
+  static_assert(S >= 2 && PTile::kSize * 4 <= S * kStage,
+                "a ring of two stages at least, which the partial tile reuses");
   extern __shared__ __align__(16) unsigned char smem[];  // the ring, then the partial tile
   const uint32_t base = smem_u32(smem);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gq = lane / 4, tq = lane % 4;

@@ -49,8 +49,7 @@ BANKOPS_HD constexpr int rows_ffma_blocks_per_sm(int tm) { return tm < 16 ? 2 : 
 
 // The rows of A a block takes: the least power of two that covers m, 8 at least on mma.sync
 // (half its m16 tile; the other half is zeros). At most 32 rows on FFMA, 16 on mma.sync (past
-// them the mma.sync kernel's own tiles, split across a cluster, run faster: measured, 32 rows
-// here ran at 0.7x torch's speed, where their tiles run at 0.85-0.97x).
+// them the mma.sync kernel's own tiles, split across a cluster, run faster: bench/RESULTS.md).
 constexpr int kRowsMaxM = 32, kRowsMmaMaxM = 16;
 BANKOPS_HD constexpr int rows_max_m(DType t) { return t == DType::F32 ? kRowsMaxM : kRowsMmaMaxM; }
 BANKOPS_HD int rows_tm(int64_t m, bool mma) {

@@ -30,7 +30,8 @@ inline void trace_rows_as(const GemmRoute& r, SmemTrace& trace) {
   if constexpr (MMA) {
     using WTile = RowsWTile<L>;
     const auto w_at = [](int row, int col) { return int64_t(WTile::offset(row, col)) * e; };
-    SmemInstr& cw = trace.instr("gemm_rows", "ldgsts w window <- 512 bytes of a weight row", SmemOp::Ldgsts, 16, windows);
+    SmemInstr& cw =
+        trace.instr("gemm_rows", "ldgsts w window <- 512 bytes of a weight row", SmemOp::Ldgsts, 16, windows);
     cw.zero_fill = false;  // as the x window's, below
     for (int c0 = 0; c0 < BN * kPerRow; c0 += kRowsThreads)
       add_block(
