@@ -98,13 +98,18 @@ def test_hopper_plans_split_k():
     the GPU unsplit; a weight gradient (3072 x 768, k 16384) runs its 72 tiles of 128 x 256
     split 3 ways (216 blocks: two waves of clusters of 3 against one of 72 blocks, each a
     third as long); 1536^3 one wave of 72 unsplit (the split's sums cost more than its second
-    wave saves). Off the Hopper route (pad; split_k off) the rows split on mma.sync or not at all."""
+    wave saves). 128 rows against a (4096, 14336) weight read it at the rate of the blocks
+    streaming it: 128 blocks of 128 x 64 split two ways, not 96 of 128 x 256 split six ways
+    (fewer k steps a block, but a third fewer TMA rings pulling the 117 MB). Off the Hopper
+    route (pad; split_k off) the rows split on mma.sync or not at all."""
     dev, w = (*H100, H100_ROOM), meta(4096, 4096).t()
     for m in (65, 128):
         line = route(meta(m, 4096), w, device=dev)
         assert line.startswith("wgmma 128x64x64 producer=tma a=mk b=nk repack=none split=2"), line
         assert fields(line)["blocks"] == "128", line
     assert split_of(route(meta(128, 4096), meta(14336, 4096).t(), device=dev)) == 1
+    long_k = route(meta(128, 14336), meta(4096, 14336).t(), device=dev)
+    assert long_k.startswith("wgmma 128x64x64 producer=tma a=mk b=nk repack=none split=2"), long_k
     wgrad = route(meta(16384, 3072).t(), meta(16384, 768), device=dev)
     assert wgrad.startswith("wgmma 128x256x64 producer=tma a=km b=kn repack=none split=3"), wgrad
     assert fields(wgrad)["blocks"] == "216", wgrad

@@ -3,8 +3,9 @@
 // launcher (launch.h) runs exactly the route, explain() traces exactly the route (trace.h),
 // and torch.ops.bankops._gemm_route prints it (gemm_route_line).
 //
-//   a few rows, k-major -> rows:  the few-rows kernel (rows.h): a weight streamed into registers,
-//   (decode)                      FFMA or mma.sync products, split-K across a cluster (split_k.h)
+//   a few rows, k-major -> rows:  the few-rows kernel (rows.h): a weight streamed into registers
+//   (decode)                      (FFMA) or a shared-memory ring (mma.sync), split-K across a
+//                                 cluster (split_k.h)
 //   float32 / float64   -> ffma:  the FFMA/DFMA kernel (ffma.h): tile, each operand's staging,
 //                                 and for the 128x256 tile the strip and stream-K (ffma_work.h)
 //   float16 / bfloat16  -> wgmma: the Hopper kernel (wgmma.h), swizzle on compute capability
@@ -14,6 +15,7 @@
 //                       -> mma:   the mma.sync kernel (mma.h) otherwise: tile and fill; a few
 //                                 rows against a weight split k across a cluster (split_k.h)
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -195,8 +197,12 @@ struct WgmmaPlan {
 // wider tiles do more work a step and feed the tensor cores better); a split block adds
 // wgmma_sum_time<C>() (its partial tile out, its rows summed through distributed shared
 // memory, which moves tens of GB/s an SM); the blocks run in waves of the clusters the device
-// holds (cluster_room).
+// holds (cluster_room). No plan reads its operands faster than its resident blocks pull them
+// (each TMA ring about kWgmmaBlockGBps, all of them at most kWgmmaDramGBps): a few rows against
+// a long weight are bound by reading it, and there fewer, wider tiles lose.
 constexpr double kWgmmaBlockSteps = 2;
+constexpr double kWgmmaStepNs = 180;  // a unit of wgmma_step_time (1024^3: 36 units, 6.4 us)
+constexpr double kWgmmaBlockGBps = 23, kWgmmaDramGBps = 2800;
 template <class C>
 constexpr double wgmma_step_time() {
   return C::kBN == 256 ? 4.0 : C::kBN == 128 ? 2.6 : 2.0;
@@ -211,7 +217,11 @@ inline double wgmma_plan_time(const GemmArgs& g, const DeviceInfo& d, int split)
   const int64_t room = cluster_room(d, split, 1), nk = ceil_div(g.k, C::kBK);
   const double block = (double(ceil_div(nk, split)) + kWgmmaBlockSteps) * wgmma_step_time<C>() +
                        (split > 1 ? wgmma_sum_time<C>() : 0);
-  return double(ceil_div(tiles * split, room)) * block;
+  const double compute = double(ceil_div(tiles * split, room)) * block;
+  // The operands' bytes (a broadcast B once) over the rate the resident blocks reach, in units.
+  const double bytes = 2.0 * g.k * (double(g.batch) * g.m + double(g.b_sb != 0 ? g.batch : 1) * g.n);
+  const double gbps = std::min(kWgmmaDramGBps, double(std::min(tiles * split, room)) * kWgmmaBlockGBps);
+  return std::max(compute, bytes / gbps / kWgmmaStepNs);
 }
 
 // The TMA plan: the tile and split whose waves end soonest. Candidates go unsplit first, then
