@@ -59,17 +59,21 @@ def test_route_leaves_what_it_does_not_take():
 
 
 def test_explain_partial_tile_per_layout():
-    """The warps' sums land in the partial tile, each stored by the one lane that holds it
-    (a store of one lane meets no conflict on any layout)."""
-    waves = {}
-    for layout in LAYOUTS:
-        rep = bankops.explain("gemm", layout, F32, m=8, n=4096, k=4096, b_transposed=True)
-        assert rep.route.startswith("rows 8x32x256"), rep.route
-        store = [r for r in rep.rows if r["instruction"].startswith("st.shared P")]
-        assert len(store) == 1 and store[0]["count"] == 8 * 4 * 8  # 8 warps x 4 weight rows x 8 tokens
-        waves[layout] = store[0]["wavefronts"]
-        assert store[0]["wavefronts"] == store[0]["ideal"] == store[0]["count"]
-    assert len(set(waves.values())) == 1
+    """The warps' sums meet by halving exchanges (each lane keeps half of what it holds and adds its
+    partner's copy), and each lane stores the sums it ends with: a store a warp covers 8 rows of
+    x by its 4 weight rows. The partial tile's 32-float rows put those on 4 banks under none
+    (8-way); pad and swizzle spread them over 16 (2-way). Past 32 sums a lane stores several."""
+    for m, stores in ((8, 1), (32, 4)):
+        for layout, ways in (("none", 8), ("pad", 2), ("swizzle", 2)):
+            rep = bankops.explain("gemm", layout, F32, m=m, n=4096, k=4096, b_transposed=True)
+            assert rep.route.startswith(f"rows {m}x32x256"), rep.route
+            store = [r for r in rep.rows if r["instruction"].startswith("st.shared P")]
+            assert len(store) == 1 and store[0]["count"] == 8 * stores, (m, layout, store)  # 8 warps
+            assert store[0]["ideal"] == store[0]["count"], (m, layout, store)
+            assert store[0]["wavefronts"] == ways * store[0]["ideal"], (m, layout, store)
+    one = bankops.explain("gemm", "none", F32, m=1, n=4096, k=4096, b_transposed=True)
+    store = [r for r in one.rows if r["instruction"].startswith("st.shared P")][0]
+    assert store["count"] == store["wavefronts"] == 8, store  # 4 sums a warp, 4 lanes: no conflict
 
 
 @pytest.mark.parametrize("dtype", [F32, BF16], ids=str)

@@ -33,10 +33,27 @@ constexpr DType dtype_of() {
   return std::is_same<T, float>::value ? DType::F32 : std::is_same<T, __half>::value ? DType::F16 : DType::BF16;
 }
 
-__device__ __forceinline__ float warp_sum(float v) {
+// The first COUNT of v summed across the warp's lanes by exchanges over lane bit O, then O / 2,
+// ..: each exchange halves the values a lane keeps (the lane with bit O set keeps the upper
+// half) and adds its partner's copy of them, so N sums take about N shuffles rather than 5N
+// (rows_sum_index says where each sum ends up). Past one value, a plain butterfly.
+template <int COUNT, int O, int N>
+__device__ __forceinline__ void rows_warp_sums(float (&v)[N], int lane) {
+  if constexpr (O >= 1) {
+    if constexpr (COUNT > 1) {
+      constexpr int kHalf = COUNT / 2;
+      const bool up = (lane & O) != 0;
 #pragma unroll
-  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
+      for (int i = 0; i < kHalf; ++i) {
+        const float send = up ? v[i] : v[i + kHalf], keep = up ? v[i + kHalf] : v[i];
+        v[i] = keep + __shfl_xor_sync(0xffffffffu, send, O);
+      }
+      rows_warp_sums<kHalf, O / 2>(v, lane);
+    } else {
+      v[0] += __shfl_xor_sync(0xffffffffu, v[0], O);
+      rows_warp_sums<1, O / 2>(v, lane);
+    }
+  }
 }
 
 // A window of A's rows (Tile: TM x window elements) into shared memory by cp.async, 16 bytes a
@@ -120,15 +137,20 @@ __global__ void __launch_bounds__(kRowsThreads, rows_ffma_blocks_per_sm(TM))
       __syncthreads();  // every warp is done with this buffer before window win + 2 fills it
     }
     cp_async_wait<0>();
-    // The warp's sums, each now on every lane: lane l stores those of index l mod 32.
+    // The warp's R x TM sums across its lanes (in rows_sum_at's order); each lane lays its own in P.
+    constexpr int kSums = R * TM;
+    float v[kSums];
+#pragma unroll
+    for (int j = 0; j < kSums; ++j) v[j] = acc[rows_sum_at(TM, j).r][rows_sum_at(TM, j).t];
+    rows_warp_sums<kSums, 16>(v, lane);
     float* part = reinterpret_cast<float*>(smem);
+    if (rows_sum_stores(kSums, lane)) {
 #pragma unroll
-    for (int r = 0; r < R; ++r)
-#pragma unroll
-      for (int t = 0; t < TM; ++t) {
-        const float s = warp_sum(acc[r][t]);
-        if ((r * TM + t) % 32 == lane) part[PTile::offset(t, row0 + r)] = s;
+      for (int i = 0; i < rows_sum_count(kSums); ++i) {
+        const RowsSum at = rows_sum_at(TM, rows_sum_index(kSums, lane, i));
+        part[PTile::offset(at.t, row0 + at.r)] = v[i];
       }
+    }
     __syncthreads();
     split_k_store<T, TM, kRowsBN, PTile, kRowsThreads>(part, g, static_cast<T*>(g.c) + bz * g.m * g.n, 0, n0, splits,
                                                        rank, threadIdx.x);

@@ -4,7 +4,7 @@
 // - FFMA (float32; 16-bit up to kRowsFfmaRows rows): the weight straight into registers by
 //   16-byte loads; each warp takes kRowsPerWarp weight rows, a lane 16 bytes of each per load
 //   (512 contiguous bytes a row); the rows of A go through shared memory a window of k at a
-//   time (cp.async, double-buffered); the lanes' sums meet by warp shuffles;
+//   time (cp.async, double-buffered); the lanes' sums meet by halving exchanges (rows_sum_index);
 // - mma.sync m16n8k16 (16-bit past kRowsFfmaRows rows): windows of the weight (RowsWTile) and
 //   of x (RowsXTile) go through a ring of stages (rows_stages) by cp.async, each warp copying 512
 //   contiguous bytes of one weight row an instruction (whole 128-byte lines: DRAM streams them
@@ -43,6 +43,29 @@ BANKOPS_HD constexpr int rows_bn(bool mma) { return kRowsWarps * (mma ? 8 : kRow
 // A window: the k the block's warps cover with the loads a lane keeps in flight.
 BANKOPS_HD constexpr int rows_window(DType t, bool mma) {
   return mma ? 32 * kRowsMmaChunks : 32 * (16 / rows_elem_bytes(t)) * kRowsUnroll;
+}
+// FFMA's warp sums (rows.cu's rows_warp_sums): of N sums (a power of two), lane l ends with
+// rows_sum_count(N) fully summed, its i-th being sum rows_sum_index(N, l, i): each exchange over
+// lane bit o = 16, 8, .. while a lane keeps more than one gives the lanes with that bit set the
+// upper half of what they kept. Fewer than 32 sums end on groups of lanes holding the same one,
+// and the lowest lane of each group stores it (rows_sum_stores).
+BANKOPS_HD constexpr int rows_sum_count(int n) { return n > 32 ? n / 32 : 1; }
+BANKOPS_HD constexpr int rows_sum_index(int n, int lane, int i) {
+  int idx = i;
+  for (int o = 16, half = n / 2; o >= 1 && half >= 1; o /= 2, half /= 2)
+    if (lane & o) idx += half;
+  return idx;
+}
+BANKOPS_HD constexpr bool rows_sum_stores(int n, int lane) { return n >= 32 || lane % (32 / n) == 0; }
+// The sum that index idx of a warp's kRowsPerWarp x TM stands for: row t of A, weight row r.
+// Past 32 sums a lane keeps several, one store each: the lanes' bits take t's low three and r,
+// so each store covers 8 rows of A by 4 weight rows, which pad and swizzle spread over 16 banks.
+struct RowsSum {
+  int t, r;
+};
+BANKOPS_HD constexpr RowsSum rows_sum_at(int tm, int idx) {
+  const int per_lane = rows_sum_count(kRowsPerWarp * tm), hi = idx / per_lane, lo = idx % per_lane;
+  return per_lane == 1 ? RowsSum{idx % tm, idx / tm} : RowsSum{(hi & 7) | lo << 3, hi >> 3};
 }
 // FFMA's blocks resident an SM, by registers (32 rows of sums take about 220 a thread).
 BANKOPS_HD constexpr int rows_ffma_blocks_per_sm(int tm) { return tm < 16 ? 2 : 1; }

@@ -16,7 +16,7 @@ namespace bankops {
 // of rows g and g + 8 (the layout's RowsXTile). mma.sync stages the weight's window too
 // (RowsWTile: a warp copies 512 bytes of a row, lane (g, t) reads row g's 16 bytes at k 8t..);
 // FFMA loads it straight into registers. Then the warps' sums into the partial tile (FFMA: each
-// sum stored by the one lane that holds it; mma.sync: accumulator pairs), and split-K's loads.
+// lane stores the sums the exchanges leave it; mma.sync: accumulator pairs), and split-K's loads.
 template <Layout L, int TM, bool MMA, DType kType>
 inline void trace_rows_as(const GemmRoute& r, SmemTrace& trace) {
   constexpr int e = rows_elem_bytes(kType), V = 16 / e, kWin = rows_window(kType, MMA), BN = rows_bn(MMA);
@@ -62,14 +62,15 @@ inline void trace_rows_as(const GemmRoute& r, SmemTrace& trace) {
     for (int u = 0; u < kRowsUnroll; ++u)
       for (int row = 0; row < TM; ++row)
         add_block(ld, kRowsThreads, [&](int t) { return x_at(row, (u * 32 + t % 32) * V); });
-    constexpr int R = kRowsPerWarp;  // each sum a store by the lane that holds it (lane l: index l mod 32)
-    SmemInstr& st = trace.instr("gemm_rows", "st.shared P <- a warp's sum (one lane each)", SmemOp::St, 4,
+    // rows_warp_sums: lane l's i-th sum is rows_sum_at(rows_sum_index(.., l, i))
+    constexpr int R = kRowsPerWarp, kSums = R * TM;
+    SmemInstr& st = trace.instr("gemm_rows", "st.shared P <- the warp's sums, each lane its own", SmemOp::St, 4,
                                 tiles * r.split);
-    for (int row = 0; row < R; ++row)
-      for (int tok = 0; tok < TM; ++tok)
-        add_block(st, kRowsThreads, [&](int t) {
-          return t % 32 == (row * TM + tok) % 32 ? pt(tok, t / 32 * R + row) : int64_t(-1);
-        });
+    for (int i = 0; i < rows_sum_count(kSums); ++i)
+      add_block(st, kRowsThreads, [&](int t) {
+        const RowsSum at = rows_sum_at(TM, rows_sum_index(kSums, t % 32, i));
+        return rows_sum_stores(kSums, t % 32) ? pt(at.t, t / 32 * R + at.r) : int64_t(-1);
+      });
   }
   trace_split_loads<PTile>("gemm_rows", kRowsThreads, tiles, r.split, trace);
 }
