@@ -77,18 +77,25 @@ H100_ROOM = [132, 117, 120, 110, 102, 105, 120, 264, 237, 248, 235, 234, 224, 24
              396, 372, 368, 345, 372, 329, 360, 528, 489, 496, 470, 474, 483, 496]
 
 
-def test_few_rows_without_a_split_stay_on_mma_sync():
+def test_few_rows_without_a_split_take_the_hopper_plan():
     """32 rows against a (14336, 4096) weight: on an H100's room no split of the 112 Rows
-    tiles saves a tenth, and the unsplit call takes mma.sync's 64-row tile, not the Hopper
-    kernel's 128 rows (which the same call with a batch of 2, or 65 rows, takes)."""
+    tiles saves a tenth, and the unsplit call takes the Hopper kernel's 128 x 128 tile (its TMA
+    rings stream the weight faster than mma.sync's 64-row tile, though 3/4 of its rows are
+    zeros), as the same call with a batch of 2, or 65 rows, does. Off the Hopper route (pad, an
+    A100, the wgmma switch off) it stays on mma.sync's tiles."""
     w = meta(14336, 4096).t()
-    line = route(meta(32, 4096), w, device=(*H100, H100_ROOM))
-    assert line.startswith("mma 64x128x64 fill=cp.async a=mk b=nk split=1"), line
-    assert route(meta(2, 32, 4096), w.expand(2, 4096, 14336), device=(*H100, H100_ROOM)).startswith("wgmma")
-    assert route(meta(65, 4096), w, device=(*H100, H100_ROOM)).startswith("wgmma 128x128x64"), "65 rows"
+    dev = (*H100, H100_ROOM)
+    line = route(meta(32, 4096), w, device=dev)
+    assert line.startswith("wgmma 128x128x64 producer=tma a=mk b=nk repack=none split=1"), line
+    assert route(meta(2, 32, 4096), w.expand(2, 4096, 14336), device=dev).startswith("wgmma")
+    assert route(meta(65, 4096), w, device=dev).startswith("wgmma 128x128x64"), "65 rows"
+    assert route(meta(32, 4096), w, "pad", device=dev).startswith("mma 64x128x64 fill=cp.async a=mk b=nk split=1")
+    assert route(meta(32, 4096), w, device=A100).startswith("mma "), "no Hopper kernel below 9.0"
     with switch("split_k", False):
         assert route(meta(65, 4096), w).startswith("wgmma")
-        assert route(meta(64, 4096), w).startswith("mma 64x128x64")
+        assert route(meta(64, 4096), w).startswith("wgmma"), "no split: the Hopper plan, unsplit"
+    with switch("wgmma", False):
+        assert route(meta(32, 4096), w, device=dev).startswith("mma 64x128x64")
 
 
 def test_hopper_plans_split_k():

@@ -467,16 +467,18 @@ inline bool rows_route(GemmRoute& r, const GemmOptions& opt) {
   return true;
 }
 
-// 64 or fewer rows a batch try mma.sync's split tiles first (split_route), and one batch of
-// them never takes the Hopper kernel: its 128-row tiles would be half zeros or more. More rows
-// try the Hopper plan first (its own split), then split_route, then mma.sync's tiles.
+// 64 or fewer rows a batch try mma.sync's split tiles first (split_route), then, where no split
+// helps (the tiles alone fill the SMs, or k is short), the Hopper plan: its 128-row tiles are
+// half zeros or more, but so thin a call is bound by reading the weight, which its TMA rings
+// stream faster than mma.sync's tiles (bench/RESULTS.md). More rows try the Hopper plan first
+// (its own split), then split_route, then mma.sync's tiles.
 inline void tensor_core_route(GemmRoute& r, const GemmOptions& opt) {
   const GemmArgs& g = r.args;
   r.ops = mma_operands(g);
   r.out_vec = mma_aligned16(g.c) && g.n % kMmaChunk == 0;
   const bool few_rows = g.m <= MmaNarrow::kBM;
   if (few_rows && split_route(r, opt)) return;
-  const bool hopper = opt.wgmma && r.device.cc == 90 && r.layout == Layout::Swizzle && !(few_rows && g.batch == 1);
+  const bool hopper = opt.wgmma && r.device.cc == 90 && r.layout == Layout::Swizzle;
   if (hopper && opt.repack && opt.tma && repack_route(r, opt)) return;
   const WgmmaPlan plan = wgmma_plan(g, r.ops, hopper, opt.tma, opt.split_k, r.device);
   if (plan.shape != WgmmaShape::None) {
