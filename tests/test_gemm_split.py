@@ -98,6 +98,31 @@ def test_few_rows_without_a_split_take_the_hopper_plan():
         assert route(meta(32, 4096), w, device=dev).startswith("mma 64x128x64")
 
 
+# A few rows that no split helps, k = 256 (two of the Rows tile's k tiles: too short to share).
+SHORT_K_ROWS = [(1, False), (9, False), (17, False), (17, True), (32, True), (33, False), (64, True)]
+
+
+@pytest.mark.parametrize("m,b_t", SHORT_K_ROWS)
+def test_few_rows_over_a_short_k_take_the_hopper_plan(m, b_t):
+    """k = 256 leaves split_route nothing to split, and one batch of 64 rows or fewer takes the
+    Hopper plan's 128 x 64 tiles (64 blocks) on an H100, mma.sync's elsewhere."""
+    x, w = meta(m, 256), meta(4096, 256).t() if b_t else meta(256, 4096)
+    line = route(x, w, device=(*H100, H100_ROOM))
+    assert line.startswith(f"wgmma 128x64x64 producer=tma a=mk b={'nk' if b_t else 'kn'} repack=none split=1"), line
+    assert route(x, w, "pad", device=(*H100, H100_ROOM)).startswith("mma "), line
+
+
+@requires_cuda
+@pytest.mark.parametrize("m,b_t", SHORT_K_ROWS)
+def test_cuda_few_rows_over_a_short_k(m, b_t):
+    """The same calls against the reference on every layout, the same bits every run."""
+    x, w = split_operands(m, 4096, 256, BF16, b_t=b_t)
+    for layout in LAYOUTS:
+        got = bankops.gemm(x, w, layout)
+        check(got, x, w)
+        assert torch.equal(got, bankops.gemm(x, w, layout)), (layout, bankops.gemm_route(x, w, layout))
+
+
 def test_hopper_plans_split_k():
     """The Hopper kernel's plans on an H100's room: 65 to 128 rows against a (4096, 4096)
     weight split its 32 tiles of 128 x 64 two ways (128 blocks, one wave), where mma.sync's
