@@ -141,7 +141,10 @@ __global__ void __launch_bounds__(kRowsThreads, rows_ffma_blocks_per_sm(TM))
     constexpr int kSums = R * TM;
     float v[kSums];
 #pragma unroll
-    for (int j = 0; j < kSums; ++j) v[j] = acc[rows_sum_at(TM, j).r][rows_sum_at(TM, j).t];
+    for (int j = 0; j < kSums; ++j) {
+      const RowsSum at = rows_sum_at(TM, j);
+      v[j] = acc[at.r][at.t];
+    }
     rows_warp_sums<kSums, 16>(v, lane);
     float* part = reinterpret_cast<float*>(smem);
     if (rows_sum_stores(kSums, lane)) {
