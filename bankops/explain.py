@@ -220,7 +220,8 @@ def explain(op, layout="swizzle", dtype=torch.float32, num_sms=None, hopper=None
     is short for cc 90 / 80. A gemm report starts with its route (``bankops.gemm_route``):
     16-bit swizzle runs the Hopper kernel (wgmma) where it applies on cc 90, the mma.sync
     kernel elsewhere; the switches ``torch.ops.bankops._set_wgmma``, ``_set_repack``,
-    ``_set_stream_k`` and ``_set_split_k`` steer explain as they steer the calls.
+    ``_set_stream_k``, ``_set_split_k`` and ``_set_persistent`` steer explain as they steer
+    the calls.
     """
     problem = problem_of(op, **shape)
     sms, ccv = _num_sms(num_sms), _cc(cc, hopper)

@@ -98,6 +98,7 @@ void set_wgmma_op(int64_t on) { switch_op<set_wgmma>(on, "_set_wgmma"); }
 void set_repack_op(int64_t on) { switch_op<set_repack>(on, "_set_repack"); }
 void set_stream_k_op(int64_t on) { switch_op<set_stream_k>(on, "_set_stream_k"); }
 void set_split_k_op(int64_t on) { switch_op<set_split_k>(on, "_set_split_k"); }
+void set_persistent_op(int64_t on) { switch_op<set_persistent>(on, "_set_persistent"); }
 void set_refuse_tma_op(int64_t on) { switch_op<set_refuse_tma>(on, "_set_refuse_tma"); }
 
 // A tensor of lane addresses: integers (a float or complex tensor would pass NaN or fractions).
@@ -188,6 +189,7 @@ TORCH_LIBRARY_IMPL(bankops, CompositeExplicitAutograd, m) {
   m.impl("_set_repack", &set_repack_op);
   m.impl("_set_stream_k", &set_stream_k_op);
   m.impl("_set_split_k", &set_split_k_op);
+  m.impl("_set_persistent", &set_persistent_op);
   m.impl("_set_refuse_tma", &set_refuse_tma_op);
 }
 

@@ -16,13 +16,15 @@
 
 namespace bankops {
 namespace {
-std::atomic<bool> g_wgmma{true}, g_repack{true}, g_stream_k{true}, g_split_k{true}, g_refuse_tma{false};
+std::atomic<bool> g_wgmma{true}, g_repack{true}, g_stream_k{true}, g_split_k{true}, g_persistent{true},
+    g_refuse_tma{false};
 }
 
 void set_wgmma(bool on) { g_wgmma.store(on); }
 void set_repack(bool on) { g_repack.store(on); }
 void set_stream_k(bool on) { g_stream_k.store(on); }
 void set_split_k(bool on) { g_split_k.store(on); }
+void set_persistent(bool on) { g_persistent.store(on); }
 void set_refuse_tma(bool on) { g_refuse_tma.store(on); }
 bool refuse_tma() { return g_refuse_tma.load(std::memory_order_relaxed); }
 GemmOptions gemm_options() {
@@ -31,6 +33,7 @@ GemmOptions gemm_options() {
   o.repack = g_repack.load(std::memory_order_relaxed);
   o.stream_k = g_stream_k.load(std::memory_order_relaxed);
   o.split_k = g_split_k.load(std::memory_order_relaxed);
+  o.persistent = g_persistent.load(std::memory_order_relaxed);
   return o;
 }
 

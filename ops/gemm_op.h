@@ -49,15 +49,17 @@ DeviceRoomFn& device_room_hook();
 GemmRoute checked_route(const GemmArgs& g, DType dtype, Layout layout, const DeviceInfo& device,
                         const GemmOptions& options, const char* op);
 
-// The switches (torch.ops.bankops._set_wgmma, _set_repack, _set_stream_k, _set_split_k; all on
-// by default), read once per call: whether 16-bit swizzle may take the Hopper kernel, whether
-// that route copies misaligned operands into aligned rows first, whether the float32 128x256
-// kernel deals its short last wave's tiles out by k, whether a few rows against a weight
-// split k across a cluster.
+// The switches (torch.ops.bankops._set_wgmma, _set_repack, _set_stream_k, _set_split_k,
+// _set_persistent; all on by default), read once per call: whether 16-bit swizzle may take the
+// Hopper kernel, whether that route copies misaligned operands into aligned rows first, whether
+// the float32 128x256 kernel deals its short last wave's tiles out by k, whether a few rows
+// against a weight split k across a cluster, whether the Hopper kernel's unsplit TMA plans run
+// persistent blocks (off: a block a tile).
 void set_wgmma(bool on);
 void set_repack(bool on);
 void set_stream_k(bool on);
 void set_split_k(bool on);
+void set_persistent(bool on);
 GemmOptions gemm_options();
 // Test hook (torch.ops.bankops._set_refuse_tma): the Hopper launcher acts as if the driver refused
 // every tensor map, so that the fallback to a route without TMA runs.

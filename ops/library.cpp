@@ -30,6 +30,7 @@ TORCH_LIBRARY(bankops, m) {
   m.def("_set_repack(int on) -> ()");
   m.def("_set_stream_k(int on) -> ()");
   m.def("_set_split_k(int on) -> ()");
+  m.def("_set_persistent(int on) -> ()");
   m.def("_set_refuse_tma(int on) -> ()");
   // The bank probe: one warp, one shared-memory access (or cp.async) at the given lane addresses.
   m.def("_smem_probe(Tensor addr, int width, bool store=False, Tensor? src=None, bool zfill=False) -> Tensor");

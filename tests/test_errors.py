@@ -139,7 +139,7 @@ def test_misaligned_base_pointer_is_copied_not_faulted_on(device):
 # 0-d, meta and sparse tensors, NaN and inf values, negative and huge ints, bad strings. Each
 # call must raise (or return); a crash (a signal ending the process) fails. One subprocess per
 # op runs its calls, so that a crash names the op and does not take pytest down.
-SWITCHES = ["_set_poison", "_set_wgmma", "_set_repack", "_set_stream_k", "_set_split_k", "_set_refuse_tma"]
+SWITCHES = ["_set_poison", "_set_wgmma", "_set_repack", "_set_stream_k", "_set_split_k", "_set_persistent", "_set_refuse_tma"]
 SWEEP = f"SWITCHES = {SWITCHES!r}\n" + r"""
 import itertools, sys, torch, bankops
 ops = torch.ops.bankops

@@ -43,13 +43,17 @@ def switch(name, on):
 @pytest.mark.parametrize("dtype", [BF16, F16], ids=str)
 def test_16bit_square_per_device(dtype):
     """4096^3 swizzle: the Hopper kernel's 128x256 tile on an H100 and an H200 (132 SMs,
-    cc 90), the mma.sync kernel's 128x256 tile on an A100 (108 SMs, cc 80); none and pad stay
-    on mma.sync everywhere (their bank conflicts are the point of them)."""
+    cc 90), its 512 tiles walked by 132 persistent blocks (512 blocks, one a tile, with
+    _set_persistent off), the mma.sync kernel's 128x256 tile on an A100 (108 SMs, cc 80);
+    none and pad stay on mma.sync everywhere (their bank conflicts are the point of them)."""
     a, b = meta(4096, 4096, dtype=dtype), meta(4096, 4096, dtype=dtype)
     for device in (H100, H200):
         line = route(a, b, device=device)
-        assert line.startswith("wgmma 128x256x64 producer=tma a=mk b=kn repack=none"), line
-        assert fields(line)["blocks"] == "512" and fields(line)["scratch"] == "0", line
+        assert line.startswith("wgmma 128x256x64 producer=tma a=mk b=kn repack=none split=1 persistent=1"), line
+        assert fields(line)["blocks"] == "132" and fields(line)["scratch"] == "0", line
+        with switch("persistent", False):
+            line = route(a, b, device=device)
+        assert fields(line)["persistent"] == "0" and fields(line)["blocks"] == "512", line
     assert route(a, b, device=A100).startswith("mma 128x256x64 fill=cp.async a=mk b=kn"), route(a, b, device=A100)
     for layout in ("none", "pad"):
         assert route(a, b, layout, H100).startswith("mma 128x256x64 fill=cp.async"), layout
@@ -169,8 +173,8 @@ CASES = [  # (m, n, k, dtype, layout, views)
 @requires_cuda
 @pytest.mark.parametrize("m,n,k,dtype,layout,views", CASES, ids=lambda v: str(v).replace("torch.", ""))
 def test_launcher_runs_the_route(m, n, k, dtype, layout, views):
-    """On the current GPU, the gemm kernel launched is the route's family and tile (and a copy
-    kernel runs first exactly when the route copies operands)."""
+    """On the current GPU, the gemm kernel launched is the route's family, tile and form
+    (persistent or not) (and a copy kernel runs first exactly when the route copies operands)."""
     a = torch.randn(m, k, device="cuda").to(dtype) if views[0] == "n" else torch.randn(k, m, device="cuda").to(dtype).t()
     b = torch.randn(k, n, device="cuda").to(dtype) if views[1] == "n" else torch.randn(n, k, device="cuda").to(dtype).t()
     line = bankops.gemm_route(a, b, layout)
@@ -178,7 +182,7 @@ def test_launcher_runs_the_route(m, n, k, dtype, layout, views):
     if not names:
         warnings.warn("the profiler recorded no bankops kernel: the launcher's choice is not checked")
         return
-    family = line.split()[0]
+    family = line.split()[0] + ("_persistent" if fields(line).get("persistent") == "1" else "")
     gemm = [n for n in names if f"::{family}_kernel<" in n]
     assert len(gemm) == 1 and len(names) == 1 + (fields(line).get("repack", "none") != "none"), (line, names)
     tile = tuple(int(v) for v in line.split()[1].split("x"))

@@ -156,7 +156,8 @@ def test_hopper_plans_keep_their_rules():
     """Over a grid of shapes (rows, columns and k from a few tiles to many, batches, both
     majors of B) on an H100's room and on every slot: a Hopper plan gives 64 blocks or more,
     splits at most 8 ways, leaves each rank 4 k tiles or more, and its blocks are its tiles
-    times its split; split_k off never splits."""
+    times its split (an unsplit plan runs persistent blocks: one an SM, at most one a tile);
+    split_k off never splits."""
     tiles = {"128x256x64": (128, 256), "128x128x64": (128, 128), "128x64x64": (128, 64)}
     for dev in ((*H100, H100_ROOM), H100):
         for batch in (1, 3):
@@ -170,8 +171,10 @@ def test_hopper_plans_keep_their_rules():
                                 continue
                             f, (bm, bn) = fields(line), tiles[line.split()[1]]
                             split, blocks = int(f["split"]), int(f["blocks"])
-                            assert blocks == batch * -(-m // bm) * -(-n // bn) * split, line
-                            assert blocks >= 64 and 1 <= split <= 8, line
+                            tiles_split = batch * -(-m // bm) * -(-n // bn) * split
+                            assert f["persistent"] == ("1" if split == 1 else "0"), line
+                            assert blocks == (min(tiles_split, 132) if split == 1 else tiles_split), line
+                            assert tiles_split >= 64 and 1 <= split <= 8, line
                             assert split == 1 or -(-k // 64) >= 4 * split, line
     with switch("split_k", False):
         assert split_of(route(meta(128, 16384), meta(16384, 4096), device=(*H100, H100_ROOM))) == 1

@@ -24,14 +24,15 @@ def _kernels(rep):
 
 
 C_ROWS, C_ELEMENTS = "lds C tile -> 16-byte rows of C", "lds C tile -> elements of C (rows off 16 bytes)"
+C_PAIRS, C_TMA = "sts C tile <- accumulator pairs", "sts C tile <- accumulator pairs, for TMA stores"
 
 
 def _tile(rep):
-    """The block tile (128, BN) of a Hopper kernel call: its epilogue reads the C tile back
-    in 16-byte rows, 8 halves a lane, or (odd N) an element a lane, 32 lanes an instruction."""
+    """The block tile (128, BN) of a Hopper kernel call, from its route line."""
     (kernel,) = _kernels(rep)
-    assert kernel.startswith("gemm_wgmma"), str(rep)
-    return 128, (_count(rep, C_ROWS) * 8 + _count(rep, C_ELEMENTS)) * 32 // 128
+    assert kernel.startswith("gemm_wgmma") and rep.route.startswith("wgmma "), str(rep)
+    bm, bn, _ = rep.route.split()[1].split("x")
+    return int(bm), int(bn)
 
 
 def _count(rep, instruction):
@@ -112,12 +113,19 @@ def test_explain_route(b_t):
 def test_explain_epilogue(m, n, k, bn, dtype, b_t):
     """Aligned rows: TMA fills the tiles and the tensor cores read them, neither through the
     warps' shared-memory instructions, so the epilogue is all there is: per tile the 8
-    consumer warps write the C tile as float pairs (BN / 8 n8 tiles, 2 rows each) and read it
-    back in 16-byte rows, conflict-free."""
+    consumer warps write the C tile as pairs (BN / 8 n8 tiles, 2 rows each), conflict-free.
+    Persistent blocks write each consumer's own 128-byte swizzled tile and TMA stores it; a
+    block a tile (_set_persistent off) reads its tile back in 16-byte rows, conflict-free too."""
     rep = bankops.explain("gemm", "swizzle", dtype, m=m, n=n, k=k, b_transposed=b_t, hopper=True)
-    assert _kernels(rep) == {"gemm_wgmma"}, str(rep)
-    assert [r["instruction"] for r in rep.rows] == ["sts C tile <- accumulator pairs", C_ROWS], str(rep)
-    assert _count(rep, "sts C tile <- accumulator pairs") == 8 * bn // 8 * 2
+    assert _kernels(rep) == {"gemm_wgmma"} and _tile(rep) == (128, bn), str(rep)
+    assert [r["instruction"] for r in rep.rows] == [C_TMA], str(rep)
+    assert _count(rep, C_TMA) == 8 * bn // 8 * 2
+    assert rep.conflicts == 0, str(rep)
+    assert {r["iterations"] for r in rep.rows} == {(m // 128) * (n // bn)}
+    with switch("persistent", False):
+        rep = bankops.explain("gemm", "swizzle", dtype, m=m, n=n, k=k, b_transposed=b_t, hopper=True)
+    assert [r["instruction"] for r in rep.rows] == [C_PAIRS, C_ROWS], str(rep)
+    assert _count(rep, C_PAIRS) == 8 * bn // 8 * 2
     assert _count(rep, C_ROWS) == 128 * bn // 8 // 32
     assert rep.conflicts == 0, str(rep)
     assert {r["iterations"] for r in rep.rows} == {(m // 128) * (n // bn)}
@@ -147,12 +155,14 @@ def test_explain_realigned_stores(m, n, k, bn, dtype):
 def test_explain_repacked(m, n, k, bn, b_t):
     """Misaligned rows copied into aligned ones: the kernel that runs on the copies is the
     aligned one (TMA, no shared-memory instruction of the warps but the epilogue's, at the
-    aligned shape's tile), and the copy itself uses no shared memory. Odd N: the epilogue
-    reads the C tile an element a lane, lanes along a row, conflict-free too."""
+    aligned shape's tile), and the copy itself uses no shared memory. C's rows 16 bytes
+    apart: persistent blocks, TMA stores of C. Odd N: a block a tile, whose epilogue reads the
+    C tile an element a lane, lanes along a row, conflict-free too."""
     rep = bankops.explain("gemm", "swizzle", torch.bfloat16, m=m, n=n, k=k, b_transposed=b_t, hopper=True)
     assert _kernels(rep) == {"gemm_wgmma/repacked"}, str(rep)
-    reads = C_ROWS if n % 8 == 0 else C_ELEMENTS
-    assert [r["instruction"] for r in rep.rows] == ["sts C tile <- accumulator pairs", reads], str(rep)
+    epilogue = [C_TMA] if n % 8 == 0 else [C_PAIRS, C_ELEMENTS]
+    assert [r["instruction"] for r in rep.rows] == epilogue, str(rep)
+    assert fields(rep.route)["persistent"] == str(int(n % 8 == 0)), rep.route
     assert _tile(rep) == (128, bn)
     assert rep.conflicts == 0, str(rep)
     assert {r["iterations"] for r in rep.rows} == {-(-m // 128) * -(-n // bn)}
@@ -191,22 +201,59 @@ WGMMA_VIEWS = [("contiguous", "contiguous"), ("contiguous", "transposed"), ("sli
 
 @requires_cuda
 @requires_hopper
+@pytest.mark.parametrize("persistent", [True, False], ids=["persistent", "block_a_tile"])
 @pytest.mark.parametrize("batch,m,n,k", WGMMA_SHAPES, ids=WGMMA_IDS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("views", WGMMA_VIEWS, ids="-".join)
-def test_cuda_wgmma(views, dtype, batch, m, n, k):
-    check_wgmma_call(views, dtype, batch, m, n, k, "gemm_wgmma")
+def test_cuda_wgmma(views, dtype, batch, m, n, k, persistent):
+    """Every shape on persistent blocks (C's rows are 16 bytes apart in all of them) and,
+    with _set_persistent off, a block a tile."""
+    with switch("persistent", persistent):
+        check_wgmma_call(views, dtype, batch, m, n, k, "gemm_wgmma", persistent=persistent)
 
 
-def check_wgmma_call(views, dtype, batch, m, n, k, route, tile=None):
-    """The call takes `route` (and the block tile `tile`, when given) and matches float64."""
+# Persistent blocks that walk several tiles each: 561 tiles of 128 x 256 with m and n edges
+# and 3 k-tiles (the 4-stage ring wraps across tiles); 168 over 7 batches (a block's tiles in
+# different batches); 255 of 128 x 128 with 9 k-tiles (the 6-stage ring wraps inside a tile).
+PERSISTENT_SHAPES = [(None, 4100, 4104, 136), (7, 700, 1000, 264), (None, 1920, 2112, 520)]
+
+
+@requires_cuda
+@requires_hopper
+@pytest.mark.parametrize("batch,m,n,k", PERSISTENT_SHAPES, ids=shape_ids(PERSISTENT_SHAPES))
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_cuda_persistent_walks_tiles(dtype, batch, m, n, k):
+    """gemm and linear (bias in the epilogue, B = weight.t() k-major) on persistent blocks that
+    take several tiles each: the same bits as a block a tile, and float64's values."""
+    a = operand(m, k, batch, dtype, "contiguous")
+    b = operand(k, n, batch, dtype, "contiguous")
+    x = operand(m, k, batch, dtype, "contiguous")
+    w = torch.randn(n, k, device="cuda").to(dtype)
+    bias = torch.randn(n, device="cuda").to(dtype)
+    line = bankops.gemm_route(a, b)
+    assert fields(line)["persistent"] == "1" and int(fields(line)["blocks"]) == 132, line
+    got = bankops.gemm(a, b), bankops.linear(x, w, bias)
+    with switch("persistent", False):
+        assert fields(bankops.gemm_route(a, b))["persistent"] == "0"
+        want = bankops.gemm(a, b), bankops.linear(x, w, bias)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    check_against_float64(got[0], a, b)
+    ref = x.double() @ w.double().t() + bias.double()
+    bound = 2 * torch.finfo(torch.float32).eps * k ** 0.5 * (x.double().abs() @ w.double().abs().t() + 1)
+    assert ((got[1].double() - ref).abs() <= bound + torch.finfo(dtype).eps * ref.abs()).all()
+
+
+def check_wgmma_call(views, dtype, batch, m, n, k, route, tile=None, persistent=None):
+    """The call takes `route` (and the block tile `tile`, persistent blocks or not, when
+    given) and matches float64."""
     a = operand(m, k, batch, dtype, views[0])
     b = operand(k, n, batch, dtype, views[1])
     rep = bankops.explain("gemm", "swizzle", dtype, m=m, n=n, k=k, batch=batch or 1,
                           b_transposed=views[1] == "transposed")
     assert _kernels(rep) == {route}, str(rep)
     assert tile is None or _tile(rep) == tile, str(rep)
-    check_route(lambda: bankops.gemm(a, b), False)
+    assert persistent is None or fields(rep.route)["persistent"] == str(int(persistent)), rep.route
+    check_route(lambda: bankops.gemm(a, b), False, persistent)
     check_against_float64(bankops.gemm(a, b), a, b)
 
 
@@ -302,12 +349,15 @@ def test_cuda_wgmma_realign(copy, off_a, off_b, dtype, batch, m, n, k):
         assert torch.equal(got.view(torch.int16), bankops.gemm(a, b, "pad").view(torch.int16))
 
 
-def check_route(fn, copied):
-    """fn() launches the Hopper kernel, after one copy kernel if `copied`."""
+def check_route(fn, copied, persistent=None):
+    """fn() launches the Hopper kernel (its persistent form or a block a tile, when given),
+    after one copy kernel if `copied`."""
     kernels = launched_kernels(fn)
     if kernels is None:
         return
-    assert all("::wgmma_kernel<" in name or "repack_rows_kernel" in name for name in kernels), kernels
+    forms = {None: ("::wgmma_kernel<", "::wgmma_persistent_kernel<"), True: ("::wgmma_persistent_kernel<",),
+             False: ("::wgmma_kernel<",)}[persistent]
+    assert all(any(f in name for f in forms) or "repack_rows_kernel" in name for name in kernels), kernels
     assert sum("repack_rows_kernel" in name for name in kernels) == int(copied), kernels
 
 

@@ -11,7 +11,7 @@
 //   float16 / bfloat16  -> wgmma: the Hopper kernel (wgmma.h), swizzle on compute capability
 //                                 9.0: tile and split (wgmma_tma_plan), TMA or realigning
 //                                 producers, copies of misaligned operands into aligned rows
-//                                 first (repack.h)
+//                                 first (repack.h), persistent blocks (wgmma_persists)
 //                       -> mma:   the mma.sync kernel (mma.h) otherwise: tile and fill; a few
 //                                 rows against a weight split k across a cluster (split_k.h)
 #pragma once
@@ -297,6 +297,7 @@ struct GemmRoute {
   int rows_stages = 0;    // rows on mma.sync: its ring's stages (rows_stages: deep or shallow)
   bool rows_mma = false;  // rows: mma.sync products (16-bit, more than a few rows), else FFMA
   WgmmaShape wgmma = WgmmaShape::None;
+  bool persistent = false;  // wgmma: persistent blocks walk the tiles (wgmma_persists)
   bool out_vec = false;
 
   // Copies of misaligned operands into aligned rows, before the Hopper kernel.
@@ -387,6 +388,20 @@ inline void ffma_route(GemmRoute& r, const GemmOptions& opt) {
   r.scratch_bytes = gemm_work_bytes(r.work);
 }
 
+// Whether a Hopper route runs persistent blocks (wgmma.cu's wgmma_persistent_kernel): TMA, one
+// block a tile (a split tile's cluster sums in its ring), C's rows 16-byte aligned (TMA stores
+// it), and a block's k-tiles over all its tiles within its int counter. Then one block an SM
+// walks the tiles, its ring refilling while its consumers write a tile out.
+inline bool wgmma_persists(const GemmRoute& r, const GemmOptions& opt) {
+  const GemmArgs& g = r.args;
+  if (!opt.persistent || r.ops.fill != MmaFill::Async || r.split != 1 || !r.out_vec) return false;
+  return with_wgmma_config(r, [&](auto config) {
+    using C = decltype(config);
+    const int64_t tiles = g.batch * ceil_div(g.m, C::kBM) * ceil_div(g.n, C::kBN);
+    return ceil_div(tiles, int64_t(r.device.num_sms)) * ceil_div(g.k, C::kBK) <= 0x7fffffff;
+  });
+}
+
 // Misaligned 16-bit operands (rows off 16-byte boundaries, a unit-stride contiguous dim) of
 // matrices of 256 x 256 or more, on the swizzle layout's Hopper route: copies into rows on
 // 128-byte lines (repack.h), as long as the call on the copies takes a TMA tile. Each operand
@@ -420,6 +435,7 @@ inline bool repack_route(GemmRoute& r, const GemmOptions& opt) {
   c.wgmma = plan.shape;
   c.split = plan.split;
   c.family = GemmFamily::Wgmma;
+  c.persistent = wgmma_persists(c, opt);
   r = c;
   return true;
 }
@@ -485,6 +501,7 @@ inline void tensor_core_route(GemmRoute& r, const GemmOptions& opt) {
     r.family = GemmFamily::Wgmma;
     r.wgmma = plan.shape;
     r.split = plan.split;
+    r.persistent = wgmma_persists(r, opt);
     return;
   }
   if (!few_rows && split_route(r, opt)) return;
@@ -535,14 +552,17 @@ inline GemmTileDims gemm_tile_dims(const GemmRoute& r) {
   }
 }
 
-// Blocks the route launches (its tiles; Wide: strip, stream-K and per-tile blocks).
+// Blocks the route launches (its tiles; Wide: strip, stream-K and per-tile blocks; persistent:
+// one an SM, at most one a tile).
 inline int64_t gemm_route_blocks(const GemmRoute& r) {
   if (r.family == GemmFamily::Ffma && r.config == GemmConfig::Wide) return r.work.blocks();
   const GemmTileDims t = gemm_tile_dims(r);
-  return r.args.batch * ceil_div(r.args.m, t.bm) * ceil_div(r.args.n, t.bn) * r.split;
+  const int64_t blocks = r.args.batch * ceil_div(r.args.m, t.bm) * ceil_div(r.args.n, t.bn) * r.split;
+  return r.family == GemmFamily::Wgmma && r.persistent ? std::min(blocks, int64_t(r.device.num_sms)) : blocks;
 }
 
-// e.g. "wgmma 128x256x64 producer=tma a=mk b=kn repack=none layout=swizzle blocks=512 sms=132 cc=90 scratch=0".
+// e.g. "wgmma 128x256x64 producer=tma a=mk b=kn repack=none split=1 persistent=1 layout=swizzle blocks=132
+// sms=132 cc=90 scratch=0".
 inline std::string gemm_route_line(const GemmRoute& r) {
   static const char* kStage[] = {"kvec", "kscalar", "xasync", "xscalar"};
   static const char* kStaging[] = {"vector", "async4", "scalar"};
@@ -570,7 +590,7 @@ inline std::string gemm_route_line(const GemmRoute& r) {
     case GemmFamily::Wgmma:
       s = std::string("wgmma ") + tile + " producer=" + (r.ops.fill == MmaFill::Async ? "tma" : "realign") + ab +
           " repack=" + (r.copy_a && r.copy_b ? "a,b" : r.copy_a ? "a" : r.copy_b ? "b" : "none") +
-          " split=" + std::to_string(r.split);
+          " split=" + std::to_string(r.split) + " persistent=" + (r.persistent ? "1" : "0");
       break;
   }
   return s + " layout=" + kLayoutNames[int(r.layout)] + " blocks=" + std::to_string(gemm_route_blocks(r)) +

@@ -1,5 +1,5 @@
 // The Tensor Memory Accelerator (compute capability 9.0), for the Hopper gemm kernel
-// (wgmma.cu): a tensor map describes an operand in global memory (the host encodes it,
+// (wgmma.cu): a tensor map describes an operand (or C) in global memory (the host encodes it,
 // the kernel takes it as a __grid_constant__ parameter), and one thread copies a whole box of
 // it into shared memory with one instruction, 128-byte swizzled on the way (the swizzle
 // layout's own tiles: CuTe's Swizzle<3,4,3> on bytes, anchored to 1024-byte boundaries),
@@ -53,6 +53,23 @@ __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap& map, i
       "l"(reinterpret_cast<uint64_t>(&map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
       : "memory");
 }
+// The box at (c0, c1, c2) of `map` from shared memory at `src` (1024-byte aligned, in the
+// map's swizzle), as one bulk store; parts of the box outside the tensor are not written. The
+// stores a thread issued complete as a group: bulk_commit() closes one, bulk_wait_read() waits
+// until every group has read its shared memory (the tile is free again), bulk_wait() until
+// every write is done.
+__device__ __forceinline__ void tma_store(const CUtensorMap& map, uint32_t src, int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];\n" ::"l"(
+                   reinterpret_cast<uint64_t>(&map)),
+               "r"(c0), "r"(c1), "r"(c2), "r"(src)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+__device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+// Orders this thread's ordinary shared-memory stores before later bulk copies (the async
+// proxy) read them.
+__device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 __device__ __forceinline__ void tma_prefetch(const CUtensorMap& map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&map)) : "memory");
 }

@@ -227,9 +227,24 @@ inline void trace_mma_tile(const GemmRoute& r, SmemTrace& trace) {
   });
 }
 
+// The persistent Hopper kernel's epilogue (wgmma.cu's store_tile): each consumer warpgroup's
+// accumulator pairs into its own C tile (WgmmaCStage), which TMA stores read, not the warps.
+template <class C>
+inline void trace_wgmma_store(const char* kernel, int64_t tiles, SmemTrace& trace) {
+  using CS = WgmmaCStage<C>;
+  using Frags = WgmmaFrags<C>;
+  SmemInstr& st = trace.instr(kernel, "sts C tile <- accumulator pairs, for TMA stores", SmemOp::St, 4, tiles);
+  for (int f = 0; f < C::kBN / 8; ++f)
+    for (int h = 0; h < 2; ++h)
+      add_block(st, Frags::kThreads, [&](int t) {
+        const TileCoord c = mma_acc<Frags>(t, 0, f, h);
+        return int64_t(c.r / 64) * CS::kBytes + int64_t(CS::Tile::offset(c.r % 64, c.c % CS::kCols)) * 2;
+      });
+}
+
 // One call of the Hopper kernel on block tile C: for rows off 16-byte boundaries, the
 // realigning producer's stores of the chunks it cut in registers (lanes at wgmma_chunk, tile
-// offsets as the layout's); then the shared epilogue. TMA's copies into the tiles and wgmma's
+// offsets as the layout's); then the shared epilogue, or the persistent kernel's. TMA's copies into the tiles and wgmma's
 // reads of them go through the Tensor Memory Accelerator and the tensor cores, not the warps'
 // load/store pipe: they are no shared-memory instructions (Nsight Compute counts none for
 // them). A split tile's blocks store their partial tiles and sum them (split-K, as mma.sync's).
@@ -260,6 +275,7 @@ inline void trace_wgmma_tile(const GemmRoute& r, SmemTrace& trace) {
     else realigned("Bs[n][k] <- B", WgmmaBTile<C, false>{});
   }
   if (r.split > 1) trace_split_k<WgmmaFrags<C>, WgmmaPartTile<C>>(kernel, tiles, r.split, trace);
+  else if (r.persistent) trace_wgmma_store<C>(kernel, tiles, trace);
   else trace_mma_epilogue<WgmmaFrags<C>, WgmmaCTile<C>>(kernel, tiles, r.out_vec, trace);
 }
 

@@ -1,10 +1,14 @@
 // The Hopper gemm kernel (tiling in wgmma.h) and its launcher, which runs what the route says.
-// One block tile per block: the producer warpgroups (the first kProducers) stream k-tiles into
-// the stage ring, TMA (tma_producer) or realigning (wgmma_realign.cuh); consumer warpgroup w
-// multiplies rows 64 w.. of the block tile into float accumulators (consume), then the
-// consumers write the tile out (mma_epilogue.cuh). A split tile (route.h: grids that leave the
-// last wave of SMs idle) takes a cluster of blocks, each a share of k, summed in rank order
-// through distributed shared memory (split_k.cuh).
+// The producer warpgroups (the first kProducers) stream k-tiles into the stage ring, TMA
+// (tma_producer) or realigning (wgmma_realign.cuh); consumer warpgroup w multiplies rows 64 w..
+// of the block tile into float accumulators (consume), then the consumers write the tile out.
+// Two forms:
+// - wgmma_persistent_kernel (route.h's wgmma_persists: TMA, unsplit, C's rows 16-byte
+//   aligned): one block an SM walks the tiles; the ring runs on from tile to tile, and each
+//   consumer writes its rows to a C tile of its own, which TMA stores (store_tile);
+// - wgmma_kernel, a block a tile, its epilogue through the ring (mma_epilogue.cuh); a split
+//   tile (route.h: grids that leave the last wave of SMs idle) takes a cluster of blocks, each
+//   a share of k, summed in rank order through distributed shared memory (split_k.cuh).
 //   full[s]:  completes when stage s has landed: TMA's bytes (one arrival that expects them),
 //             or the realigning producers' stores (an arrival from each thread);
 //   empty[s]: completes when every consumer warp is done reading stage s (a warp arrives once
@@ -45,20 +49,21 @@ __device__ __forceinline__ void tma_tile(uint32_t dst, const CUtensorMap& map, i
   }
 }
 
-// The TMA producer (one thread): a stage's boxes, A's, then B's. Coordinates past the
-// operand's edges read as zeros. A batch stride of 0 (a broadcast operand) is a map of one
-// batch.
+// The TMA producer (one thread): a stage's boxes, A's, then B's, for k-tiles kt0.. of one
+// block tile; it0: the k-tiles that went through the ring before them (the persistent
+// kernel's earlier tiles). Coordinates past the operand's edges read as zeros. A batch stride
+// of 0 (a broadcast operand) is a map of one batch.
 template <class C, bool KM, bool KN>
 __device__ __forceinline__ void tma_producer(const GemmArgs& g, const CUtensorMap& tma_a, const CUtensorMap& tma_b,
                                              const Ring<C::kStages>& ring, uint32_t base, int64_t bz, int64_t m0,
-                                             int64_t n0, int kt0, int nk) {
+                                             int64_t n0, int kt0, int nk, int it0) {
   using Smem = WgmmaSmem<C, KM, KN>;
   const int za = g.a_sb != 0 ? static_cast<int>(bz) : 0, zb = g.b_sb != 0 ? static_cast<int>(bz) : 0;
   const int tm = static_cast<int>(m0), tn = static_cast<int>(n0);
   for (int kt = 0; kt < nk; ++kt) {
-    const auto pos = RingPos<C::kStages>::at(kt);
+    const auto pos = RingPos<C::kStages>::at(it0 + kt);
     const int k0 = (kt0 + kt) * C::kBK;
-    ring.wait_empty(pos, kt);
+    ring.wait_empty(pos, it0 + kt);
     const uint32_t stage = base + pos.stage * Smem::kStage, bar = ring.full(pos.stage);
     mbar_expect_tx(bar, Smem::kStage);
     tma_tile<WgmmaATile<C, KM>, KM>(stage, tma_a, k0, tm, za, bar);
@@ -66,16 +71,18 @@ __device__ __forceinline__ void tma_producer(const GemmArgs& g, const CUtensorMa
   }
 }
 
-// A consumer warpgroup's k loop: rows a_row.. of the block tile into d (its accumulators).
+// A consumer warpgroup's k loop: rows a_row.. of the block tile into d (its accumulators),
+// from ring positions it0.. (as tma_producer's). Each stage goes back to the producer once
+// the wgmma reading it has finished, the last one after the final wait.
 template <class C, class T, bool KM, bool KN>
 __device__ __forceinline__ void consume(float (&d)[C::kAcc], const Ring<C::kStages>& ring, uint32_t base, int a_row,
-                                        int nk, bool arrives) {
+                                        int nk, bool arrives, int it0) {
   using ATile = WgmmaATile<C, KM>;  // (BM, BK) or (BK, BM) halves, 128-byte swizzled rows
   using BTile = WgmmaBTile<C, KN>;  // (BK, BN) or (BN, BK) halves, likewise
   using Smem = WgmmaSmem<C, KM, KN>;
   constexpr uint64_t kDescA = wgmma_desc_fields<ATile, !KM>(), kDescB = wgmma_desc_fields<BTile, !KN>();
   for (int kt = 0; kt < nk; ++kt) {
-    const auto pos = RingPos<C::kStages>::at(kt);
+    const auto pos = RingPos<C::kStages>::at(it0 + kt);
     const uint32_t stage = base + pos.stage * Smem::kStage;
     ring.wait_full(pos);
     wgmma_fence();
@@ -87,10 +94,47 @@ __device__ __forceinline__ void consume(float (&d)[C::kAcc], const Ring<C::kStag
     }
     wgmma_commit();
     wgmma_wait<1>();
-    if (kt > 0 && arrives) mbar_arrive(ring.empty(RingPos<C::kStages>::at(kt - 1).stage));
+    if (kt > 0 && arrives) mbar_arrive(ring.empty(RingPos<C::kStages>::at(it0 + kt - 1).stage));
   }
   wgmma_wait<0>();
   fence_acc(d);
+  if (nk > 0 && arrives) mbar_arrive(ring.empty(RingPos<C::kStages>::at(it0 + nk - 1).stage));
+}
+
+// Registers (setmaxnreg): the launch gives each thread 65536 / threads in steps of 8 (168 for
+// 384); the realigning producer keeps 152 (its register slots), and the rest go to the
+// consumers' accumulators (128 a thread for 128 x 256). With 512 threads (two producers)
+// everyone keeps the launch's 128.
+template <class C>
+struct WgmmaRegs {
+  static constexpr int kLaunch = 65536 / C::kThreads / 8 * 8;
+  static constexpr int kProducer = kLaunch < 152 ? kLaunch : 152;
+  static constexpr int kConsumer =
+      (kLaunch * C::kThreads - C::kProducerThreads * kProducer) / (C::kThreads - C::kProducerThreads) / 8 * 8;
+  static_assert(kConsumer >= kLaunch && kConsumer <= 256, "setmaxnreg's range");
+  __device__ __forceinline__ static void producer() {
+    if constexpr (kProducer < kLaunch) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducer));
+  }
+  __device__ __forceinline__ static void consumer() {
+    if constexpr (kConsumer > kLaunch) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumer));
+  }
+};
+
+// The block's start: thread 0 sets up the ring's barriers (full: `fills` arrivals, empty: one
+// per consumer warp), then the block lets the next kernel launch and waits for the one before
+// (every global access comes after this).
+template <class C>
+__device__ __forceinline__ void ring_start(const Ring<C::kStages>& ring, int fills) {
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < C::kStages; ++s) {
+      mbar_init(ring.full(s), fills);
+      mbar_init(ring.empty(s), 4 * C::kConsumers);
+    }
+    mbar_init_fence();
+  }
+  pdl_launch_next();
+  __syncthreads();
+  pdl_wait_previous();
 }
 
 template <class C, class T, bool KM, bool KN, WgmmaLoad LOAD>
@@ -101,34 +145,16 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   using Smem = WgmmaSmem<C, KM, KN>;
   using Frags = WgmmaFrags<C>;
   constexpr int kStages = C::kStages;
-  // Registers: the launch gives each thread 65536 / threads in steps of 8 (168 for 384); the
-  // realigning producer keeps 152 (its register slots), and the rest go to the consumers'
-  // accumulators (128 a thread for 128 x 256). With 512 threads (two producers) everyone
-  // keeps the launch's 128.
-  constexpr int kLaunchRegs = 65536 / C::kThreads / 8 * 8;
-  constexpr int kProducerRegs = kLaunchRegs < 152 ? kLaunchRegs : 152;
-  constexpr int kConsumerRegs =
-      (kLaunchRegs * C::kThreads - C::kProducerThreads * kProducerRegs) / (C::kThreads - C::kProducerThreads) / 8 * 8;
-  static_assert(kConsumerRegs >= kLaunchRegs && kConsumerRegs <= 256, "setmaxnreg's range");
   __shared__ __align__(8) uint64_t bars[2 * kStages];
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023) & ~uint32_t(1023);
   const Ring<kStages> ring{smem_u32(bars), smem_u32(bars) + 8 * kStages};
-  if (threadIdx.x == 0) {
-    // The maps are parameters, not the earlier kernel's output: fetch them while it runs.
-    if constexpr (LOAD == WgmmaLoad::Tma) {
-      tma_prefetch(tma_a);
-      tma_prefetch(tma_b);
-    }
-    for (int s = 0; s < kStages; ++s) {
-      mbar_init(ring.full(s), LOAD == WgmmaLoad::Tma ? 1 : C::kProducerThreads);
-      mbar_init(ring.empty(s), 4 * C::kConsumers);
-    }
-    mbar_init_fence();
+  // The maps are parameters, not the earlier kernel's output: fetch them while it runs.
+  if (LOAD == WgmmaLoad::Tma && threadIdx.x == 0) {
+    tma_prefetch(tma_a);
+    tma_prefetch(tma_b);
   }
-  pdl_launch_next();
-  __syncthreads();
-  pdl_wait_previous();
+  ring_start<C>(ring, LOAD == WgmmaLoad::Tma ? 1 : C::kProducerThreads);
 
   // A split tile's cluster: consecutive blocks in x, rank r taking k tiles [kt0, kt0 + nk). An
   // unsplit block skips the divisions: they sit before its first load.
@@ -144,8 +170,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   const int wg = threadIdx.x / 128;
 
   if (wg < C::kProducers) {
-    if constexpr (kProducerRegs < kLaunchRegs)
-      asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
+    WgmmaRegs<C>::producer();
     if constexpr (LOAD == WgmmaLoad::Realign) {
       // The matrices' bytes (this batch's): nothing outside them is read.
       const uint16_t* am = static_cast<const uint16_t*>(g.a) + bz * g.a_sb;
@@ -158,17 +183,16 @@ __global__ void __launch_bounds__(C::kThreads, 1)
                                                        base + Smem::kA);
       realign_producer<C, decltype(fa), decltype(fb), Smem::kStage>(fa, fb, nk, ring);
     } else if (threadIdx.x == 0) {
-      tma_producer<C, KM, KN>(g, tma_a, tma_b, ring, base, bz, m0, n0, kt0, nk);
+      tma_producer<C, KM, KN>(g, tma_a, tma_b, ring, base, bz, m0, n0, kt0, nk, 0);
     }
     return;  // a split tile's sum waits on the consumers alone (split_k_store)
   }
 
-  if constexpr (kConsumerRegs > kLaunchRegs)
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
+  WgmmaRegs<C>::consumer();
   const int ct = threadIdx.x - C::kProducerThreads;  // consumer thread
   float acc[1][C::kBN / 8][4] = {};
   consume<C, T, KM, KN>(reinterpret_cast<float(&)[C::kAcc]>(acc), ring, base, (wg - C::kProducers) * 64, nk,
-                        ct % 32 == 0);
+                        ct % 32 == 0, 0);
   consumer_sync<Frags::kThreads>();  // every consumer is done reading the ring
   unsigned char* free_ring = smem_raw + (base - smem_u32(smem_raw));
   uint16_t* c = static_cast<uint16_t*>(g.c) + bz * g.m * g.n;
@@ -184,6 +208,110 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   }
 #else
   __trap();  // not sm_90a: the host never routes here (gemm_wgmma_built), and C must not stay unwritten
+#endif
+}
+
+// Tile t of the persistent kernel's walk over (batch, m, n): batch after batch, each batch's
+// tiles in the grouped order of the one-tile kernel's grid (mma_raster).
+struct WgmmaTileAt {
+  int64_t bz, m0, n0;
+};
+template <class C>
+__device__ __forceinline__ WgmmaTileAt wgmma_tile_at(int64_t t, int64_t tiles_m, int64_t tiles_n) {
+  const int64_t per_batch = tiles_m * tiles_n, p = t % per_batch;
+  const MmaTileIndex idx = mma_raster(p % tiles_n, p / tiles_n, tiles_n, tiles_m);
+  return WgmmaTileAt{t / per_batch, idx.tm * C::kBM, idx.tn * C::kBN};
+}
+
+// Consumer warpgroup w's 64 rows of the tile at `at` out through its C tile at `cbuf`
+// (WgmmaCStage), kCols columns a pass: the accumulator pairs plus the bias, rounded to T, into
+// the swizzled tile, then a TMA store of each 64-column block, issued by the warpgroup's first
+// thread (rows and columns past C's edges are not written). A pass writes the tile only once
+// the previous pass's stores have read it.
+template <class C, class T>
+__device__ __forceinline__ void store_tile(const float (&acc)[1][C::kBN / 8][4], const GemmArgs& g,
+                                           const CUtensorMap& map_c, uint32_t cbuf, int w, int ct, WgmmaTileAt at) {
+  using CS = WgmmaCStage<C>;
+  using Frags = WgmmaFrags<C>;
+  const bool lead = ct % 128 == 0;
+#pragma unroll
+  for (int p = 0; p < CS::kPasses; ++p) {
+    if (lead) bulk_wait_read();
+    warpgroup_sync(w);
+#pragma unroll
+    for (int j = 0; j < CS::kCols / 8; ++j) {
+      const int f = p * (CS::kCols / 8) + j;  // the n8 tile
+      const TileCoord c0 = mma_acc<Frags>(ct, 0, f, 0);
+      const float b0 = g.bias != nullptr ? bias_at<T>(g, at.n0 + c0.c) : 0.f;
+      const float b1 = g.bias != nullptr ? bias_at<T>(g, at.n0 + c0.c + 1) : 0.f;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const TileCoord c = mma_acc<Frags>(ct, 0, f, h);
+        sts32(cbuf + CS::Tile::offset(c.r - 64 * w, c.c - p * CS::kCols) * 2,
+              pack2<T>(acc[0][f][2 * h] + b0, acc[0][f][2 * h + 1] + b1));
+      }
+    }
+    fence_async_shared();
+    warpgroup_sync(w);
+    if (lead) {
+#pragma unroll
+      for (int b = 0; b < CS::kCols / 64; ++b)
+        tma_store(map_c, cbuf + CS::Tile::offset(0, 64 * b) * 2, static_cast<int>(at.n0) + p * CS::kCols + 64 * b,
+                  static_cast<int>(at.m0) + 64 * w, static_cast<int>(at.bz));
+      bulk_commit();
+    }
+  }
+}
+
+// The persistent form (route.h's wgmma_persists: TMA, unsplit, C rows 16-byte aligned): one
+// block an SM walks tiles blockIdx.x, + gridDim.x, ... (wgmma_tile_at). The producer runs on
+// into the next tile while the consumers write one out, and the consumers hand C to TMA
+// stores from tiles of their own, so the tensor cores wait neither for a new block's ring to
+// fill nor for C's writes.
+template <class C, class T, bool KM, bool KN>
+__global__ void __launch_bounds__(C::kThreads, 1)
+    wgmma_persistent_kernel(const GemmArgs g, const __grid_constant__ CUtensorMap tma_a,
+                            const __grid_constant__ CUtensorMap tma_b, const __grid_constant__ CUtensorMap tma_c) {
+#if defined(BANKOPS_WGMMA_BODY)
+  static_assert(C::kProducers == 1, "one TMA producer thread");
+  using Smem = WgmmaSmem<C, KM, KN, true>;
+  __shared__ __align__(8) uint64_t bars[2 * C::kStages];
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const uint32_t base = (smem_u32(smem_raw) + 1023) & ~uint32_t(1023);
+  const Ring<C::kStages> ring{smem_u32(bars), smem_u32(bars) + 8 * C::kStages};
+  if (threadIdx.x == 0) {
+    tma_prefetch(tma_a);
+    tma_prefetch(tma_b);
+    tma_prefetch(tma_c);
+  }
+  ring_start<C>(ring, 1);
+  const int64_t tiles_m = ceil_div(g.m, C::kBM), tiles_n = ceil_div(g.n, C::kBN);
+  const int64_t tiles = g.batch * tiles_m * tiles_n;
+  const int nk = static_cast<int>(ceil_div(g.k, C::kBK));
+  const int wg = threadIdx.x / 128;
+  if (wg == 0) {
+    WgmmaRegs<C>::producer();
+    if (threadIdx.x == 0) {
+      int it = 0;  // k-tiles through the ring so far (route.h keeps a block's total in int)
+      for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x, it += nk) {
+        const WgmmaTileAt at = wgmma_tile_at<C>(t, tiles_m, tiles_n);
+        tma_producer<C, KM, KN>(g, tma_a, tma_b, ring, base, at.bz, at.m0, at.n0, 0, nk, it);
+      }
+    }
+    return;
+  }
+  WgmmaRegs<C>::consumer();
+  const int ct = threadIdx.x - C::kProducerThreads, w = wg - 1;
+  const uint32_t cbuf = base + Smem::kRing + w * WgmmaCStage<C>::kBytes;
+  int it = 0;
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x, it += nk) {
+    float acc[1][C::kBN / 8][4] = {};
+    consume<C, T, KM, KN>(reinterpret_cast<float(&)[C::kAcc]>(acc), ring, base, w * 64, nk, ct % 32 == 0, it);
+    store_tile<C, T>(acc, g, tma_c, cbuf, w, ct, wgmma_tile_at<C>(t, tiles_m, tiles_n));
+  }
+  if (ct % 128 == 0) bulk_wait();  // C's last writes are done before the block's shared memory goes
+#else
+  __trap();
 #endif
 }
 
@@ -224,6 +352,25 @@ cudaError_t run(const GemmRoute& r, cudaStream_t stream, bool tma) {
   return launch_pdl(kernel, grid, dim3(C::kThreads), kSmem, r.split, stream, g, r.out_vec, r.split, map_a, map_b);
 }
 
+// The persistent kernel (route.h: r.persistent) on min(tiles, SMs) blocks, with a third map:
+// C as (n, m, batch) in boxes of 64 x 64 (a consumer's rows, one 64-column block).
+template <class C, class T, bool KM, bool KN>
+cudaError_t run_persistent(const GemmRoute& r, cudaStream_t stream, bool tma) {
+  constexpr auto kernel = wgmma_persistent_kernel<C, T, KM, KN>;
+  constexpr int kSmem = WgmmaSmem<C, KM, KN, true>::kBytes;
+  static_assert(kSmem <= 227 * 1024, "the stage ring and the C tiles exceed a block's shared memory");
+  const GemmArgs& g = r.args;
+  CUtensorMap map_a{}, map_b{}, map_c{};
+  if (!tma || tma_maps<C, KM, KN>(g, map_a, map_b) != cudaSuccess ||
+      tma_map_16bit(&map_c, g.c, {g.n, g.m, g.batch}, {g.n, g.m * g.n}, 64) != cudaSuccess)
+    return cudaErrorNotSupported;
+  cudaError_t err = raise_smem_once<kernel>(kSmem);
+  if (err == cudaSuccess && r.jobs > 0) err = launch_repack(r.job, r.jobs, r.device.num_sms, stream);
+  if (err != cudaSuccess) return err;
+  const dim3 grid(static_cast<unsigned>(gemm_route_blocks(r)));
+  return launch_pdl(kernel, grid, dim3(C::kThreads), kSmem, 1, stream, g, map_a, map_b, map_c);
+}
+
 // The route's producer as a template argument: the realigning producer takes B as Bs[BK][BN]
 // only, on WgmmaLarge and WgmmaMediumRealign only, unsplit (route.h's wgmma_plan); TMA takes
 // one producer thread.
@@ -236,6 +383,7 @@ cudaError_t run_fill(const GemmRoute& r, cudaStream_t stream, bool tma) {
     return cudaErrorInvalidValue;
   }
   if constexpr (C::kProducers > 1) return cudaErrorInvalidValue;
+  else if (r.persistent) return run_persistent<C, T, KM, KN>(r, stream, tma);
   else return run<C, T, KM, KN, WgmmaLoad::Tma>(r, stream, tma);
 }
 

@@ -5,7 +5,8 @@
 // mbarriers hand each stage to the consumers (full) and back (empty): one thread issuing the
 // Tensor Memory Accelerator's boxes (tma.cuh) for rows 16 bytes apart, or, for rows that start
 // off 16-byte boundaries, warpgroups that cut each chunk out of two aligned loads
-// (wgmma_realign.cuh). Launches are programmatic dependent launches (pdl.cuh).
+// (wgmma_realign.cuh). Unsplit TMA calls run persistent blocks, one an SM, that walk the
+// tiles and hand C to TMA stores. Launches are programmatic dependent launches (pdl.cuh).
 //
 // Only swizzle runs here: the tensor cores read unswizzled (none, pad) tiles at a third of
 // the rate, so those layouts stay on the mma.sync kernel, where their bank conflicts show.
@@ -103,14 +104,27 @@ BANKOPS_HD TileCoord wgmma_chunk(int t, int e) {
 enum class WgmmaShape { None, Large, Medium, Narrow };
 enum class WgmmaLoad { Tma, Realign };
 
+// The persistent kernel's C tiles, one a consumer warpgroup, which TMA stores from: its 64
+// rows, kCols columns a pass (all of BN, or half of a 256-wide tile, so that the 4-stage ring
+// still fits beside them), in the operands' 128-byte swizzled 64-column blocks. A warp's
+// accumulator pairs (8 rows x 4 pairs) land in 8 different 16-byte chunks: conflict-free.
+template <class C>
+struct WgmmaCStage {
+  static constexpr int kCols = C::kBN == 256 ? 128 : C::kBN, kPasses = C::kBN / kCols;
+  using Tile = WgmmaTile<64, kCols>;
+  static constexpr int kBytes = Tile::kSize * 2;  // one consumer's
+};
+
 // Shared memory: the stage ring (every tile 1024-byte aligned: the hardware anchors the
-// 128-byte swizzle to address bits), reused by the epilogue's C tile, plus 1024 bytes to align
-// the base (the mbarriers are static).
-template <class C, bool KM, bool KN>
+// 128-byte swizzle to address bits), reused by the epilogue's C tile; the persistent kernel's
+// C tiles after it (PERSISTENT: its ring refills while its consumers write a tile out); plus
+// 1024 bytes to align the base (the mbarriers are static).
+template <class C, bool KM, bool KN, bool PERSISTENT = false>
 struct WgmmaSmem {
   static constexpr int kA = WgmmaATile<C, KM>::kSize * 2, kB = WgmmaBTile<C, KN>::kSize * 2;
   static constexpr int kStage = kA + kB, kRing = C::kStages * kStage;
-  static constexpr int kBytes = kRing + 1024;
+  static constexpr int kC = PERSISTENT ? C::kConsumers * WgmmaCStage<C>::kBytes : 0;
+  static constexpr int kBytes = kRing + kC + 1024;
   static_assert(kA % 1024 == 0 && kB % 1024 == 0, "tiles on 1024-byte boundaries");
   static_assert(kRing >= WgmmaCTile<C>::kSize * 2 && kRing >= WgmmaPartTile<C>::kSize * 4,
                 "the C tile and split-K's partial tile fit the ring");
