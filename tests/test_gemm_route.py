@@ -43,20 +43,43 @@ def switch(name, on):
 @pytest.mark.parametrize("dtype", [BF16, F16], ids=str)
 def test_16bit_square_per_device(dtype):
     """4096^3 swizzle: the Hopper kernel's 128x256 tile on an H100 and an H200 (132 SMs,
-    cc 90), its 512 tiles walked by 132 persistent blocks (512 blocks, one a tile, with
-    _set_persistent off), the mma.sync kernel's 128x256 tile on an A100 (108 SMs, cc 80);
+    cc 90), its 512 tiles walked by 132 persistent blocks in clusters of 2 that share B's
+    tiles (512 blocks, one a tile, with _set_persistent off), the mma.sync kernel's 128x256
+    tile on an A100 (108 SMs, cc 80);
     none and pad stay on mma.sync everywhere (their bank conflicts are the point of them)."""
     a, b = meta(4096, 4096, dtype=dtype), meta(4096, 4096, dtype=dtype)
     for device in (H100, H200):
         line = route(a, b, device=device)
-        assert line.startswith("wgmma 128x256x64 producer=tma a=mk b=kn repack=none split=1 persistent=1"), line
+        assert line.startswith("wgmma 128x256x64 producer=tma a=mk b=kn repack=none split=1 persistent=1 multicast=2"), line
         assert fields(line)["blocks"] == "132" and fields(line)["scratch"] == "0", line
         with switch("persistent", False):
             line = route(a, b, device=device)
-        assert fields(line)["persistent"] == "0" and fields(line)["blocks"] == "512", line
+        assert fields(line)["persistent"] == "0" and fields(line)["multicast"] == "1", line
+        assert fields(line)["blocks"] == "512", line
     assert route(a, b, device=A100).startswith("mma 128x256x64 fill=cp.async a=mk b=kn"), route(a, b, device=A100)
     for layout in ("none", "pad"):
         assert route(a, b, layout, H100).startswith("mma 128x256x64 fill=cp.async"), layout
+
+
+def test_persistent_clusters_share_b():
+    """Persistent Hopper blocks pair up on m tiles 2i, 2i + 1 to share B's tile (multicast=2)
+    where the tiles are 128 columns or wider, there are two m tiles or more and an odd count
+    wastes at most a ninth (the last pair's second tile lies past C); else each block loads
+    its own (multicast=1). Blocks: one an SM, at most one a tile of the pairs' tiles."""
+    def f(m, n, k, batch=1):
+        line = route(meta(batch, m, k), meta(batch, k, n))
+        return dict(fields(line), tile=line.split()[1])
+    assert f(4096, 4096, 4096)["multicast"] == "2"
+    assert f(256, 8192, 1024)["multicast"] == "2"  # 2 m tiles
+    assert f(128, 16384, 1024)["multicast"] == "1"  # 1 m tile
+    assert f(384, 8192, 1024)["multicast"] == "1"  # 3 m tiles: a wasted third
+    line = f(1152, 4096, 1024)  # 9 m tiles of 128 x 256: 5 pairs x 16 n tiles
+    assert line["tile"] == "128x256x64" and line["multicast"] == "2" and line["blocks"] == "132", line
+    line = f(1152, 1024, 1024)  # 128 x 128 tiles: 5 pairs x 8 n tiles = 80 blocks
+    assert line["tile"] == "128x128x64" and line["multicast"] == "2" and line["blocks"] == "80", line
+    assert f(1024, 1024, 1024)["multicast"] == "1"  # 128 x 64 tiles
+    with switch("persistent", False):
+        assert f(4096, 4096, 4096)["multicast"] == "1"
 
 
 def test_float_families():

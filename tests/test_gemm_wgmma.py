@@ -212,8 +212,9 @@ def test_cuda_wgmma(views, dtype, batch, m, n, k, persistent):
         check_wgmma_call(views, dtype, batch, m, n, k, "gemm_wgmma", persistent=persistent)
 
 
-# Persistent blocks that walk several tiles each: 561 tiles of 128 x 256 with m and n edges
-# and 3 k-tiles (the 4-stage ring wraps across tiles); 168 over 7 batches (a block's tiles in
+# Persistent blocks that walk several tiles each, in clusters of 2 that share B's tiles: 561
+# tiles of 128 x 256 with m and n edges and 3 k-tiles (the 4-stage ring wraps across tiles;
+# 33 m tiles: the last cluster's second lies past C); 168 over 7 batches (a block's tiles in
 # different batches); 255 of 128 x 128 with 9 k-tiles (the 6-stage ring wraps inside a tile).
 PERSISTENT_SHAPES = [(None, 4100, 4104, 136), (7, 700, 1000, 264), (None, 1920, 2112, 520)]
 
@@ -224,7 +225,8 @@ PERSISTENT_SHAPES = [(None, 4100, 4104, 136), (7, 700, 1000, 264), (None, 1920, 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_cuda_persistent_walks_tiles(dtype, batch, m, n, k):
     """gemm and linear (bias in the epilogue, B = weight.t() k-major) on persistent blocks that
-    take several tiles each: the same bits as a block a tile, and float64's values."""
+    take several tiles each, in pairs that share B: the same bits as a block a tile, and
+    float64's values."""
     a = operand(m, k, batch, dtype, "contiguous")
     b = operand(k, n, batch, dtype, "contiguous")
     x = operand(m, k, batch, dtype, "contiguous")
@@ -232,6 +234,8 @@ def test_cuda_persistent_walks_tiles(dtype, batch, m, n, k):
     bias = torch.randn(n, device="cuda").to(dtype)
     line = bankops.gemm_route(a, b)
     assert fields(line)["persistent"] == "1" and int(fields(line)["blocks"]) == 132, line
+    assert fields(line)["multicast"] == "2", line
+    assert fields(bankops.gemm_route(x.reshape(-1, k), w.t()))["multicast"] == "2"
     got = bankops.gemm(a, b), bankops.linear(x, w, bias)
     with switch("persistent", False):
         assert fields(bankops.gemm_route(a, b))["persistent"] == "0"

@@ -298,6 +298,7 @@ struct GemmRoute {
   bool rows_mma = false;  // rows: mma.sync products (16-bit, more than a few rows), else FFMA
   WgmmaShape wgmma = WgmmaShape::None;
   bool persistent = false;  // wgmma: persistent blocks walk the tiles (wgmma_persists)
+  int multicast = 1;        // wgmma persistent: the blocks (a cluster) that share each B tile
   bool out_vec = false;
 
   // Copies of misaligned operands into aligned rows, before the Hopper kernel.
@@ -402,6 +403,18 @@ inline bool wgmma_persists(const GemmRoute& r, const GemmOptions& opt) {
   });
 }
 
+// The persistent blocks that share each B tile, a cluster of 2 on m tiles 2i and 2i + 1 (each
+// loads its A tile and half the B tile, by TMA multicast into both: a third less L2 traffic a
+// block on 128 x 256 tiles), or 1: for 128-column tiles or wider (a rank's share is whole
+// 64-column blocks), two m tiles or more, an odd count only from 9 on (the last cluster's
+// second tile lies past C: a wasted tile in 9 or more), and clusters of 2 that fill the SMs.
+inline int wgmma_clusters(const GemmRoute& r) {
+  if (!r.persistent || r.args.batch < 1 || cluster_room(r.device, 2, 1) < r.device.num_sms) return 1;
+  const int bn = with_wgmma_config(r, [](auto c) { return decltype(c)::kBN; });
+  const int64_t tiles_m = ceil_div(r.args.m, int64_t(WgmmaLarge::kBM));
+  return bn >= 128 && tiles_m >= 2 && (tiles_m % 2 == 0 || tiles_m >= 9) ? 2 : 1;
+}
+
 // Misaligned 16-bit operands (rows off 16-byte boundaries, a unit-stride contiguous dim) of
 // matrices of 256 x 256 or more, on the swizzle layout's Hopper route: copies into rows on
 // 128-byte lines (repack.h), as long as the call on the copies takes a TMA tile. Each operand
@@ -436,6 +449,7 @@ inline bool repack_route(GemmRoute& r, const GemmOptions& opt) {
   c.split = plan.split;
   c.family = GemmFamily::Wgmma;
   c.persistent = wgmma_persists(c, opt);
+  c.multicast = wgmma_clusters(c);
   r = c;
   return true;
 }
@@ -502,6 +516,7 @@ inline void tensor_core_route(GemmRoute& r, const GemmOptions& opt) {
     r.wgmma = plan.shape;
     r.split = plan.split;
     r.persistent = wgmma_persists(r, opt);
+    r.multicast = wgmma_clusters(r);
     return;
   }
   if (!few_rows && split_route(r, opt)) return;
@@ -553,16 +568,20 @@ inline GemmTileDims gemm_tile_dims(const GemmRoute& r) {
 }
 
 // Blocks the route launches (its tiles; Wide: strip, stream-K and per-tile blocks; persistent:
-// one an SM, at most one a tile).
+// one an SM, in clusters of `multicast`, at most one a tile of its cluster tiles).
 inline int64_t gemm_route_blocks(const GemmRoute& r) {
   if (r.family == GemmFamily::Ffma && r.config == GemmConfig::Wide) return r.work.blocks();
   const GemmTileDims t = gemm_tile_dims(r);
-  const int64_t blocks = r.args.batch * ceil_div(r.args.m, t.bm) * ceil_div(r.args.n, t.bn) * r.split;
-  return r.family == GemmFamily::Wgmma && r.persistent ? std::min(blocks, int64_t(r.device.num_sms)) : blocks;
+  if (r.family == GemmFamily::Wgmma && r.persistent) {
+    const int c = r.multicast;
+    const int64_t tiles = r.args.batch * ceil_div(ceil_div(r.args.m, t.bm), c) * c * ceil_div(r.args.n, t.bn);
+    return std::min(tiles, cluster_room(r.device, c, 1) / c * c);
+  }
+  return r.args.batch * ceil_div(r.args.m, t.bm) * ceil_div(r.args.n, t.bn) * r.split;
 }
 
-// e.g. "wgmma 128x256x64 producer=tma a=mk b=kn repack=none split=1 persistent=1 layout=swizzle blocks=132
-// sms=132 cc=90 scratch=0".
+// e.g. "wgmma 128x256x64 producer=tma a=mk b=kn repack=none split=1 persistent=1 multicast=2
+// layout=swizzle blocks=132 sms=132 cc=90 scratch=0".
 inline std::string gemm_route_line(const GemmRoute& r) {
   static const char* kStage[] = {"kvec", "kscalar", "xasync", "xscalar"};
   static const char* kStaging[] = {"vector", "async4", "scalar"};
@@ -590,7 +609,8 @@ inline std::string gemm_route_line(const GemmRoute& r) {
     case GemmFamily::Wgmma:
       s = std::string("wgmma ") + tile + " producer=" + (r.ops.fill == MmaFill::Async ? "tma" : "realign") + ab +
           " repack=" + (r.copy_a && r.copy_b ? "a,b" : r.copy_a ? "a" : r.copy_b ? "b" : "none") +
-          " split=" + std::to_string(r.split) + " persistent=" + (r.persistent ? "1" : "0");
+          " split=" + std::to_string(r.split) + " persistent=" + (r.persistent ? "1" : "0") +
+          " multicast=" + std::to_string(r.multicast);
       break;
   }
   return s + " layout=" + kLayoutNames[int(r.layout)] + " blocks=" + std::to_string(gemm_route_blocks(r)) +

@@ -53,6 +53,17 @@ __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap& map, i
       "l"(reinterpret_cast<uint64_t>(&map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
       : "memory");
 }
+// As tma_load, into the same shared-memory offset `dst` of each block of the cluster in
+// `cta_mask` (bit r: rank r), completing on the mbarrier at offset `bar` in each.
+__device__ __forceinline__ void tma_load_multicast(uint32_t dst, const CUtensorMap& map, int c0, int c1, int c2,
+                                                   uint32_t bar, uint16_t cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], "
+      "[%1, {%2, %3, %4}], [%5], %6;\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(&map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar), "h"(cta_mask)
+      : "memory");
+}
+
 // The box at (c0, c1, c2) of `map` from shared memory at `src` (1024-byte aligned, in the
 // map's swizzle), as one bulk store; parts of the box outside the tensor are not written. The
 // stores a thread issued complete as a group: bulk_commit() closes one, bulk_wait_read() waits

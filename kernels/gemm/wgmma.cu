@@ -49,14 +49,37 @@ __device__ __forceinline__ void tma_tile(uint32_t dst, const CUtensorMap& map, i
   }
 }
 
+// The share of B's k-tile k0 that cluster rank `rank` of CLUSTER blocks (one B tile, CLUSTER
+// m tiles) loads for them all, by TMA multicast into each block's tile at `dst`: its part of
+// the tile's 64-column blocks (MN-major: K_ROWS) or of its rows (k-major; the map's boxes are
+// that many rows).
+template <class Tile, bool K_ROWS, int CLUSTER>
+__device__ __forceinline__ void tma_tile_shared(uint32_t dst, const CUtensorMap& map, int k0, int x0, int z,
+                                                uint32_t bar, int rank) {
+  constexpr uint16_t kAll = (1u << CLUSTER) - 1;
+  if constexpr (K_ROWS) {
+    constexpr int kPer = Tile::kCols / kWgmmaRowCols / CLUSTER;
+    static_assert(kPer * CLUSTER * kWgmmaRowCols == Tile::kCols, "whole 64-column blocks a rank");
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const int j = rank * kPer + i;
+      tma_load_multicast(dst + Tile::offset(0, j * kWgmmaRowCols) * 2, map, x0 + j * kWgmmaRowCols, k0, z, bar, kAll);
+    }
+  } else {
+    constexpr int kRows = Tile::kRows / CLUSTER;
+    tma_load_multicast(dst + Tile::offset(rank * kRows, 0) * 2, map, k0, x0 + rank * kRows, z, bar, kAll);
+  }
+}
+
 // The TMA producer (one thread): a stage's boxes, A's, then B's, for k-tiles kt0.. of one
 // block tile; it0: the k-tiles that went through the ring before them (the persistent
-// kernel's earlier tiles). Coordinates past the operand's edges read as zeros. A batch stride
-// of 0 (a broadcast operand) is a map of one batch.
-template <class C, bool KM, bool KN>
+// kernel's earlier tiles). In a cluster of CLUSTER blocks that share B's tile (rank: this
+// block's), B comes as every rank's share (tma_tile_shared). Coordinates past the operand's
+// edges read as zeros. A batch stride of 0 (a broadcast operand) is a map of one batch.
+template <class C, bool KM, bool KN, int CLUSTER = 1>
 __device__ __forceinline__ void tma_producer(const GemmArgs& g, const CUtensorMap& tma_a, const CUtensorMap& tma_b,
                                              const Ring<C::kStages>& ring, uint32_t base, int64_t bz, int64_t m0,
-                                             int64_t n0, int kt0, int nk, int it0) {
+                                             int64_t n0, int kt0, int nk, int it0, int rank = 0) {
   using Smem = WgmmaSmem<C, KM, KN>;
   const int za = g.a_sb != 0 ? static_cast<int>(bz) : 0, zb = g.b_sb != 0 ? static_cast<int>(bz) : 0;
   const int tm = static_cast<int>(m0), tn = static_cast<int>(n0);
@@ -67,16 +90,26 @@ __device__ __forceinline__ void tma_producer(const GemmArgs& g, const CUtensorMa
     const uint32_t stage = base + pos.stage * Smem::kStage, bar = ring.full(pos.stage);
     mbar_expect_tx(bar, Smem::kStage);
     tma_tile<WgmmaATile<C, KM>, KM>(stage, tma_a, k0, tm, za, bar);
-    tma_tile<WgmmaBTile<C, KN>, KN>(stage + Smem::kA, tma_b, k0, tn, zb, bar);
+    if constexpr (CLUSTER == 1) tma_tile<WgmmaBTile<C, KN>, KN>(stage + Smem::kA, tma_b, k0, tn, zb, bar);
+    else tma_tile_shared<WgmmaBTile<C, KN>, KN, CLUSTER>(stage + Smem::kA, tma_b, k0, tn, zb, bar, rank);
   }
 }
 
+// Stage s back to the producers: an arrival on empty[s] of every block of the cluster (each
+// block's producer writes its share of B into stage s of them all).
+template <int CLUSTER, int STAGES>
+__device__ __forceinline__ void release_stage(const Ring<STAGES>& ring, int s, int rank) {
+  mbar_arrive(ring.empty(s));
+#pragma unroll
+  for (int q = 1; q < CLUSTER; ++q) mbar_arrive_cluster(cluster_map(ring.empty(s), (rank + q) % CLUSTER));
+}
+
 // A consumer warpgroup's k loop: rows a_row.. of the block tile into d (its accumulators),
-// from ring positions it0.. (as tma_producer's). Each stage goes back to the producer once
-// the wgmma reading it has finished, the last one after the final wait.
-template <class C, class T, bool KM, bool KN>
+// from ring positions it0.. (as tma_producer's). Each stage goes back to the producers
+// (release_stage) once the wgmma reading it has finished, the last one after the final wait.
+template <class C, class T, bool KM, bool KN, int CLUSTER = 1>
 __device__ __forceinline__ void consume(float (&d)[C::kAcc], const Ring<C::kStages>& ring, uint32_t base, int a_row,
-                                        int nk, bool arrives, int it0) {
+                                        int nk, bool arrives, int it0, int rank = 0) {
   using ATile = WgmmaATile<C, KM>;  // (BM, BK) or (BK, BM) halves, 128-byte swizzled rows
   using BTile = WgmmaBTile<C, KN>;  // (BK, BN) or (BN, BK) halves, likewise
   using Smem = WgmmaSmem<C, KM, KN>;
@@ -94,11 +127,11 @@ __device__ __forceinline__ void consume(float (&d)[C::kAcc], const Ring<C::kStag
     }
     wgmma_commit();
     wgmma_wait<1>();
-    if (kt > 0 && arrives) mbar_arrive(ring.empty(RingPos<C::kStages>::at(it0 + kt - 1).stage));
+    if (kt > 0 && arrives) release_stage<CLUSTER>(ring, RingPos<C::kStages>::at(it0 + kt - 1).stage, rank);
   }
   wgmma_wait<0>();
   fence_acc(d);
-  if (nk > 0 && arrives) mbar_arrive(ring.empty(RingPos<C::kStages>::at(it0 + nk - 1).stage));
+  if (nk > 0 && arrives) release_stage<CLUSTER>(ring, RingPos<C::kStages>::at(it0 + nk - 1).stage, rank);
 }
 
 // Registers (setmaxnreg): the launch gives each thread 65536 / threads in steps of 8 (168 for
@@ -121,19 +154,21 @@ struct WgmmaRegs {
 };
 
 // The block's start: thread 0 sets up the ring's barriers (full: `fills` arrivals, empty: one
-// per consumer warp), then the block lets the next kernel launch and waits for the one before
-// (every global access comes after this).
-template <class C>
+// per consumer warp of each block of the cluster that shares B), then the block lets the next
+// kernel launch and waits for the one before (every global access comes after this). In a
+// cluster, no block's loads or arrivals reach a peer before the peer's barriers are set up.
+template <class C, int CLUSTER = 1>
 __device__ __forceinline__ void ring_start(const Ring<C::kStages>& ring, int fills) {
   if (threadIdx.x == 0) {
     for (int s = 0; s < C::kStages; ++s) {
       mbar_init(ring.full(s), fills);
-      mbar_init(ring.empty(s), 4 * C::kConsumers);
+      mbar_init(ring.empty(s), 4 * C::kConsumers * CLUSTER);
     }
     mbar_init_fence();
   }
   pdl_launch_next();
-  __syncthreads();
+  if constexpr (CLUSTER > 1) cluster_barrier();
+  else __syncthreads();
   pdl_wait_previous();
 }
 
@@ -211,16 +246,19 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 #endif
 }
 
-// Tile t of the persistent kernel's walk over (batch, m, n): batch after batch, each batch's
-// tiles in the grouped order of the one-tile kernel's grid (mma_raster).
+// Cluster tile t of the persistent kernel's walk over (batch, m, n), for cluster rank `rank`
+// of CLUSTER: batch after batch, each batch's cluster tiles (CLUSTER m tiles by one n tile,
+// route.h's wgmma_clusters) in the grouped order of the one-tile kernel's grid (mma_raster).
+// Rank r takes m tile r of its cluster tile, which may lie past C's last rows (its loads then
+// read zeros, and its stores write nothing).
 struct WgmmaTileAt {
   int64_t bz, m0, n0;
 };
-template <class C>
-__device__ __forceinline__ WgmmaTileAt wgmma_tile_at(int64_t t, int64_t tiles_m, int64_t tiles_n) {
-  const int64_t per_batch = tiles_m * tiles_n, p = t % per_batch;
-  const MmaTileIndex idx = mma_raster(p % tiles_n, p / tiles_n, tiles_n, tiles_m);
-  return WgmmaTileAt{t / per_batch, idx.tm * C::kBM, idx.tn * C::kBN};
+template <class C, int CLUSTER>
+__device__ __forceinline__ WgmmaTileAt wgmma_tile_at(int64_t t, int64_t rows, int64_t tiles_n, int rank) {
+  const int64_t per_batch = rows * tiles_n, p = t % per_batch;
+  const MmaTileIndex idx = mma_raster(p % tiles_n, p / tiles_n, tiles_n, rows);
+  return WgmmaTileAt{t / per_batch, (idx.tm * CLUSTER + rank) * C::kBM, idx.tn * C::kBN};
 }
 
 // Consumer warpgroup w's 64 rows of the tile at `at` out through its C tile at `cbuf`
@@ -264,11 +302,12 @@ __device__ __forceinline__ void store_tile(const float (&acc)[1][C::kBN / 8][4],
 }
 
 // The persistent form (route.h's wgmma_persists: TMA, unsplit, C rows 16-byte aligned): one
-// block an SM walks tiles blockIdx.x, + gridDim.x, ... (wgmma_tile_at). The producer runs on
-// into the next tile while the consumers write one out, and the consumers hand C to TMA
-// stores from tiles of their own, so the tensor cores wait neither for a new block's ring to
-// fill nor for C's writes.
-template <class C, class T, bool KM, bool KN>
+// block an SM; clusters of CLUSTER blocks walk cluster tiles c, c + clusters, ...
+// (wgmma_tile_at), each block loading A's tile and its share of the B tile they all read. The
+// producer runs on into the next tile while the consumers write one out, and the consumers
+// hand C to TMA stores from tiles of their own, so the tensor cores wait neither for a new
+// block's ring to fill nor for C's writes.
+template <class C, class T, bool KM, bool KN, int CLUSTER>
 __global__ void __launch_bounds__(C::kThreads, 1)
     wgmma_persistent_kernel(const GemmArgs g, const __grid_constant__ CUtensorMap tma_a,
                             const __grid_constant__ CUtensorMap tma_b, const __grid_constant__ CUtensorMap tma_c) {
@@ -284,18 +323,20 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     tma_prefetch(tma_b);
     tma_prefetch(tma_c);
   }
-  ring_start<C>(ring, 1);
-  const int64_t tiles_m = ceil_div(g.m, C::kBM), tiles_n = ceil_div(g.n, C::kBN);
-  const int64_t tiles = g.batch * tiles_m * tiles_n;
+  ring_start<C, CLUSTER>(ring, 1);
+  const int64_t rows = ceil_div(ceil_div(g.m, C::kBM), CLUSTER), tiles_n = ceil_div(g.n, C::kBN);
+  const int64_t tiles = g.batch * rows * tiles_n;  // cluster tiles
+  const int64_t cluster = blockIdx.x / CLUSTER, clusters = gridDim.x / CLUSTER;
+  const int rank = static_cast<int>(blockIdx.x % CLUSTER);
   const int nk = static_cast<int>(ceil_div(g.k, C::kBK));
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
     WgmmaRegs<C>::producer();
     if (threadIdx.x == 0) {
       int it = 0;  // k-tiles through the ring so far (route.h keeps a block's total in int)
-      for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x, it += nk) {
-        const WgmmaTileAt at = wgmma_tile_at<C>(t, tiles_m, tiles_n);
-        tma_producer<C, KM, KN>(g, tma_a, tma_b, ring, base, at.bz, at.m0, at.n0, 0, nk, it);
+      for (int64_t t = cluster; t < tiles; t += clusters, it += nk) {
+        const WgmmaTileAt at = wgmma_tile_at<C, CLUSTER>(t, rows, tiles_n, rank);
+        tma_producer<C, KM, KN, CLUSTER>(g, tma_a, tma_b, ring, base, at.bz, at.m0, at.n0, 0, nk, it, rank);
       }
     }
     return;
@@ -304,12 +345,16 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   const int ct = threadIdx.x - C::kProducerThreads, w = wg - 1;
   const uint32_t cbuf = base + Smem::kRing + w * WgmmaCStage<C>::kBytes;
   int it = 0;
-  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x, it += nk) {
+  for (int64_t t = cluster; t < tiles; t += clusters, it += nk) {
     float acc[1][C::kBN / 8][4] = {};
-    consume<C, T, KM, KN>(reinterpret_cast<float(&)[C::kAcc]>(acc), ring, base, w * 64, nk, ct % 32 == 0, it);
-    store_tile<C, T>(acc, g, tma_c, cbuf, w, ct, wgmma_tile_at<C>(t, tiles_m, tiles_n));
+    consume<C, T, KM, KN, CLUSTER>(reinterpret_cast<float(&)[C::kAcc]>(acc), ring, base, w * 64, nk, ct % 32 == 0,
+                                   it, rank);
+    store_tile<C, T>(acc, g, tma_c, cbuf, w, ct, wgmma_tile_at<C, CLUSTER>(t, rows, tiles_n, rank));
   }
   if (ct % 128 == 0) bulk_wait();  // C's last writes are done before the block's shared memory goes
+  // A peer's consumers still arrive on this block's barriers until they finish: no block of the
+  // cluster leaves before all are done.
+  if constexpr (CLUSTER > 1) cluster_barrier();
 #else
   __trap();
 #endif
@@ -326,11 +371,12 @@ cudaError_t tma_operand(CUtensorMap& map, const void* p, int64_t x, int64_t s_x,
   return tma_map_16bit(&map, p, {k, x, n_batch}, {s_x, s_batch}, rows);
 }
 
-template <class C, bool KM, bool KN>
+// The operands' maps; B's boxes are a cluster rank's share of its tile (tma_tile_shared).
+template <class C, bool KM, bool KN, int CLUSTER = 1>
 cudaError_t tma_maps(const GemmArgs& g, CUtensorMap& a, CUtensorMap& b) {
   const cudaError_t err = tma_operand<KM>(a, g.a, g.m, g.a_sm, g.k, g.a_sk, g.a_sb, g.batch, C::kBM, C::kBK);
   if (err != cudaSuccess) return err;
-  return tma_operand<KN>(b, g.b, g.n, g.b_sn, g.k, g.b_sk, g.b_sb, g.batch, C::kBN, C::kBK);
+  return tma_operand<KN>(b, g.b, g.n, g.b_sn, g.k, g.b_sk, g.b_sb, g.batch, C::kBN / CLUSTER, C::kBK);
 }
 
 template <class C, class T, bool KM, bool KN, WgmmaLoad LOAD>
@@ -352,23 +398,24 @@ cudaError_t run(const GemmRoute& r, cudaStream_t stream, bool tma) {
   return launch_pdl(kernel, grid, dim3(C::kThreads), kSmem, r.split, stream, g, r.out_vec, r.split, map_a, map_b);
 }
 
-// The persistent kernel (route.h: r.persistent) on min(tiles, SMs) blocks, with a third map:
-// C as (n, m, batch) in boxes of 64 x 64 (a consumer's rows, one 64-column block).
-template <class C, class T, bool KM, bool KN>
+// The persistent kernel (route.h: r.persistent) on the route's blocks (gemm_route_blocks), in
+// clusters of r.multicast, with a third map: C as (n, m, batch) in boxes of 64 x 64 (a
+// consumer's rows, one 64-column block).
+template <class C, class T, bool KM, bool KN, int CLUSTER>
 cudaError_t run_persistent(const GemmRoute& r, cudaStream_t stream, bool tma) {
-  constexpr auto kernel = wgmma_persistent_kernel<C, T, KM, KN>;
+  constexpr auto kernel = wgmma_persistent_kernel<C, T, KM, KN, CLUSTER>;
   constexpr int kSmem = WgmmaSmem<C, KM, KN, true>::kBytes;
   static_assert(kSmem <= 227 * 1024, "the stage ring and the C tiles exceed a block's shared memory");
   const GemmArgs& g = r.args;
   CUtensorMap map_a{}, map_b{}, map_c{};
-  if (!tma || tma_maps<C, KM, KN>(g, map_a, map_b) != cudaSuccess ||
+  if (!tma || tma_maps<C, KM, KN, CLUSTER>(g, map_a, map_b) != cudaSuccess ||
       tma_map_16bit(&map_c, g.c, {g.n, g.m, g.batch}, {g.n, g.m * g.n}, 64) != cudaSuccess)
     return cudaErrorNotSupported;
   cudaError_t err = raise_smem_once<kernel>(kSmem);
   if (err == cudaSuccess && r.jobs > 0) err = launch_repack(r.job, r.jobs, r.device.num_sms, stream);
   if (err != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>(gemm_route_blocks(r)));
-  return launch_pdl(kernel, grid, dim3(C::kThreads), kSmem, 1, stream, g, map_a, map_b, map_c);
+  return launch_pdl(kernel, grid, dim3(C::kThreads), kSmem, CLUSTER, stream, g, map_a, map_b, map_c);
 }
 
 // The route's producer as a template argument: the realigning producer takes B as Bs[BK][BN]
@@ -383,8 +430,11 @@ cudaError_t run_fill(const GemmRoute& r, cudaStream_t stream, bool tma) {
     return cudaErrorInvalidValue;
   }
   if constexpr (C::kProducers > 1) return cudaErrorInvalidValue;
-  else if (r.persistent) return run_persistent<C, T, KM, KN>(r, stream, tma);
-  else return run<C, T, KM, KN, WgmmaLoad::Tma>(r, stream, tma);
+  else if (!r.persistent) return run<C, T, KM, KN, WgmmaLoad::Tma>(r, stream, tma);
+  else if (r.multicast == 1) return run_persistent<C, T, KM, KN, 1>(r, stream, tma);
+  else if constexpr (C::kBN >= 128) return r.multicast == 2 ? run_persistent<C, T, KM, KN, 2>(r, stream, tma)
+                                                            : cudaErrorInvalidValue;
+  else return cudaErrorInvalidValue;
 }
 
 template <class C>
