@@ -71,6 +71,7 @@ def cases(quick=False, ops=None):
         out.append(("gemm", f16, dict(m=2048, n=2048, k=2048)))
         out.append(("gemm", f16, dict(m=2048, n=2048, k=2047)))  # odd K: A copied into aligned rows first
         out.append(("gemm", f16, dict(m=1024, n=2048, k=1024)))  # the Hopper kernel's 128x128 tile
+        out.append(("gemm", bf16, dict(m=4096, n=4096, k=4096)))  # its persistent blocks, C tiles for TMA stores
         # decode, x @ W.t(): the few-rows kernel (its windows of x and partial tile, split-K)
         for dt, m in ((f32, 8), (bf16, 8), (bf16, 32)):
             out.append(("gemm", dt, dict(m=m, n=4096, k=4096, b_transposed=True)))

@@ -62,22 +62,27 @@ def test_16bit_square_per_device(dtype):
 
 
 def test_persistent_clusters_share_b():
-    """Persistent Hopper blocks pair up on m tiles 2i, 2i + 1 to share B's tile (multicast=2)
-    where the tiles are 128 columns or wider, there are two m tiles or more and an odd count
-    wastes at most a ninth (the last pair's second tile lies past C); else each block loads
-    its own (multicast=1). Blocks: one an SM, at most one a tile of the pairs' tiles."""
+    """Grids of more tiles than SMs run persistent Hopper blocks, one an SM (one wave or less:
+    a block a tile, persistent=0). They pair up on m tiles 2i, 2i + 1 to share B's tile
+    (multicast=2) where the tiles are 128 columns or wider, there are two m tiles or more and
+    an odd count wastes at most a ninth (the last pair's second tile lies past C); else each
+    block loads its own (multicast=1)."""
     def f(m, n, k, batch=1):
         line = route(meta(batch, m, k), meta(batch, k, n))
         return dict(fields(line), tile=line.split()[1])
     assert f(4096, 4096, 4096)["multicast"] == "2"
-    assert f(256, 8192, 1024)["multicast"] == "2"  # 2 m tiles
-    assert f(128, 16384, 1024)["multicast"] == "1"  # 1 m tile
-    assert f(384, 8192, 1024)["multicast"] == "1"  # 3 m tiles: a wasted third
+    assert f(256, 32768, 1024)["multicast"] == "2"  # 2 m tiles
+    line = f(128, 65536, 1024)  # 1 m tile
+    assert line["persistent"] == "1" and line["multicast"] == "1", line
+    line = f(384, 16384, 1024)  # 3 m tiles: a wasted third
+    assert line["persistent"] == "1" and line["multicast"] == "1", line
     line = f(1152, 4096, 1024)  # 9 m tiles of 128 x 256: 5 pairs x 16 n tiles
     assert line["tile"] == "128x256x64" and line["multicast"] == "2" and line["blocks"] == "132", line
-    line = f(1152, 1024, 1024)  # 128 x 128 tiles: 5 pairs x 8 n tiles = 80 blocks
-    assert line["tile"] == "128x128x64" and line["multicast"] == "2" and line["blocks"] == "80", line
-    assert f(1024, 1024, 1024)["multicast"] == "1"  # 128 x 64 tiles
+    line = f(1920, 2112, 520)  # 15 m tiles of 128 x 128: 8 pairs x 17 n tiles
+    assert line["tile"] == "128x128x64" and line["multicast"] == "2" and line["blocks"] == "132", line
+    line = f(2048, 2048, 2048)  # 128 tiles: one wave
+    assert line["persistent"] == "0" and line["multicast"] == "1" and line["blocks"] == "128", line
+    assert f(1024, 1024, 1024)["persistent"] == "0"
     with switch("persistent", False):
         assert f(4096, 4096, 4096)["multicast"] == "1"
 

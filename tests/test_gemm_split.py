@@ -156,9 +156,8 @@ def test_hopper_plans_keep_their_rules():
     """Over a grid of shapes (rows, columns and k from a few tiles to many, batches, both
     majors of B) on an H100's room and on every slot: a Hopper plan gives 64 blocks or more,
     splits at most 8 ways, leaves each rank 4 k tiles or more, and its blocks are its tiles
-    times its split (an unsplit plan runs persistent blocks: one an SM, at most one a tile of
-    its clusters' tiles, m tiles in pairs that share B where wgmma_clusters says); split_k off
-    never splits."""
+    times its split (an unsplit plan of more tiles than SMs runs persistent blocks: one an SM,
+    m tiles in pairs that share B where wgmma_clusters says); split_k off never splits."""
     tiles = {"128x256x64": (128, 256), "128x128x64": (128, 128), "128x64x64": (128, 64)}
     for dev in ((*H100, H100_ROOM), H100):
         for batch in (1, 3):
@@ -173,12 +172,13 @@ def test_hopper_plans_keep_their_rules():
                             f, (bm, bn) = fields(line), tiles[line.split()[1]]
                             split, blocks = int(f["split"]), int(f["blocks"])
                             tiles_split = batch * -(-m // bm) * -(-n // bn) * split
-                            assert f["persistent"] == ("1" if split == 1 else "0"), line
+                            persistent = split == 1 and tiles_split > 132
+                            assert f["persistent"] == str(int(persistent)), line
                             tiles_m, pair = -(-m // bm), f["multicast"] == "2"
-                            assert pair == (split == 1 and bn >= 128 and tiles_m >= 2
+                            assert pair == (persistent and bn >= 128 and tiles_m >= 2
                                             and (tiles_m % 2 == 0 or tiles_m >= 9)), line
                             cluster_tiles = batch * -(-tiles_m // 2) * 2 * -(-n // bn) if pair else tiles_split
-                            assert blocks == (min(cluster_tiles, 132) if split == 1 else tiles_split), line
+                            assert blocks == (min(cluster_tiles, 132) if persistent else tiles_split), line
                             assert tiles_split >= 64 and 1 <= split <= 8, line
                             assert split == 1 or -(-k // 64) >= 4 * split, line
     with switch("split_k", False):

@@ -391,15 +391,17 @@ inline void ffma_route(GemmRoute& r, const GemmOptions& opt) {
 
 // Whether a Hopper route runs persistent blocks (wgmma.cu's wgmma_persistent_kernel): TMA, one
 // block a tile (a split tile's cluster sums in its ring), C's rows 16-byte aligned (TMA stores
-// it), and a block's k-tiles over all its tiles within its int counter. Then one block an SM
-// walks the tiles, its ring refilling while its consumers write a tile out.
+// it), more tiles than SMs, and a block's k-tiles over all its tiles within its int counter.
+// Then one block an SM walks the tiles, its ring refilling while its consumers write a tile
+// out. A grid of one wave or less has no next tile to overlap, and there a block a tile, whose
+// epilogue reads C back through the ring in 16-byte rows, ran 3-6% faster (bench/RESULTS.md).
 inline bool wgmma_persists(const GemmRoute& r, const GemmOptions& opt) {
   const GemmArgs& g = r.args;
   if (!opt.persistent || r.ops.fill != MmaFill::Async || r.split != 1 || !r.out_vec) return false;
   return with_wgmma_config(r, [&](auto config) {
     using C = decltype(config);
-    const int64_t tiles = g.batch * ceil_div(g.m, C::kBM) * ceil_div(g.n, C::kBN);
-    return ceil_div(tiles, int64_t(r.device.num_sms)) * ceil_div(g.k, C::kBK) <= 0x7fffffff;
+    const int64_t tiles = g.batch * ceil_div(g.m, C::kBM) * ceil_div(g.n, C::kBN), sms = r.device.num_sms;
+    return tiles > sms && ceil_div(tiles, sms) * ceil_div(g.k, C::kBK) <= 0x7fffffff;
   });
 }
 
