@@ -394,7 +394,7 @@ inline void ffma_route(GemmRoute& r, const GemmOptions& opt) {
 // it), more tiles than SMs, and a block's k-tiles over all its tiles within its int counter.
 // Then one block an SM walks the tiles, its ring refilling while its consumers write a tile
 // out. A grid of one wave or less has no next tile to overlap, and there a block a tile, whose
-// epilogue reads C back through the ring in 16-byte rows, ran 3-6% faster (bench/RESULTS.md).
+// epilogue reads C back through the ring in 16-byte rows, measured faster (bench/RESULTS.md).
 inline bool wgmma_persists(const GemmRoute& r, const GemmOptions& opt) {
   const GemmArgs& g = r.args;
   if (!opt.persistent || r.ops.fill != MmaFill::Async || r.split != 1 || !r.out_vec) return false;
@@ -412,8 +412,9 @@ inline bool wgmma_persists(const GemmRoute& r, const GemmOptions& opt) {
 // second tile lies past C: a wasted tile in 9 or more), and clusters of 2 that fill the SMs.
 inline int wgmma_clusters(const GemmRoute& r) {
   if (!r.persistent || r.args.batch < 1 || cluster_room(r.device, 2, 1) < r.device.num_sms) return 1;
+  const int bm = with_wgmma_config(r, [](auto c) { return decltype(c)::kBM; });
   const int bn = with_wgmma_config(r, [](auto c) { return decltype(c)::kBN; });
-  const int64_t tiles_m = ceil_div(r.args.m, int64_t(WgmmaLarge::kBM));
+  const int64_t tiles_m = ceil_div(r.args.m, int64_t(bm));
   return bn >= 128 && tiles_m >= 2 && (tiles_m % 2 == 0 || tiles_m >= 9) ? 2 : 1;
 }
 

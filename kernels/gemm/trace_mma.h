@@ -244,10 +244,10 @@ inline void trace_wgmma_store(const char* kernel, int64_t tiles, SmemTrace& trac
 
 // One call of the Hopper kernel on block tile C: for rows off 16-byte boundaries, the
 // realigning producer's stores of the chunks it cut in registers (lanes at wgmma_chunk, tile
-// offsets as the layout's); then the shared epilogue, or the persistent kernel's. TMA's copies into the tiles and wgmma's
-// reads of them go through the Tensor Memory Accelerator and the tensor cores, not the warps'
-// load/store pipe: they are no shared-memory instructions (Nsight Compute counts none for
-// them). A split tile's blocks store their partial tiles and sum them (split-K, as mma.sync's).
+// offsets as the layout's); then the shared epilogue, or the persistent kernel's. TMA's copies
+// into the tiles and wgmma's reads of them go through the Tensor Memory Accelerator and the
+// tensor cores, not the warps' load/store pipe: they are no shared-memory instructions (Nsight
+// Compute counts none for them). A split tile's blocks store their partial tiles and sum them (split-K, as mma.sync's).
 // The kernel's name says the producer: gemm_wgmma (TMA), gemm_wgmma/realign,
 // gemm_wgmma/repacked (TMA on copies of the operands, whose copy kernel uses no shared memory).
 template <class C>
@@ -275,8 +275,9 @@ inline void trace_wgmma_tile(const GemmRoute& r, SmemTrace& trace) {
     else realigned("Bs[n][k] <- B", WgmmaBTile<C, false>{});
   }
   if (r.split > 1) trace_split_k<WgmmaFrags<C>, WgmmaPartTile<C>>(kernel, tiles, r.split, trace);
-  else if (r.persistent)  // a cluster's tiles, the last ones' past C's rows too
-    trace_wgmma_store<C>(kernel, g.batch * ceil_div(ceil_div(g.m, C::kBM), r.multicast) * r.multicast * ceil_div(g.n, C::kBN), trace);
+  else if (r.persistent)  // the clusters' tiles, the last ones' past C's rows too
+    trace_wgmma_store<C>(kernel, g.batch * ceil_div(ceil_div(g.m, C::kBM), r.multicast) * r.multicast *
+                                     ceil_div(g.n, C::kBN), trace);
   else trace_mma_epilogue<WgmmaFrags<C>, WgmmaCTile<C>>(kernel, tiles, r.out_vec, trace);
 }
 

@@ -301,8 +301,8 @@ __device__ __forceinline__ void store_tile(const float (&acc)[1][C::kBN / 8][4],
   }
 }
 
-// The persistent form (route.h's wgmma_persists: TMA, unsplit, C rows 16-byte aligned): one
-// block an SM; clusters of CLUSTER blocks walk cluster tiles c, c + clusters, ...
+// The persistent form (route.h's wgmma_persists: TMA, unsplit, C rows 16-byte aligned, more
+// tiles than SMs): one block an SM; clusters of CLUSTER blocks walk cluster tiles c, c + clusters, ...
 // (wgmma_tile_at), each block loading A's tile and its share of the B tile they all read. The
 // producer runs on into the next tile while the consumers write one out, and the consumers
 // hand C to TMA stores from tiles of their own, so the tensor cores wait neither for a new

@@ -5,8 +5,9 @@
 // mbarriers hand each stage to the consumers (full) and back (empty): one thread issuing the
 // Tensor Memory Accelerator's boxes (tma.cuh) for rows 16 bytes apart, or, for rows that start
 // off 16-byte boundaries, warpgroups that cut each chunk out of two aligned loads
-// (wgmma_realign.cuh). Unsplit TMA calls run persistent blocks, one an SM, that walk the
-// tiles and hand C to TMA stores. Launches are programmatic dependent launches (pdl.cuh).
+// (wgmma_realign.cuh). Unsplit TMA calls of more tiles than SMs run persistent blocks, one an
+// SM, that walk the tiles and hand C to TMA stores, pairs of them sharing B's tiles (TMA
+// multicast). Launches are programmatic dependent launches (pdl.cuh).
 //
 // Only swizzle runs here: the tensor cores read unswizzled (none, pad) tiles at a third of
 // the rate, so those layouts stay on the mma.sync kernel, where their bank conflicts show.
