@@ -45,8 +45,8 @@ def test_16bit_square_per_device(dtype):
     """4096^3 swizzle: the Hopper kernel's 128x256 tile on an H100 and an H200 (132 SMs,
     cc 90), its 512 tiles walked by 132 persistent blocks in clusters of 2 that share B's
     tiles (512 blocks, one a tile, with _set_persistent off), the mma.sync kernel's 128x256
-    tile on an A100 (108 SMs, cc 80);
-    none and pad stay on mma.sync everywhere (their bank conflicts are the point of them)."""
+    tile on an A100 (108 SMs, cc 80); none and pad stay on mma.sync everywhere (their bank
+    conflicts are the point of them)."""
     a, b = meta(4096, 4096, dtype=dtype), meta(4096, 4096, dtype=dtype)
     for device in (H100, H200):
         line = route(a, b, device=device)
