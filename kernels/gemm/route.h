@@ -570,16 +570,21 @@ inline GemmTileDims gemm_tile_dims(const GemmRoute& r) {
   }
 }
 
+// The tiles a persistent Hopper route's blocks walk: its clusters' tiles, `multicast` m tiles
+// each, the last cluster's past C's rows too.
+inline int64_t wgmma_walked_tiles(const GemmRoute& r) {
+  const GemmTileDims t = gemm_tile_dims(r);
+  const int c = r.multicast;
+  return r.args.batch * ceil_div(ceil_div(r.args.m, t.bm), c) * c * ceil_div(r.args.n, t.bn);
+}
+
 // Blocks the route launches (its tiles; Wide: strip, stream-K and per-tile blocks; persistent:
-// one an SM, in clusters of `multicast`, at most one a tile of its cluster tiles).
+// one an SM, in clusters of `multicast`, at most one a walked tile).
 inline int64_t gemm_route_blocks(const GemmRoute& r) {
   if (r.family == GemmFamily::Ffma && r.config == GemmConfig::Wide) return r.work.blocks();
+  if (r.family == GemmFamily::Wgmma && r.persistent)
+    return std::min(wgmma_walked_tiles(r), cluster_room(r.device, r.multicast, 1) / r.multicast * r.multicast);
   const GemmTileDims t = gemm_tile_dims(r);
-  if (r.family == GemmFamily::Wgmma && r.persistent) {
-    const int c = r.multicast;
-    const int64_t tiles = r.args.batch * ceil_div(ceil_div(r.args.m, t.bm), c) * c * ceil_div(r.args.n, t.bn);
-    return std::min(tiles, cluster_room(r.device, c, 1) / c * c);
-  }
   return r.args.batch * ceil_div(r.args.m, t.bm) * ceil_div(r.args.n, t.bn) * r.split;
 }
 

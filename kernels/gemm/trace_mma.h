@@ -275,9 +275,7 @@ inline void trace_wgmma_tile(const GemmRoute& r, SmemTrace& trace) {
     else realigned("Bs[n][k] <- B", WgmmaBTile<C, false>{});
   }
   if (r.split > 1) trace_split_k<WgmmaFrags<C>, WgmmaPartTile<C>>(kernel, tiles, r.split, trace);
-  else if (r.persistent)  // the clusters' tiles, the last ones' past C's rows too
-    trace_wgmma_store<C>(kernel, g.batch * ceil_div(ceil_div(g.m, C::kBM), r.multicast) * r.multicast *
-                                     ceil_div(g.n, C::kBN), trace);
+  else if (r.persistent) trace_wgmma_store<C>(kernel, wgmma_walked_tiles(r), trace);
   else trace_mma_epilogue<WgmmaFrags<C>, WgmmaCTile<C>>(kernel, tiles, r.out_vec, trace);
 }
 
