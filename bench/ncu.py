@@ -75,7 +75,8 @@ def cases(quick=False, ops=None):
         # decode, x @ W.t(): the few-rows kernel (its windows of x and partial tile, split-K)
         for dt, m in ((f32, 8), (bf16, 8), (bf16, 32)):
             out.append(("gemm", dt, dict(m=m, n=4096, k=4096, b_transposed=True)))
-        # the Hopper kernel split across a cluster: 128 rows against a weight, and a weight gradient
+        # the Hopper kernel split across a cluster (128 rows against a weight), and its 128x192
+        # persistent blocks (a weight gradient of 96 tiles over k = 16384)
         out.append(("gemm", bf16, dict(m=128, n=4096, k=4096, b_transposed=True)))
         out.append(("gemm", bf16, dict(m=3072, n=768, k=16384, a_transposed=True)))
     return [c for c in out if ops is None or c[0] in ops]

@@ -65,8 +65,10 @@ def test_persistent_clusters_share_b():
     """Grids of more tiles than SMs run persistent Hopper blocks, one an SM (one wave or less:
     a block a tile, persistent=0). They pair up on m tiles 2i, 2i + 1 to share B's tile
     (multicast=2) where the tiles are 128 columns or wider, there are two m tiles or more and
-    an odd count wastes at most a ninth (the last pair's second tile lies past C); else each
-    block loads its own (multicast=1)."""
+    an odd count wastes at most a ninth (the last pair's second tile lies past C), and each
+    block's half of B is whole 64-column blocks (n-major B) or half its rows (k-major B): a
+    128 x 192 tile's n-major B tile, three blocks, does not halve. Else each block loads its
+    own (multicast=1)."""
     def f(m, n, k, batch=1):
         line = route(meta(batch, m, k), meta(batch, k, n))
         return dict(fields(line), tile=line.split()[1])
@@ -76,8 +78,10 @@ def test_persistent_clusters_share_b():
     assert line["persistent"] == "1" and line["multicast"] == "1", line
     line = f(384, 16384, 1024)  # 3 m tiles: a wasted third
     assert line["persistent"] == "1" and line["multicast"] == "1", line
-    line = f(1152, 4096, 1024)  # 9 m tiles of 128 x 256: 5 pairs x 16 n tiles
-    assert line["tile"] == "128x256x64" and line["multicast"] == "2" and line["blocks"] == "132", line
+    line = f(1152, 4096, 1024)  # 9 m tiles of 128 x 192 x 22 n tiles, B n-major: no halves
+    assert line["tile"] == "128x192x64" and line["multicast"] == "1" and line["blocks"] == "132", line
+    line = fields(route(meta(1152, 1024), meta(4096, 1024).t()))  # B k-major: 5 pairs x 22 n tiles
+    assert line["multicast"] == "2" and line["blocks"] == "132", line
     line = f(1920, 2112, 520)  # 15 m tiles of 128 x 128: 8 pairs x 17 n tiles
     assert line["tile"] == "128x128x64" and line["multicast"] == "2" and line["blocks"] == "132", line
     line = f(2048, 2048, 2048)  # 128 tiles: one wave
@@ -85,6 +89,26 @@ def test_persistent_clusters_share_b():
     assert f(1024, 1024, 1024)["persistent"] == "0"
     with switch("persistent", False):
         assert f(4096, 4096, 4096)["multicast"] == "1"
+
+
+def test_broad_tiles_where_128x256_leave_a_ragged_wave():
+    """128x192 tiles (persistent blocks only) where 128x256 ones end in a short last wave:
+    3072^3 is 384 of them (2.9 waves of 132) against 288 of 128x256 (2.2), 1536^3 96 against
+    72 in its one wave. Pairs share B's tile where it halves: a k-major B's rows, not an
+    n-major B's three 64-column blocks. Without persistent blocks, 128x256; 4096^3 (512 tiles
+    of 128x256, 3.9 waves) keeps 128x256."""
+    def f(a, b):
+        line = route(a, b)
+        return dict(fields(line), tile=line.split()[1])
+    line = f(meta(3072, 3072), meta(3072, 3072))
+    assert (line["tile"], line["persistent"], line["multicast"], line["blocks"]) == ("128x192x64", "1", "1", "132"), line
+    line = f(meta(3072, 3072), meta(3072, 3072).t())
+    assert (line["tile"], line["multicast"]) == ("128x192x64", "2"), line
+    line = f(meta(1536, 1536), meta(1536, 1536))
+    assert (line["tile"], line["persistent"], line["blocks"]) == ("128x192x64", "1", "96"), line
+    assert f(meta(4096, 4096), meta(4096, 4096))["tile"] == "128x256x64"
+    with switch("persistent", False):
+        assert f(meta(3072, 3072), meta(3072, 3072))["tile"] == "128x256x64"
 
 
 def test_float_families():

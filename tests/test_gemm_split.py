@@ -127,10 +127,11 @@ def test_hopper_plans_split_k():
     """The Hopper kernel's plans on an H100's room: 65 to 128 rows against a (4096, 4096)
     weight split its 32 tiles of 128 x 64 two ways (128 blocks, one wave), where mma.sync's
     split tiles ran at half the speed; a (14336, 4096) weight's 112 tiles of 128 x 128 fill
-    the GPU unsplit; a weight gradient (3072 x 768, k 16384) runs its 72 tiles of 128 x 256
-    split 3 ways (216 blocks: two waves of clusters of 3 against one of 72 blocks, each a
-    third as long); 1536^3 one wave of 72 unsplit (the split's sums cost more than its second
-    wave saves). 128 rows against a (4096, 14336) weight read it at the rate of the blocks
+    the GPU unsplit; a weight gradient (3072 x 768, k 16384) runs 96 persistent blocks of
+    128 x 192, one a tile (split 3 ways on 128 x 256 without persistent blocks: 216 blocks, two
+    waves of clusters of 3 against one of 72 blocks, each a third as long); 1536^3 one wave of
+    96 of 128 x 192 unsplit (the split's sums cost more than its second wave saves). 128 rows
+    against a (4096, 14336) weight read it at the rate of the blocks
     streaming it: 128 blocks of 128 x 64 split two ways, not 96 of 128 x 256 split six ways
     (fewer k steps a block, but a third fewer TMA rings pulling the 117 MB). Off the Hopper
     route (pad; split_k off) the rows split on mma.sync or not at all."""
@@ -143,10 +144,14 @@ def test_hopper_plans_split_k():
     long_k = route(meta(128, 14336), meta(4096, 14336).t(), device=dev)
     assert long_k.startswith("wgmma 128x64x64 producer=tma a=mk b=nk repack=none split=2"), long_k
     wgrad = route(meta(16384, 3072).t(), meta(16384, 768), device=dev)
+    assert wgrad.startswith("wgmma 128x192x64 producer=tma a=km b=kn repack=none split=1 persistent=1"), wgrad
+    assert fields(wgrad)["blocks"] == "96", wgrad
+    with switch("persistent", False):
+        wgrad = route(meta(16384, 3072).t(), meta(16384, 768), device=dev)
     assert wgrad.startswith("wgmma 128x256x64 producer=tma a=km b=kn repack=none split=3"), wgrad
     assert fields(wgrad)["blocks"] == "216", wgrad
     cube = route(meta(1536, 1536), meta(1536, 1536), device=dev)
-    assert cube.startswith("wgmma 128x256x64") and split_of(cube) == 1, cube
+    assert cube.startswith("wgmma 128x192x64") and split_of(cube) == 1 and fields(cube)["blocks"] == "96", cube
     assert route(meta(128, 4096), w, "pad", device=dev).startswith("mma 128x128x32 fill=cp.async a=mk b=nk split=7")
     with switch("split_k", False):
         assert split_of(route(meta(16384, 3072).t(), meta(16384, 768), device=dev)) == 1
@@ -156,9 +161,10 @@ def test_hopper_plans_keep_their_rules():
     """Over a grid of shapes (rows, columns and k from a few tiles to many, batches, both
     majors of B) on an H100's room and on every slot: a Hopper plan gives 64 blocks or more,
     splits at most 8 ways, leaves each rank 4 k tiles or more, and its blocks are its tiles
-    times its split (an unsplit plan of more tiles than SMs runs persistent blocks: one an SM,
-    m tiles in pairs that share B where wgmma_clusters says); split_k off never splits."""
-    tiles = {"128x256x64": (128, 256), "128x128x64": (128, 128), "128x64x64": (128, 64)}
+    times its split (an unsplit plan of more tiles than SMs, or of 128 x 192 tiles, runs
+    persistent blocks: one an SM, m tiles in pairs that share B where wgmma_clusters says);
+    split_k off never splits."""
+    tiles = {"128x256x64": (128, 256), "128x192x64": (128, 192), "128x128x64": (128, 128), "128x64x64": (128, 64)}
     for dev in ((*H100, H100_ROOM), H100):
         for batch in (1, 3):
             for m in (65, 128, 200, 1024, 1536, 4096):
@@ -172,10 +178,10 @@ def test_hopper_plans_keep_their_rules():
                             f, (bm, bn) = fields(line), tiles[line.split()[1]]
                             split, blocks = int(f["split"]), int(f["blocks"])
                             tiles_split = batch * -(-m // bm) * -(-n // bn) * split
-                            persistent = split == 1 and tiles_split > 132
+                            persistent = split == 1 and (tiles_split > 132 or bn == 192)
                             assert f["persistent"] == str(int(persistent)), line
                             tiles_m, pair = -(-m // bm), f["multicast"] == "2"
-                            assert pair == (persistent and bn >= 128 and tiles_m >= 2
+                            assert pair == (persistent and bn >= 128 and (b_t or bn % 128 == 0) and tiles_m >= 2
                                             and (tiles_m % 2 == 0 or tiles_m >= 9)), line
                             cluster_tiles = batch * -(-tiles_m // 2) * 2 * -(-n // bn) if pair else tiles_split
                             assert blocks == (min(cluster_tiles, 132) if persistent else tiles_split), line

@@ -216,8 +216,9 @@ def test_cuda_wgmma(views, dtype, batch, m, n, k, persistent):
 
 # Persistent blocks that walk several tiles each, in clusters of 2 that share B's tiles: 561
 # tiles of 128 x 256 with m and n edges and 3 k-tiles (the 4-stage ring wraps across tiles;
-# 33 m tiles: the last cluster's second lies past C); 168 over 7 batches (a block's tiles in
-# different batches); 255 of 128 x 128 with 9 k-tiles (the 6-stage ring wraps inside a tile).
+# 33 m tiles: the last cluster's second lies past C); 252 of 128 x 192 over 7 batches (a
+# block's tiles in different batches; pairs where B is k-major); 255 of 128 x 128 with 9
+# k-tiles (the 6-stage ring wraps inside a tile).
 PERSISTENT_SHAPES = [(None, 4100, 4104, 136), (7, 700, 1000, 264), (None, 1920, 2112, 520)]
 
 
@@ -227,22 +228,25 @@ PERSISTENT_SHAPES = [(None, 4100, 4104, 136), (7, 700, 1000, 264), (None, 1920, 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_cuda_persistent_walks_tiles(dtype, batch, m, n, k):
     """gemm and linear (bias in the epilogue, B = weight.t() k-major) on persistent blocks that
-    take several tiles each, in pairs that share B: the same bits as a block a tile, and
-    float64's values."""
+    take several tiles each, in pairs that share B (gemm's n-major B on 128 x 192 tiles: each
+    block its own): the same bits as a block a tile on the same tile (128 x 192 runs persistent
+    blocks only), and float64's values."""
     a = operand(m, k, batch, dtype, "contiguous")
     b = operand(k, n, batch, dtype, "contiguous")
     x = operand(m, k, batch, dtype, "contiguous")
     w = torch.randn(n, k, device="cuda").to(dtype)
     bias = torch.randn(n, device="cuda").to(dtype)
     line = bankops.gemm_route(a, b)
+    broad = line.split()[1] == "128x192x64"
     assert fields(line)["persistent"] == "1" and int(fields(line)["blocks"]) == 132, line
-    assert fields(line)["multicast"] == "2", line
+    assert fields(line)["multicast"] == ("1" if broad else "2"), line
     assert fields(bankops.gemm_route(x.reshape(-1, k), w.t()))["multicast"] == "2"
     got = bankops.gemm(a, b), bankops.linear(x, w, bias)
     with switch("persistent", False):
         assert fields(bankops.gemm_route(a, b))["persistent"] == "0"
         want = bankops.gemm(a, b), bankops.linear(x, w, bias)
-    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    if not broad:
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
     check_against_float64(got[0], a, b)
     ref = x.double() @ w.double().t() + bias.double()
     bound = 2 * torch.finfo(torch.float32).eps * k ** 0.5 * (x.double().abs() @ w.double().abs().t() + 1)
@@ -258,12 +262,26 @@ def check_wgmma_call(views, dtype, batch, m, n, k, route, tile=None, persistent=
                           b_transposed=views[1] == "transposed")
     assert _kernels(rep) == {route}, str(rep)
     assert tile is None or _tile(rep) == tile, str(rep)
-    if persistent is not None:  # on: where the grid is more than a wave of 132 SMs
+    if persistent is not None:  # on: where the grid is more than a wave of 132 SMs, or 128 x 192
         bm, bn = _tile(rep)
-        persistent = persistent and (batch or 1) * -(-m // bm) * -(-n // bn) > 132
+        persistent = persistent and ((batch or 1) * -(-m // bm) * -(-n // bn) > 132 or bn == 192)
         assert fields(rep.route)["persistent"] == str(int(persistent)), rep.route
     check_route(lambda: bankops.gemm(a, b), False, persistent)
     check_against_float64(bankops.gemm(a, b), a, b)
+
+
+# The 128 x 192 tiles (persistent blocks only), where 128 x 256 ones end in a ragged wave: m and n
+# edges with a k tail; batches; 2 k-tiles, the ring wrapping across 384 tiles.
+WGMMA_BROAD_SHAPES = [(None, 1500, 1544, 1000), (3, 700, 1000, 520), (None, 3000, 3064, 72)]
+
+
+@requires_cuda
+@requires_hopper
+@pytest.mark.parametrize("batch,m,n,k", WGMMA_BROAD_SHAPES, ids=shape_ids(WGMMA_BROAD_SHAPES))
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("views", WGMMA_VIEWS, ids="-".join)
+def test_cuda_wgmma_broad(views, dtype, batch, m, n, k):
+    check_wgmma_call(views, dtype, batch, m, n, k, "gemm_wgmma", tile=(128, 192), persistent=True)
 
 
 # The 128 x 64 tiles (grids of 128 or more, too few 128 x 128 ones): 1024^3; m and n edges

@@ -113,6 +113,8 @@ inline bool mma_realign_ok(int64_t s_fast, int64_t s_row, int64_t rows, int64_t 
   return (s_fast == 1 || cols <= 1) && (rows <= 1 || s_row >= kMmaChunk || s_row >= cols);
 }
 inline bool mma_aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+// Whether C's rows start 16-byte aligned (the epilogues' 16-byte stores, TMA's stores).
+inline bool mma_out_vec(const GemmArgs& g) { return mma_aligned16(g.c) && g.n % kMmaChunk == 0; }
 // Whether an operand's tile takes the dim of stride s_col as its columns (the contiguous dim,
 // or the faster of two strided ones) rather than the one of stride s_row.
 inline bool mma_cols_fast(int64_t s_col, int64_t s_row) { return s_col == 1 || (s_row != 1 && s_col <= s_row); }
@@ -205,7 +207,7 @@ constexpr double kWgmmaStepNs = 180;  // a unit of wgmma_step_time (1024^3: 36 u
 constexpr double kWgmmaBlockGBps = 23, kWgmmaDramGBps = 2800;
 template <class C>
 constexpr double wgmma_step_time() {
-  return C::kBN == 256 ? 4.0 : C::kBN == 128 ? 2.6 : 2.0;
+  return C::kBN == 256 ? 4.0 : C::kBN == 192 ? 3.3 : C::kBN == 128 ? 2.6 : 2.0;
 }
 template <class C>
 constexpr double wgmma_sum_time() {
@@ -225,10 +227,11 @@ inline double wgmma_plan_time(const GemmArgs& g, const DeviceInfo& d, int split)
 }
 
 // The TMA plan: the tile and split whose waves end soonest. Candidates go unsplit first, then
-// split (2..kMaxSplit, each rank kSplitMinK k tiles or more), each from the largest tile down;
+// split (2..kMaxSplit, each rank kSplitMinK k tiles or more), each from the largest tile down
+// (128 x 192 unsplit only, and only where `persistent`: the call may run persistent blocks);
 // a later one is taken only where it ends a tenth sooner. A plan must give half the SMs or
 // more a block (64 of 132); where none does, mma.sync's smaller tiles take the call.
-inline WgmmaPlan wgmma_tma_plan(const GemmArgs& g, const DeviceInfo& d, bool split_k) {
+inline WgmmaPlan wgmma_tma_plan(const GemmArgs& g, const DeviceInfo& d, bool split_k, bool persistent) {
   const int64_t want = (int64_t(d.num_sms) * 31 + 31) / 32;  // about every SM (128 of 132): mma_fills
   WgmmaPlan best;
   double best_time = 0;
@@ -236,6 +239,7 @@ inline WgmmaPlan wgmma_tma_plan(const GemmArgs& g, const DeviceInfo& d, bool spl
     using C = decltype(config);
     const int64_t blocks = g.batch * ceil_div(g.m, C::kBM) * ceil_div(g.n, C::kBN) * split;
     if (2 * blocks < want) return;
+    if (C::kPersistentOnly && ceil_div(blocks, d.num_sms) * ceil_div(g.k, C::kBK) > 0x7fffffff) return;
     if (split > 1 && (ceil_div(g.k, C::kBK) < int64_t(split) * kSplitMinK || cluster_room(d, split, 1) < split))
       return;
     const double time = wgmma_plan_time<C>(g, d, split);
@@ -243,6 +247,7 @@ inline WgmmaPlan wgmma_tma_plan(const GemmArgs& g, const DeviceInfo& d, bool spl
   };
   for (int split = 1; split <= (split_k ? kMaxSplit : 1); ++split) {
     consider(WgmmaShape::Large, WgmmaLarge{}, split);
+    if (split == 1 && persistent) consider(WgmmaShape::Broad, WgmmaBroad{}, split);
     consider(WgmmaShape::Medium, WgmmaMedium{}, split);
     consider(WgmmaShape::Narrow, WgmmaNarrow{}, split);
   }
@@ -258,9 +263,10 @@ inline WgmmaPlan wgmma_tma_plan(const GemmArgs& g, const DeviceInfo& d, bool spl
 // The realigning producer runs at L2's request rate, not its bytes, so misaligned operands of
 // 256 x 256 or more are copied into aligned rows first (gemm_repack) and take TMA.
 inline WgmmaPlan wgmma_plan(const GemmArgs& g, const MmaOperands& p, bool allowed, bool tma_on, bool split_k,
-                            const DeviceInfo& d) {
+                            bool persistent, const DeviceInfo& d) {
   if (!allowed || g.batch > 65535 || ceil_div(g.m, WgmmaLarge::kBM) > 65535) return {};
-  if (p.fill == MmaFill::Async && tma_on && wgmma_tma_ok(g, p.a_km, p.b_kn)) return wgmma_tma_plan(g, d, split_k);
+  if (p.fill == MmaFill::Async && tma_on && wgmma_tma_ok(g, p.a_km, p.b_kn))
+    return wgmma_tma_plan(g, d, split_k, persistent);
   if (p.fill != MmaFill::Realign || !p.b_kn) return {};
   if (wgmma_whole_waves<WgmmaLarge>(g, d.num_sms) && mma_fills(g, WgmmaLarge::kBM, WgmmaLarge::kBN, d.num_sms))
     return WgmmaPlan{WgmmaShape::Large, 1};
@@ -354,6 +360,7 @@ decltype(auto) with_wgmma_config(const GemmRoute& r, F&& f) {
   switch (r.wgmma) {
     case WgmmaShape::Large: return f(WgmmaLarge{});
     case WgmmaShape::Narrow: return f(WgmmaNarrow{});
+    case WgmmaShape::Broad: return f(WgmmaBroad{});
     case WgmmaShape::Medium:
     default: return r.ops.fill == MmaFill::Async ? f(WgmmaMedium{}) : f(WgmmaMediumRealign{});
   }
@@ -389,19 +396,23 @@ inline void ffma_route(GemmRoute& r, const GemmOptions& opt) {
   r.scratch_bytes = gemm_work_bytes(r.work);
 }
 
-// Whether a Hopper route runs persistent blocks (wgmma.cu's wgmma_persistent_kernel): TMA, one
-// block a tile (a split tile's cluster sums in its ring), C's rows 16-byte aligned (TMA stores
-// it), more tiles than SMs, and a block's k-tiles over all its tiles within its int counter.
-// Then one block an SM walks the tiles, its ring refilling while its consumers write a tile
-// out. A grid of one wave or less has no next tile to overlap, and there a block a tile, whose
-// epilogue reads C back through the ring in 16-byte rows, measured faster (bench/RESULTS.md).
+// Whether a Hopper call may run persistent blocks (wgmma.cu's wgmma_persistent_kernel): TMA
+// (the plan's own condition), C's rows 16-byte aligned (TMA stores it), the switch on.
+inline bool wgmma_may_persist(const GemmArgs& g, const GemmOptions& opt) { return opt.persistent && mma_out_vec(g); }
+
+// Whether a Hopper route runs persistent blocks: wgmma_may_persist, one block a tile (a split
+// tile's cluster sums in its ring), more tiles than SMs or a tile only they run (128 x 192),
+// and a block's k-tiles over all its tiles within its int counter. Then one block an SM walks
+// the tiles, its ring refilling while its consumers write a tile out. A grid of one wave or
+// less has no next tile to overlap, and there a block a tile, whose epilogue reads C back
+// through the ring in 16-byte rows, measured faster on 128 x 256 (bench/RESULTS.md).
 inline bool wgmma_persists(const GemmRoute& r, const GemmOptions& opt) {
   const GemmArgs& g = r.args;
-  if (!opt.persistent || r.ops.fill != MmaFill::Async || r.split != 1 || !r.out_vec) return false;
+  if (!wgmma_may_persist(g, opt) || r.ops.fill != MmaFill::Async || r.split != 1) return false;
   return with_wgmma_config(r, [&](auto config) {
     using C = decltype(config);
     const int64_t tiles = g.batch * ceil_div(g.m, C::kBM) * ceil_div(g.n, C::kBN), sms = r.device.num_sms;
-    return tiles > sms && ceil_div(tiles, sms) * ceil_div(g.k, C::kBK) <= 0x7fffffff;
+    return (tiles > sms || C::kPersistentOnly) && ceil_div(tiles, sms) * ceil_div(g.k, C::kBK) <= 0x7fffffff;
   });
 }
 
@@ -415,7 +426,8 @@ inline int wgmma_clusters(const GemmRoute& r) {
   const int bm = with_wgmma_config(r, [](auto c) { return decltype(c)::kBM; });
   const int bn = with_wgmma_config(r, [](auto c) { return decltype(c)::kBN; });
   const int64_t tiles_m = ceil_div(r.args.m, int64_t(bm));
-  return bn >= 128 && tiles_m >= 2 && (tiles_m % 2 == 0 || tiles_m >= 9) ? 2 : 1;
+  const bool halves = !r.ops.b_kn || bn % 128 == 0;  // an n-major B's share: whole 64-column blocks
+  return bn >= 128 && halves && tiles_m >= 2 && (tiles_m % 2 == 0 || tiles_m >= 9) ? 2 : 1;
 }
 
 // Misaligned 16-bit operands (rows off 16-byte boundaries, a unit-stride contiguous dim) of
@@ -446,7 +458,7 @@ inline bool repack_route(GemmRoute& r, const GemmOptions& opt) {
   if (c.copy_b && mma_b_kn(g)) copy(g.b, g.b_sb, g.k, g.n, g.b_sk, a.b, a.b_sb, a.b_sk, a.b_sn);
   else if (c.copy_b) copy(g.b, g.b_sb, g.n, g.k, g.b_sn, a.b, a.b_sb, a.b_sn, a.b_sk);
   c.ops = mma_operands(a);
-  const WgmmaPlan plan = wgmma_plan(a, c.ops, true, true, opt.split_k, r.device);
+  const WgmmaPlan plan = wgmma_plan(a, c.ops, true, true, opt.split_k, wgmma_may_persist(a, opt), r.device);
   if (c.ops.fill != MmaFill::Async || plan.shape == WgmmaShape::None) return false;
   c.wgmma = plan.shape;
   c.split = plan.split;
@@ -508,12 +520,12 @@ inline bool rows_route(GemmRoute& r, const GemmOptions& opt) {
 inline void tensor_core_route(GemmRoute& r, const GemmOptions& opt) {
   const GemmArgs& g = r.args;
   r.ops = mma_operands(g);
-  r.out_vec = mma_aligned16(g.c) && g.n % kMmaChunk == 0;
+  r.out_vec = mma_out_vec(g);
   const bool few_rows = g.m <= MmaNarrow::kBM;
   if (few_rows && split_route(r, opt)) return;
   const bool hopper = opt.wgmma && r.device.cc == 90 && r.layout == Layout::Swizzle;
   if (hopper && opt.repack && opt.tma && repack_route(r, opt)) return;
-  const WgmmaPlan plan = wgmma_plan(g, r.ops, hopper, opt.tma, opt.split_k, r.device);
+  const WgmmaPlan plan = wgmma_plan(g, r.ops, hopper, opt.tma, opt.split_k, wgmma_may_persist(g, opt), r.device);
   if (plan.shape != WgmmaShape::None) {
     r.family = GemmFamily::Wgmma;
     r.wgmma = plan.shape;

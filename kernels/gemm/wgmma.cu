@@ -420,21 +420,29 @@ cudaError_t run_persistent(const GemmRoute& r, cudaStream_t stream, bool tma) {
 
 // The route's producer as a template argument: the realigning producer takes B as Bs[BK][BN]
 // only, on WgmmaLarge and WgmmaMediumRealign only, unsplit (route.h's wgmma_plan); TMA takes
-// one producer thread.
+// one producer thread; 128 x 192 tiles run persistent blocks only. Pairs share B's tile in
+// halves of whole 64-column blocks (n-major B) or of its rows (route.h's wgmma_clusters).
 template <class C, class T, bool KM, bool KN>
 cudaError_t run_fill(const GemmRoute& r, cudaStream_t stream, bool tma) {
   constexpr bool kRealign = KN && (std::is_same_v<C, WgmmaLarge> || std::is_same_v<C, WgmmaMediumRealign>);
+  constexpr bool kPairs = C::kBN >= 128 && (!KN || C::kBN % 128 == 0);
   if (r.ops.fill == MmaFill::Realign) {
     if (r.split > 1) return cudaErrorInvalidValue;  // the realigning producers read all of k
     if constexpr (kRealign) return run<C, T, KM, KN, WgmmaLoad::Realign>(r, stream, tma);
     return cudaErrorInvalidValue;
   }
-  if constexpr (C::kProducers > 1) return cudaErrorInvalidValue;
-  else if (!r.persistent) return run<C, T, KM, KN, WgmmaLoad::Tma>(r, stream, tma);
-  else if (r.multicast == 1) return run_persistent<C, T, KM, KN, 1>(r, stream, tma);
-  else if constexpr (C::kBN >= 128) return r.multicast == 2 ? run_persistent<C, T, KM, KN, 2>(r, stream, tma)
-                                                            : cudaErrorInvalidValue;
-  else return cudaErrorInvalidValue;
+  if constexpr (C::kProducers > 1) {
+    return cudaErrorInvalidValue;
+  } else if (!r.persistent) {
+    if constexpr (C::kPersistentOnly) return cudaErrorInvalidValue;
+    else return run<C, T, KM, KN, WgmmaLoad::Tma>(r, stream, tma);
+  } else if (r.multicast == 1) {
+    return run_persistent<C, T, KM, KN, 1>(r, stream, tma);
+  } else if constexpr (kPairs) {
+    return r.multicast == 2 ? run_persistent<C, T, KM, KN, 2>(r, stream, tma) : cudaErrorInvalidValue;
+  } else {
+    return cudaErrorInvalidValue;
+  }
 }
 
 template <class C>

@@ -5,9 +5,9 @@
 // mbarriers hand each stage to the consumers (full) and back (empty): one thread issuing the
 // Tensor Memory Accelerator's boxes (tma.cuh) for rows 16 bytes apart, or, for rows that start
 // off 16-byte boundaries, warpgroups that cut each chunk out of two aligned loads
-// (wgmma_realign.cuh). Unsplit TMA calls of more tiles than SMs run persistent blocks, one an
-// SM, that walk the tiles and hand C to TMA stores, pairs of them sharing B's tiles (TMA
-// multicast). Launches are programmatic dependent launches (pdl.cuh).
+// (wgmma_realign.cuh). Unsplit TMA calls of more tiles than SMs, and those on 128 x 192 tiles,
+// run persistent blocks, one an SM, that walk the tiles and hand C to TMA stores, pairs of them
+// sharing B's tiles (TMA multicast). Launches are programmatic dependent launches (pdl.cuh).
 //
 // Only swizzle runs here: the tensor cores read unswizzled (none, pad) tiles at a third of
 // the rate, so those layouts stay on the mma.sync kernel, where their bank conflicts show.
@@ -28,16 +28,22 @@ struct WgmmaConfig {
   static constexpr int kProducers = PRODUCERS, kProducerThreads = 128 * PRODUCERS;
   static constexpr int kThreads = 128 * (CONSUMERS + PRODUCERS);
   static constexpr int kSteps = BK / 16, kAcc = BN / 2;  // k16 steps per k-tile, floats per consumer thread
-  static_assert(BM == 64 * CONSUMERS && BK % 64 == 0 && (BN == 64 || BN == 128 || BN == 256),
-                "m64n64, m64n128 or m64n256 per consumer");
+  static_assert(BM == 64 * CONSUMERS && BK % 64 == 0 && (BN == 64 || BN == 128 || BN == 192 || BN == 256),
+                "m64n64, m64n128, m64n192 or m64n256 per consumer");
+  // 192 columns run persistent blocks only: the block-a-tile epilogue's C tile and split-K's
+  // partial tile are swizzled rows of a power-of-two length.
+  static constexpr bool kPersistentOnly = BN == 192;
 };
 // The configurations (route.h picks one; bench/RESULTS.md's design notes have the figures):
 //   WgmmaLarge         128 x 256: two consumers of 64 x 256, four 48 KB stages;
+//   WgmmaBroad         128 x 192: two consumers of 64 x 192, four 40 KB stages (TMA, persistent
+//                      blocks only), where 128 x 256 tiles end in a ragged last wave (3072^3);
 //   WgmmaMedium        128 x 128: two consumers of 64 x 128, six 32 KB stages (TMA only);
 //   WgmmaNarrow        128 x 64, cuBLAS's tile at 1024^3: eight 24 KB stages (TMA only);
 //   WgmmaMediumRealign 128 x 128 with two realigning producer warpgroups, which keep a whole
 //                      stage of loads in flight (512 threads: 128 registers each).
 using WgmmaLarge = WgmmaConfig<128, 256, 64, 2, 4>;
+using WgmmaBroad = WgmmaConfig<128, 192, 64, 2, 4>;
 using WgmmaMedium = WgmmaConfig<128, 128, 64, 2, 6>;
 using WgmmaNarrow = WgmmaConfig<128, 64, 64, 2, 8>;
 using WgmmaMediumRealign = WgmmaConfig<128, 128, 64, 2, 6, 2>;
@@ -102,7 +108,7 @@ BANKOPS_HD TileCoord wgmma_chunk(int t, int e) {
 
 // The Hopper kernel's block tile (route.h decides), and how its producers fill the ring:
 // TMA boxes, or chunks realigned in registers.
-enum class WgmmaShape { None, Large, Medium, Narrow };
+enum class WgmmaShape { None, Large, Medium, Narrow, Broad };
 enum class WgmmaLoad { Tma, Realign };
 
 // The persistent kernel's C tiles, one a consumer warpgroup, which TMA stores from: its 64
@@ -127,8 +133,12 @@ struct WgmmaSmem {
   static constexpr int kC = PERSISTENT ? C::kConsumers * WgmmaCStage<C>::kBytes : 0;
   static constexpr int kBytes = kRing + kC + 1024;
   static_assert(kA % 1024 == 0 && kB % 1024 == 0, "tiles on 1024-byte boundaries");
-  static_assert(kRing >= WgmmaCTile<C>::kSize * 2 && kRing >= WgmmaPartTile<C>::kSize * 4,
-                "the C tile and split-K's partial tile fit the ring");
+  template <class D = C>
+  static constexpr bool fits_ring() {
+    if constexpr (D::kPersistentOnly) return true;
+    else return kRing >= WgmmaCTile<D>::kSize * 2 && kRing >= WgmmaPartTile<D>::kSize * 4;
+  }
+  static_assert(fits_ring(), "the C tile and split-K's partial tile fit the ring");
 };
 
 }  // namespace bankops

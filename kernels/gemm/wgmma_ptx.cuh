@@ -75,6 +75,9 @@ __device__ __forceinline__ void fence_acc(float (&d)[N]) {
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "              \
   "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "              \
   "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define BANKOPS_R64_95                                                                            \
+  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "              \
+  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
 #define BANKOPS_R64_127                                                                           \
   "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "              \
   "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "              \
@@ -93,11 +96,16 @@ __device__ __forceinline__ void fence_acc(float (&d)[N]) {
 template <class T, int N, int TRANS_A, int TRANS_B>
 __device__ __forceinline__ void wgmma_mma(float (&d)[N / 2], uint64_t da, uint64_t db) {
 #define BANKOPS_R256 BANKOPS_R0_63 ", " BANKOPS_R64_127
+#define BANKOPS_R192 BANKOPS_R0_63 ", " BANKOPS_R64_95
   constexpr bool kHalf = std::is_same_v<T, __half>;
   if constexpr (N == 256 && kHalf)
     BANKOPS_WGMMA_ASM(256, "f16", BANKOPS_R256, 128, 129, 130, 131, 132, BANKOPS_F64(0), BANKOPS_F64(64));
   else if constexpr (N == 256)
     BANKOPS_WGMMA_ASM(256, "bf16", BANKOPS_R256, 128, 129, 130, 131, 132, BANKOPS_F64(0), BANKOPS_F64(64));
+  else if constexpr (N == 192 && kHalf)
+    BANKOPS_WGMMA_ASM(192, "f16", BANKOPS_R192, 96, 97, 98, 99, 100, BANKOPS_F64(0), BANKOPS_F16(64), BANKOPS_F16(80));
+  else if constexpr (N == 192)
+    BANKOPS_WGMMA_ASM(192, "bf16", BANKOPS_R192, 96, 97, 98, 99, 100, BANKOPS_F64(0), BANKOPS_F16(64), BANKOPS_F16(80));
   else if constexpr (N == 128 && kHalf)
     BANKOPS_WGMMA_ASM(128, "f16", BANKOPS_R0_63, 64, 65, 66, 67, 68, BANKOPS_F64(0));
   else if constexpr (N == 128)
@@ -107,9 +115,11 @@ __device__ __forceinline__ void wgmma_mma(float (&d)[N / 2], uint64_t da, uint64
   else
     BANKOPS_WGMMA_ASM(64, "bf16", BANKOPS_R0_31, 32, 33, 34, 35, 36, BANKOPS_F16(0), BANKOPS_F16(16));
 #undef BANKOPS_R256
+#undef BANKOPS_R192
 }
 #undef BANKOPS_WGMMA_ASM
 #undef BANKOPS_R64_127
+#undef BANKOPS_R64_95
 #undef BANKOPS_R0_63
 #undef BANKOPS_R0_31
 #undef BANKOPS_F64
