@@ -113,8 +113,6 @@ inline bool mma_realign_ok(int64_t s_fast, int64_t s_row, int64_t rows, int64_t 
   return (s_fast == 1 || cols <= 1) && (rows <= 1 || s_row >= kMmaChunk || s_row >= cols);
 }
 inline bool mma_aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-// Whether C's rows start 16-byte aligned (the epilogues' 16-byte stores, TMA's stores).
-inline bool mma_out_vec(const GemmArgs& g) { return mma_aligned16(g.c) && g.n % kMmaChunk == 0; }
 // Whether an operand's tile takes the dim of stride s_col as its columns (the contiguous dim,
 // or the faster of two strided ones) rather than the one of stride s_row.
 inline bool mma_cols_fast(int64_t s_col, int64_t s_row) { return s_col == 1 || (s_row != 1 && s_col <= s_row); }
@@ -205,6 +203,12 @@ struct WgmmaPlan {
 constexpr double kWgmmaBlockSteps = 2;
 constexpr double kWgmmaStepNs = 180;  // a unit of wgmma_step_time (1024^3: 36 units, 6.4 us)
 constexpr double kWgmmaBlockGBps = 23, kWgmmaDramGBps = 2800;
+// Whether a persistent block's k-tiles over all its tiles (of `tiles` on num_sms blocks) fit
+// its int ring counter (no tensor that fits a GPU comes near the limit).
+template <class C>
+inline bool wgmma_walk_fits(const GemmArgs& g, int64_t tiles, int num_sms) {
+  return ceil_div(tiles, num_sms) * ceil_div(g.k, C::kBK) <= 0x7fffffff;
+}
 template <class C>
 constexpr double wgmma_step_time() {
   return C::kBN == 256 ? 4.0 : C::kBN == 192 ? 3.3 : C::kBN == 128 ? 2.6 : 2.0;
@@ -239,7 +243,7 @@ inline WgmmaPlan wgmma_tma_plan(const GemmArgs& g, const DeviceInfo& d, bool spl
     using C = decltype(config);
     const int64_t blocks = g.batch * ceil_div(g.m, C::kBM) * ceil_div(g.n, C::kBN) * split;
     if (2 * blocks < want) return;
-    if (C::kPersistentOnly && ceil_div(blocks, d.num_sms) * ceil_div(g.k, C::kBK) > 0x7fffffff) return;
+    if (C::kPersistentOnly && !wgmma_walk_fits<C>(g, blocks, d.num_sms)) return;
     if (split > 1 && (ceil_div(g.k, C::kBK) < int64_t(split) * kSplitMinK || cluster_room(d, split, 1) < split))
       return;
     const double time = wgmma_plan_time<C>(g, d, split);
@@ -398,7 +402,7 @@ inline void ffma_route(GemmRoute& r, const GemmOptions& opt) {
 
 // Whether a Hopper call may run persistent blocks (wgmma.cu's wgmma_persistent_kernel): TMA
 // (the plan's own condition), C's rows 16-byte aligned (TMA stores it), the switch on.
-inline bool wgmma_may_persist(const GemmArgs& g, const GemmOptions& opt) { return opt.persistent && mma_out_vec(g); }
+inline bool wgmma_may_persist(const GemmRoute& r, const GemmOptions& opt) { return opt.persistent && r.out_vec; }
 
 // Whether a Hopper route runs persistent blocks: wgmma_may_persist, one block a tile (a split
 // tile's cluster sums in its ring), more tiles than SMs or a tile only they run (128 x 192),
@@ -408,11 +412,11 @@ inline bool wgmma_may_persist(const GemmArgs& g, const GemmOptions& opt) { retur
 // through the ring in 16-byte rows, measured faster on 128 x 256 (bench/RESULTS.md).
 inline bool wgmma_persists(const GemmRoute& r, const GemmOptions& opt) {
   const GemmArgs& g = r.args;
-  if (!wgmma_may_persist(g, opt) || r.ops.fill != MmaFill::Async || r.split != 1) return false;
+  if (!wgmma_may_persist(r, opt) || r.ops.fill != MmaFill::Async || r.split != 1) return false;
   return with_wgmma_config(r, [&](auto config) {
     using C = decltype(config);
-    const int64_t tiles = g.batch * ceil_div(g.m, C::kBM) * ceil_div(g.n, C::kBN), sms = r.device.num_sms;
-    return (tiles > sms || C::kPersistentOnly) && ceil_div(tiles, sms) * ceil_div(g.k, C::kBK) <= 0x7fffffff;
+    const int64_t tiles = g.batch * ceil_div(g.m, C::kBM) * ceil_div(g.n, C::kBN);
+    return (tiles > r.device.num_sms || C::kPersistentOnly) && wgmma_walk_fits<C>(g, tiles, r.device.num_sms);
   });
 }
 
@@ -428,6 +432,16 @@ inline int wgmma_clusters(const GemmRoute& r) {
   const int64_t tiles_m = ceil_div(r.args.m, int64_t(bm));
   const bool halves = !r.ops.b_kn || bn % 128 == 0;  // an n-major B's share: whole 64-column blocks
   return bn >= 128 && halves && tiles_m >= 2 && (tiles_m % 2 == 0 || tiles_m >= 9) ? 2 : 1;
+}
+
+// The route takes the Hopper plan: its tile and split, persistent blocks or not
+// (wgmma_persists), in clusters that share B or not (wgmma_clusters).
+inline void wgmma_route(GemmRoute& r, const WgmmaPlan& plan, const GemmOptions& opt) {
+  r.family = GemmFamily::Wgmma;
+  r.wgmma = plan.shape;
+  r.split = plan.split;
+  r.persistent = wgmma_persists(r, opt);
+  r.multicast = wgmma_clusters(r);
 }
 
 // Misaligned 16-bit operands (rows off 16-byte boundaries, a unit-stride contiguous dim) of
@@ -458,13 +472,9 @@ inline bool repack_route(GemmRoute& r, const GemmOptions& opt) {
   if (c.copy_b && mma_b_kn(g)) copy(g.b, g.b_sb, g.k, g.n, g.b_sk, a.b, a.b_sb, a.b_sk, a.b_sn);
   else if (c.copy_b) copy(g.b, g.b_sb, g.n, g.k, g.b_sn, a.b, a.b_sb, a.b_sn, a.b_sk);
   c.ops = mma_operands(a);
-  const WgmmaPlan plan = wgmma_plan(a, c.ops, true, true, opt.split_k, wgmma_may_persist(a, opt), r.device);
+  const WgmmaPlan plan = wgmma_plan(a, c.ops, true, true, opt.split_k, wgmma_may_persist(c, opt), r.device);
   if (c.ops.fill != MmaFill::Async || plan.shape == WgmmaShape::None) return false;
-  c.wgmma = plan.shape;
-  c.split = plan.split;
-  c.family = GemmFamily::Wgmma;
-  c.persistent = wgmma_persists(c, opt);
-  c.multicast = wgmma_clusters(c);
+  wgmma_route(c, plan, opt);
   r = c;
   return true;
 }
@@ -520,20 +530,13 @@ inline bool rows_route(GemmRoute& r, const GemmOptions& opt) {
 inline void tensor_core_route(GemmRoute& r, const GemmOptions& opt) {
   const GemmArgs& g = r.args;
   r.ops = mma_operands(g);
-  r.out_vec = mma_out_vec(g);
+  r.out_vec = mma_aligned16(g.c) && g.n % kMmaChunk == 0;
   const bool few_rows = g.m <= MmaNarrow::kBM;
   if (few_rows && split_route(r, opt)) return;
   const bool hopper = opt.wgmma && r.device.cc == 90 && r.layout == Layout::Swizzle;
   if (hopper && opt.repack && opt.tma && repack_route(r, opt)) return;
-  const WgmmaPlan plan = wgmma_plan(g, r.ops, hopper, opt.tma, opt.split_k, wgmma_may_persist(g, opt), r.device);
-  if (plan.shape != WgmmaShape::None) {
-    r.family = GemmFamily::Wgmma;
-    r.wgmma = plan.shape;
-    r.split = plan.split;
-    r.persistent = wgmma_persists(r, opt);
-    r.multicast = wgmma_clusters(r);
-    return;
-  }
+  const WgmmaPlan plan = wgmma_plan(g, r.ops, hopper, opt.tma, opt.split_k, wgmma_may_persist(r, opt), r.device);
+  if (plan.shape != WgmmaShape::None) return wgmma_route(r, plan, opt);
   if (!few_rows && split_route(r, opt)) return;
   r.family = GemmFamily::Mma;
   r.mma = mma_shape(g, r.ops.fill, r.device.num_sms);

@@ -274,10 +274,11 @@ inline void trace_wgmma_tile(const GemmRoute& r, SmemTrace& trace) {
     if (r.ops.b_kn) realigned("Bs[k][n] <- B", WgmmaBTile<C, true>{});
     else realigned("Bs[n][k] <- B", WgmmaBTile<C, false>{});
   }
-  if constexpr (C::kPersistentOnly) trace_wgmma_store<C>(kernel, wgmma_walked_tiles(r), trace);
-  else if (r.split > 1) trace_split_k<WgmmaFrags<C>, WgmmaPartTile<C>>(kernel, tiles, r.split, trace);
-  else if (r.persistent) trace_wgmma_store<C>(kernel, wgmma_walked_tiles(r), trace);
-  else trace_mma_epilogue<WgmmaFrags<C>, WgmmaCTile<C>>(kernel, tiles, r.out_vec, trace);
+  if constexpr (!C::kPersistentOnly) {  // 128 x 192 has no block-a-tile or split epilogue
+    if (r.split > 1) return trace_split_k<WgmmaFrags<C>, WgmmaPartTile<C>>(kernel, tiles, r.split, trace);
+    if (!r.persistent) return trace_mma_epilogue<WgmmaFrags<C>, WgmmaCTile<C>>(kernel, tiles, r.out_vec, trace);
+  }
+  trace_wgmma_store<C>(kernel, wgmma_walked_tiles(r), trace);
 }
 
 // The route's tensor-core kernel and tile.
