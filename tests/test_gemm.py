@@ -564,10 +564,10 @@ def test_swizzle_parameters():
 @requires_cuda
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16], ids=str)
 def test_cuda_k_zero_writes_zeros_on_every_route(dtype):
-    """K = 0 on grids that take each route (float32's 128x256 tile, whose per-tile blocks have
-    no k tile to run; the Hopper and mma.sync kernels): C is zeros (plus the bias through
-    linear) in every element of the poisoned output, and an empty batch's Linear backward
-    gives zero weight and bias gradients."""
+    """K = 0 on a grid that would take each family's largest tile (float32 takes a block a
+    tile for it, gemm_config; the Hopper and mma.sync kernels run no k tile): C is zeros (plus
+    the bias through linear) in every element of the poisoned output, and an empty batch's
+    Linear backward gives zero weight and bias gradients."""
     a = torch.zeros(2048, 0, device="cuda", dtype=dtype)
     b = torch.zeros(0, 2048, device="cuda", dtype=dtype)
     for layout in LAYOUTS:

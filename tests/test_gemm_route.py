@@ -111,6 +111,15 @@ def test_broad_tiles_where_128x256_leave_a_ragged_wave():
         assert f(meta(3072, 3072), meta(3072, 3072))["tile"] == "128x256x64"
 
 
+def test_float32_k_zero_takes_a_block_a_tile():
+    """float32 with K = 0 (C is zeros, or the bias) takes the 128x128 tile, a block a tile, on
+    a grid that would take 128x256 with any k: that tile's blocks run pieces of k."""
+    assert route(meta(4096, 8, dtype=F32), meta(8, 4096, dtype=F32)).startswith("ffma 128x256x8 wide"), "k = 8"
+    for b in (meta(0, 4096, dtype=F32), meta(4096, 0, dtype=F32).t()):
+        line = route(meta(4096, 0, dtype=F32), b)
+        assert line.startswith("ffma 128x128x8 big"), line
+
+
 def test_float_families():
     """float32 runs the FFMA kernel, float64 the DFMA one (the same family), on any device."""
     line = route(meta(4096, 4096, dtype=F32), meta(4096, 4096, dtype=F32))

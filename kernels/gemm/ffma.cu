@@ -384,8 +384,7 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
 #pragma unroll 1
     for (int p = 0; p < 2; ++p) {
       const GemmPiece pc = gemm_piece(w, u, p);
-      // K = 0 shares nothing: each per-tile piece has no k tile but still stores C (zeros, the bias).
-      if (pc.kb < pc.ke || (w.tiles_k == 0 && p == 1)) tile(pc);
+      if (pc.kb < pc.ke) tile(pc);  // K = 0 never comes here (gemm_config)
     }
   }
 }
