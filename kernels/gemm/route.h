@@ -73,7 +73,7 @@ BANKOPS_HD int gemm_strip_cols(int acc_bytes, int64_t batch, int64_t m, int64_t 
 
 // The rule (float32; float64 has one configuration):
 //  0. Big when K = 0: a block a tile stores C (zeros, the bias), where Wide's blocks run pieces
-//     of k; a test for K = 0 in Wide's loop slowed every 128x256 kernel by 2-5%.
+//     of k (a test for K = 0 in Wide's loop slowed all its kernels: bench/RESULTS.md).
 //  1. Small when the 128x128 grid leaves an SM without a block, or m or n fits one 64 tile;
 //     but Wide where m is past one 64 tile and stream-K deals a long k out to the SMs (a
 //     product of 128 rows against a weight).
