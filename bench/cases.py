@@ -299,9 +299,10 @@ def model_cases(shapes, dtypes, quick=(), cpu=False):
 
 # [M tokens, K in, N out] of Linear layers in models: a 7-8B transformer's attention
 # projection and MLP up and down (hidden 4096, MLP 14336) at 8192 tokens and its projection at
-# 1024, BERT-base / GPT-2 small's MLP (768, 3072), a narrow 1024 -> 4096 and a 2048 cube.
+# 1024, BERT-base / GPT-2 small's MLP (768, 3072), a narrow 1024 -> 4096, a 2048 cube and a
+# 1536 cube (a mid-size layer whose products leave SMs idle on 128x192 and 128x256 tiles).
 MODEL_SHAPES = [(8192, 4096, 4096), (8192, 4096, 14336), (8192, 14336, 4096), (4096, 1024, 4096),
-                (2048, 2048, 2048), (16384, 768, 3072), (1024, 4096, 4096)]
+                (2048, 2048, 2048), (16384, 768, 3072), (1024, 4096, 4096), (1536, 1536, 1536)]
 
 
 def gpu_cases():
