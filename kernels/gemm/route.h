@@ -424,16 +424,17 @@ inline bool wgmma_persists(const GemmRoute& r, const GemmOptions& opt) {
 
 // The persistent blocks that share each B tile, a cluster of 2 on m tiles 2i and 2i + 1 (each
 // loads its A tile and half the B tile, by TMA multicast into both: a third less L2 traffic a
-// block on 128 x 256 tiles), or 1: for 128-column tiles or wider (a rank's share is whole
-// 64-column blocks), two m tiles or more, an odd count only from 9 on (the last cluster's
-// second tile lies past C: a wasted tile in 9 or more), and clusters of 2 that fill the SMs.
+// block on 128 x 256 tiles), or 1: where the tile's B halves (wgmma_pairs_share_b), two m
+// tiles or more, an odd count only from 9 on (the last cluster's second tile lies past C: a
+// wasted tile in 9 or more), and clusters of 2 that fill the SMs.
 inline int wgmma_clusters(const GemmRoute& r) {
   if (!r.persistent || r.args.batch < 1 || cluster_room(r.device, 2, 1) < r.device.num_sms) return 1;
-  const int bm = with_wgmma_config(r, [](auto c) { return decltype(c)::kBM; });
-  const int bn = with_wgmma_config(r, [](auto c) { return decltype(c)::kBN; });
-  const int64_t tiles_m = ceil_div(r.args.m, int64_t(bm));
-  const bool halves = !r.ops.b_kn || bn % 128 == 0;  // an n-major B's share: whole 64-column blocks
-  return bn >= 128 && halves && tiles_m >= 2 && (tiles_m % 2 == 0 || tiles_m >= 9) ? 2 : 1;
+  return with_wgmma_config(r, [&](auto config) {
+    using C = decltype(config);
+    const bool shares = r.ops.b_kn ? wgmma_pairs_share_b<C, true>() : wgmma_pairs_share_b<C, false>();
+    const int64_t tiles_m = ceil_div(r.args.m, int64_t(C::kBM));
+    return shares && tiles_m >= 2 && (tiles_m % 2 == 0 || tiles_m >= 9) ? 2 : 1;
+  });
 }
 
 // The route takes the Hopper plan: its tile and split, persistent blocks or not

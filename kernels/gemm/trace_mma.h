@@ -247,7 +247,8 @@ inline void trace_wgmma_store(const char* kernel, int64_t tiles, SmemTrace& trac
 // offsets as the layout's); then the shared epilogue, or the persistent kernel's. TMA's copies
 // into the tiles and wgmma's reads of them go through the Tensor Memory Accelerator and the
 // tensor cores, not the warps' load/store pipe: they are no shared-memory instructions (Nsight
-// Compute counts none for them). A split tile's blocks store their partial tiles and sum them (split-K, as mma.sync's).
+// Compute counts none for them). A split tile's blocks store their partial tiles and sum them
+// (split-K, as mma.sync's).
 // The kernel's name says the producer: gemm_wgmma (TMA), gemm_wgmma/realign,
 // gemm_wgmma/repacked (TMA on copies of the operands, whose copy kernel uses no shared memory).
 template <class C>

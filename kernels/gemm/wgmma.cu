@@ -302,11 +302,11 @@ __device__ __forceinline__ void store_tile(const float (&acc)[1][C::kBN / 8][4],
 }
 
 // The persistent form (route.h's wgmma_persists: TMA, unsplit, C rows 16-byte aligned, more
-// tiles than SMs): one block an SM; clusters of CLUSTER blocks walk cluster tiles c, c + clusters, ...
-// (wgmma_tile_at), each block loading A's tile and its share of the B tile they all read. The
-// producer runs on into the next tile while the consumers write one out, and the consumers
-// hand C to TMA stores from tiles of their own, so the tensor cores wait neither for a new
-// block's ring to fill nor for C's writes.
+// tiles than SMs): one block an SM; clusters of CLUSTER blocks walk cluster tiles c,
+// c + clusters, ... (wgmma_tile_at), each block loading A's tile and its share of the B tile
+// they all read. The producer runs on into the next tile while the consumers write one out,
+// and the consumers hand C to TMA stores from tiles of their own, so the tensor cores wait
+// neither for a new block's ring to fill nor for C's writes.
 template <class C, class T, bool KM, bool KN, int CLUSTER>
 __global__ void __launch_bounds__(C::kThreads, 1)
     wgmma_persistent_kernel(const GemmArgs g, const __grid_constant__ CUtensorMap tma_a,
@@ -420,12 +420,11 @@ cudaError_t run_persistent(const GemmRoute& r, cudaStream_t stream, bool tma) {
 
 // The route's producer as a template argument: the realigning producer takes B as Bs[BK][BN]
 // only, on WgmmaLarge and WgmmaMediumRealign only, unsplit (route.h's wgmma_plan); TMA takes
-// one producer thread; 128 x 192 tiles run persistent blocks only. Pairs share B's tile in
-// halves of whole 64-column blocks (n-major B) or of its rows (route.h's wgmma_clusters).
+// one producer thread; 128 x 192 tiles run persistent blocks only. Pairs share B's tile where
+// it halves (wgmma_pairs_share_b, which route.h's wgmma_clusters asks too).
 template <class C, class T, bool KM, bool KN>
 cudaError_t run_fill(const GemmRoute& r, cudaStream_t stream, bool tma) {
   constexpr bool kRealign = KN && (std::is_same_v<C, WgmmaLarge> || std::is_same_v<C, WgmmaMediumRealign>);
-  constexpr bool kPairs = C::kBN >= 128 && (!KN || C::kBN % 128 == 0);
   if (r.ops.fill == MmaFill::Realign) {
     if (r.split > 1) return cudaErrorInvalidValue;  // the realigning producers read all of k
     if constexpr (kRealign) return run<C, T, KM, KN, WgmmaLoad::Realign>(r, stream, tma);
@@ -438,7 +437,7 @@ cudaError_t run_fill(const GemmRoute& r, cudaStream_t stream, bool tma) {
     else return run<C, T, KM, KN, WgmmaLoad::Tma>(r, stream, tma);
   } else if (r.multicast == 1) {
     return run_persistent<C, T, KM, KN, 1>(r, stream, tma);
-  } else if constexpr (kPairs) {
+  } else if constexpr (wgmma_pairs_share_b<C, KN>()) {
     return r.multicast == 2 ? run_persistent<C, T, KM, KN, 2>(r, stream, tma) : cudaErrorInvalidValue;
   } else {
     return cudaErrorInvalidValue;

@@ -111,6 +111,13 @@ BANKOPS_HD TileCoord wgmma_chunk(int t, int e) {
 enum class WgmmaShape { None, Large, Medium, Narrow, Broad };
 enum class WgmmaLoad { Tma, Realign };
 
+// Whether pairs of persistent blocks can share B's tile of C (n-major B: KN): each loads half of
+// it, whole 64-column blocks (n-major) or half its rows (k-major), for tiles 128 columns or wider.
+template <class C, bool KN>
+BANKOPS_HD constexpr bool wgmma_pairs_share_b() {
+  return C::kBN >= 128 && (!KN || C::kBN % 128 == 0);
+}
+
 // The persistent kernel's C tiles, one a consumer warpgroup, which TMA stores from: its 64
 // rows, kCols columns a pass (all of BN, or half of a 256-wide tile, so that the 4-stage ring
 // still fits beside them), in the operands' 128-byte swizzled 64-column blocks. A warp's
