@@ -111,6 +111,27 @@ def test_broad_tiles_where_128x256_leave_a_ragged_wave():
         assert f(meta(3072, 3072), meta(3072, 3072))["tile"] == "128x256x64"
 
 
+def test_slim_tiles_where_wider_ones_leave_sms_idle():
+    """128x144 tiles (persistent blocks, A and B k-major: x @ W.t()) where the wider ones leave
+    SMs idle: 1536^3 is 132 of them (12 x 11, one an SM) against 96 of 128x192, its B's 144
+    rows halved between a pair. An n-major B tile of 144 columns would be three 64-column
+    blocks, the third partly the next tile's (measured slower than 128x192): row-major B and
+    an m-major A keep the other tiles. Odd m tiles below 9 run unpaired; 3072^3 keeps 128x192
+    (528 tiles of 128x144 in 4 waves against 384 in 2.9); without persistent blocks, none."""
+    def f(a, b):
+        line = route(a, b)
+        return dict(fields(line), tile=line.split()[1])
+    line = f(meta(1536, 1536), meta(1536, 1536).t())
+    assert (line["tile"], line["persistent"], line["multicast"], line["blocks"]) == ("128x144x64", "1", "2", "132"), line
+    assert f(meta(1536, 1536), meta(1536, 1536))["tile"] == "128x192x64"
+    assert f(meta(1536, 1536).t(), meta(1536, 1536).t())["tile"] != "128x144x64"
+    line = f(meta(3, 300, 1000), meta(3, 4000, 1000).transpose(1, 2))  # 3 x 3 m tiles x 28 n tiles
+    assert (line["tile"], line["multicast"], line["blocks"]) == ("128x144x64", "1", "132"), line
+    assert f(meta(3072, 3072), meta(3072, 3072).t())["tile"] == "128x192x64"
+    with switch("persistent", False):
+        assert f(meta(1536, 1536), meta(1536, 1536).t())["tile"] != "128x144x64"
+
+
 def test_float32_k_zero_takes_a_block_a_tile():
     """float32 with K = 0 (C is zeros, or the bias) takes the 128x128 tile, a block a tile, on
     a grid that would take 128x256 with any k: that tile's blocks run pieces of k."""

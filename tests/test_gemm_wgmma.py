@@ -133,6 +133,18 @@ def test_explain_epilogue(m, n, k, bn, dtype, b_t):
     assert {r["iterations"] for r in rep.rows} == {(m // 128) * (n // bn)}
 
 
+def test_explain_slim_dense_c_tile():
+    """128 x 144 tiles (1536^3 x @ W.t(): 132 of them) write each consumer's C tile dense, 288-byte
+    rows that one unswizzled TMA box stores (a swizzled third 64-column block would store over
+    the next tile's columns): rows r and r + 4 of a warp's pairs share banks, 2 wavefronts per
+    store, where the 64-column blocks of the other tiles take 1."""
+    rep = bankops.explain("gemm", "swizzle", torch.bfloat16, m=1536, n=1536, k=1536, b_transposed=True, hopper=True)
+    assert _kernels(rep) == {"gemm_wgmma"} and _tile(rep) == (128, 144), str(rep)
+    assert [r["instruction"] for r in rep.rows] == [C_TMA], str(rep)
+    assert _count(rep, C_TMA) == 8 * 144 // 8 * 2
+    assert rep.rows[0]["per_instruction"] == 2.0 and rep.rows[0]["iterations"] == 132, str(rep)
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("m,n,k,bn", [(4096, 4096, 4093, 256), (4095, 4097, 4093, 128)], ids=["128x256", "128x128"])
 def test_explain_realigned_stores(m, n, k, bn, dtype):
@@ -262,9 +274,9 @@ def check_wgmma_call(views, dtype, batch, m, n, k, route, tile=None, persistent=
                           b_transposed=views[1] == "transposed")
     assert _kernels(rep) == {route}, str(rep)
     assert tile is None or _tile(rep) == tile, str(rep)
-    if persistent is not None:  # on: where the grid is more than a wave of 132 SMs, or 128 x 192
+    if persistent is not None:  # on: where the grid is more than a wave of 132 SMs, or 128 x 192, 144
         bm, bn = _tile(rep)
-        persistent = persistent and ((batch or 1) * -(-m // bm) * -(-n // bn) > 132 or bn == 192)
+        persistent = persistent and ((batch or 1) * -(-m // bm) * -(-n // bn) > 132 or bn in (144, 192))
         assert fields(rep.route)["persistent"] == str(int(persistent)), rep.route
     check_route(lambda: bankops.gemm(a, b), False, persistent)
     check_against_float64(bankops.gemm(a, b), a, b)
@@ -272,7 +284,7 @@ def check_wgmma_call(views, dtype, batch, m, n, k, route, tile=None, persistent=
 
 # The 128 x 192 tiles (persistent blocks only), where 128 x 256 ones end in a ragged wave: m and n
 # edges with a k tail; batches; 2 k-tiles, the ring wrapping across 384 tiles.
-WGMMA_BROAD_SHAPES = [(None, 1500, 1544, 1000), (3, 700, 1000, 520), (None, 3000, 3064, 72)]
+WGMMA_BROAD_SHAPES = [(None, 2900, 3000, 1000), (2, 1500, 2000, 520), (None, 3000, 3064, 72)]
 
 
 @requires_cuda
@@ -282,6 +294,21 @@ WGMMA_BROAD_SHAPES = [(None, 1500, 1544, 1000), (3, 700, 1000, 520), (None, 3000
 @pytest.mark.parametrize("views", WGMMA_VIEWS, ids="-".join)
 def test_cuda_wgmma_broad(views, dtype, batch, m, n, k):
     check_wgmma_call(views, dtype, batch, m, n, k, "gemm_wgmma", tile=(128, 192), persistent=True)
+
+
+# The 128 x 144 tiles (persistent blocks, A and B k-major), where wider ones leave SMs idle: m and
+# n edges with a k tail, in pairs; batches of 3 m tiles, unpaired; 2 k-tiles, C's last tile
+# column whole.
+WGMMA_SLIM_SHAPES = [(None, 1100, 2000, 1000), (3, 300, 4000, 1000), (None, 1536, 1584, 72)]
+
+
+@requires_cuda
+@requires_hopper
+@pytest.mark.parametrize("batch,m,n,k", WGMMA_SLIM_SHAPES, ids=shape_ids(WGMMA_SLIM_SHAPES))
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_cuda_wgmma_slim(dtype, batch, m, n, k):
+    check_wgmma_call(("contiguous", "transposed"), dtype, batch, m, n, k, "gemm_wgmma", tile=(128, 144),
+                     persistent=True)
 
 
 # The 128 x 64 tiles (grids of 128 or more, too few 128 x 128 ones): 1024^3; m and n edges

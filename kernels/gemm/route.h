@@ -213,7 +213,8 @@ inline bool wgmma_walk_fits(const GemmArgs& g, int64_t tiles, int num_sms) {
 }
 template <class C>
 constexpr double wgmma_step_time() {
-  return C::kBN == 256 ? 4.0 : C::kBN == 192 ? 3.3 : C::kBN == 128 ? 2.6 : 2.0;
+  // 144: between 128's and 192's on the line through the measured three.
+  return C::kBN == 256 ? 4.0 : C::kBN == 192 ? 3.3 : C::kBN == 144 ? 2.8 : C::kBN == 128 ? 2.6 : 2.0;
 }
 template <class C>
 constexpr double wgmma_sum_time() {
@@ -233,11 +234,14 @@ inline double wgmma_plan_time(const GemmArgs& g, const DeviceInfo& d, int split)
 }
 
 // The TMA plan: the tile and split whose waves end soonest. Candidates go unsplit first, then
-// split (2..kMaxSplit, each rank kSplitMinK k tiles or more), each from the largest tile down
-// (128 x 192 unsplit only, and only where `persistent`: the call may run persistent blocks);
-// a later one is taken only where it ends a tenth sooner. A plan must give half the SMs or
-// more a block (64 of 132); where none does, mma.sync's smaller tiles take the call.
-inline WgmmaPlan wgmma_tma_plan(const GemmArgs& g, const DeviceInfo& d, bool split_k, bool persistent) {
+// split (2..kMaxSplit, each rank kSplitMinK k tiles or more), each from the largest tile down,
+// 128 x 144 after 128 x 128 (128 x 192 and 128 x 144 unsplit only, and only where `persistent`:
+// the call may run persistent blocks; 128 x 144 only where `k_major`: A and B k-major); a later
+// one is taken only where it ends a tenth sooner.
+// A plan must give half the SMs or more a block (64 of 132); where none does, mma.sync's
+// smaller tiles take the call.
+inline WgmmaPlan wgmma_tma_plan(const GemmArgs& g, const DeviceInfo& d, bool split_k, bool persistent,
+                                bool k_major) {
   const int64_t want = (int64_t(d.num_sms) * 31 + 31) / 32;  // about every SM (128 of 132): mma_fills
   WgmmaPlan best;
   double best_time = 0;
@@ -255,6 +259,7 @@ inline WgmmaPlan wgmma_tma_plan(const GemmArgs& g, const DeviceInfo& d, bool spl
     consider(WgmmaShape::Large, WgmmaLarge{}, split);
     if (split == 1 && persistent) consider(WgmmaShape::Broad, WgmmaBroad{}, split);
     consider(WgmmaShape::Medium, WgmmaMedium{}, split);
+    if (split == 1 && persistent && k_major) consider(WgmmaShape::Slim, WgmmaSlim{}, split);
     consider(WgmmaShape::Narrow, WgmmaNarrow{}, split);
   }
   return best;
@@ -272,7 +277,7 @@ inline WgmmaPlan wgmma_plan(const GemmArgs& g, const MmaOperands& p, bool allowe
                             bool persistent, const DeviceInfo& d) {
   if (!allowed || g.batch > 65535 || ceil_div(g.m, WgmmaLarge::kBM) > 65535) return {};
   if (p.fill == MmaFill::Async && tma_on && wgmma_tma_ok(g, p.a_km, p.b_kn))
-    return wgmma_tma_plan(g, d, split_k, persistent);
+    return wgmma_tma_plan(g, d, split_k, persistent, !p.a_km && !p.b_kn);
   if (p.fill != MmaFill::Realign || !p.b_kn) return {};
   if (wgmma_whole_waves<WgmmaLarge>(g, d.num_sms) && mma_fills(g, WgmmaLarge::kBM, WgmmaLarge::kBN, d.num_sms))
     return WgmmaPlan{WgmmaShape::Large, 1};
@@ -367,6 +372,7 @@ decltype(auto) with_wgmma_config(const GemmRoute& r, F&& f) {
     case WgmmaShape::Large: return f(WgmmaLarge{});
     case WgmmaShape::Narrow: return f(WgmmaNarrow{});
     case WgmmaShape::Broad: return f(WgmmaBroad{});
+    case WgmmaShape::Slim: return f(WgmmaSlim{});
     case WgmmaShape::Medium:
     default: return r.ops.fill == MmaFill::Async ? f(WgmmaMedium{}) : f(WgmmaMediumRealign{});
   }
@@ -407,7 +413,7 @@ inline void ffma_route(GemmRoute& r, const GemmOptions& opt) {
 inline bool wgmma_may_persist(const GemmRoute& r, const GemmOptions& opt) { return opt.persistent && r.out_vec; }
 
 // Whether a Hopper route runs persistent blocks: wgmma_may_persist, one block a tile (a split
-// tile's cluster sums in its ring), more tiles than SMs or a tile only they run (128 x 192),
+// tile's cluster sums in its ring), more tiles than SMs or a tile only they run (128 x 192, 144),
 // and a block's k-tiles over all its tiles within its int counter. Then one block an SM walks
 // the tiles, its ring refilling while its consumers write a tile out. A grid of one wave or
 // less has no next tile to overlap, and there a block a tile, whose epilogue reads C back

@@ -16,10 +16,11 @@
 namespace bankops {
 
 // A 3-D map of 16-bit elements: dims[0] contiguous, dims[1] and dims[2] `strides` elements
-// apart; boxes of 64 x rows x 1 (128-byte rows), swizzled by 128 bytes. Strides of dimensions
-// of size 1 are never used: they are given valid values.
+// apart; boxes of 64 x rows x 1 (128-byte rows), swizzled by 128 bytes, or (dense_cols > 0)
+// dense_cols x rows x 1, unswizzled. Strides of dimensions of size 1 are never used: they are
+// given valid values.
 inline cudaError_t tma_map_16bit(CUtensorMap* map, const void* base, const int64_t (&dims)[3],
-                                 const int64_t (&strides)[2], int rows) {
+                                 const int64_t (&strides)[2], int rows, int dense_cols = 0) {
   static const auto encode = [] {
     void* fn = nullptr;
     cudaDriverEntryPointQueryResult found{};
@@ -37,9 +38,11 @@ inline cudaError_t tma_map_16bit(CUtensorMap* map, const void* base, const int64
     dense *= size[i];
     if (i < 2) stride[i] = dims[i + 1] > 1 ? static_cast<cuuint64_t>(strides[i]) * 2 : (dense + 15) / 16 * 16;
   }
-  const cuuint32_t box[3] = {64, static_cast<cuuint32_t>(rows), 1}, step[3] = {1, 1, 1};
+  const cuuint32_t box[3] = {static_cast<cuuint32_t>(dense_cols > 0 ? dense_cols : 64), static_cast<cuuint32_t>(rows), 1};
+  const cuuint32_t step[3] = {1, 1, 1};
   const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 3, const_cast<void*>(base), size, stride, box, step,
-                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE,
+                            dense_cols > 0 ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B,
                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
@@ -65,7 +68,7 @@ __device__ __forceinline__ void tma_load_multicast(uint32_t dst, const CUtensorM
 }
 
 // The box at (c0, c1, c2) of `map` from shared memory at `src` (1024-byte aligned, in the
-// map's swizzle), as one bulk store; parts of the box outside the tensor are not written. The
+// map's swizzle, or dense), as one bulk store; parts of the box outside the tensor are not written. The
 // stores a thread issued complete as a group: bulk_commit() closes one, bulk_wait_read() waits
 // until every group has read its shared memory (the tile is free again), bulk_wait() until
 // every write is done.

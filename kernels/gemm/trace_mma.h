@@ -275,7 +275,7 @@ inline void trace_wgmma_tile(const GemmRoute& r, SmemTrace& trace) {
     if (r.ops.b_kn) realigned("Bs[k][n] <- B", WgmmaBTile<C, true>{});
     else realigned("Bs[n][k] <- B", WgmmaBTile<C, false>{});
   }
-  if constexpr (!C::kPersistentOnly) {  // 128 x 192 has no block-a-tile or split epilogue
+  if constexpr (!C::kPersistentOnly) {  // 128 x 192 and 128 x 144 have no block-a-tile or split epilogue
     if (r.split > 1) return trace_split_k<WgmmaFrags<C>, WgmmaPartTile<C>>(kernel, tiles, r.split, trace);
     if (!r.persistent) return trace_mma_epilogue<WgmmaFrags<C>, WgmmaCTile<C>>(kernel, tiles, r.out_vec, trace);
   }

@@ -263,9 +263,9 @@ __device__ __forceinline__ WgmmaTileAt wgmma_tile_at(int64_t t, int64_t rows, in
 
 // Consumer warpgroup w's 64 rows of the tile at `at` out through its C tile at `cbuf`
 // (WgmmaCStage), kCols columns a pass: the accumulator pairs plus the bias, rounded to T, into
-// the swizzled tile, then a TMA store of each 64-column block, issued by the warpgroup's first
-// thread (rows and columns past C's edges are not written). A pass writes the tile only once
-// the previous pass's stores have read it.
+// the tile, then a TMA store of each box (a 64-column block, or the dense tile's one),
+// issued by the warpgroup's first thread (rows and columns past C's edges are not written). A
+// pass writes the tile only once the previous pass's stores have read it.
 template <class C, class T>
 __device__ __forceinline__ void store_tile(const float (&acc)[1][C::kBN / 8][4], const GemmArgs& g,
                                            const CUtensorMap& map_c, uint32_t cbuf, int w, int ct, WgmmaTileAt at) {
@@ -293,9 +293,10 @@ __device__ __forceinline__ void store_tile(const float (&acc)[1][C::kBN / 8][4],
     warpgroup_sync(w);
     if (lead) {
 #pragma unroll
-      for (int b = 0; b < CS::kCols / 64; ++b)
-        tma_store(map_c, cbuf + CS::Tile::offset(0, 64 * b) * 2, static_cast<int>(at.n0) + p * CS::kCols + 64 * b,
-                  static_cast<int>(at.m0) + 64 * w, static_cast<int>(at.bz));
+      for (int b = 0; b < CS::kCols / CS::kBoxCols; ++b)
+        tma_store(map_c, cbuf + CS::Tile::offset(0, CS::kBoxCols * b) * 2,
+                  static_cast<int>(at.n0) + p * CS::kCols + CS::kBoxCols * b, static_cast<int>(at.m0) + 64 * w,
+                  static_cast<int>(at.bz));
       bulk_commit();
     }
   }
@@ -399,8 +400,8 @@ cudaError_t run(const GemmRoute& r, cudaStream_t stream, bool tma) {
 }
 
 // The persistent kernel (route.h: r.persistent) on the route's blocks (gemm_route_blocks), in
-// clusters of r.multicast, with a third map: C as (n, m, batch) in boxes of 64 x 64 (a
-// consumer's rows, one 64-column block).
+// clusters of r.multicast, with a third map: C as (n, m, batch) in boxes of a consumer's 64
+// rows by one 64-column block, or by the dense C tile's columns (WgmmaCStage).
 template <class C, class T, bool KM, bool KN, int CLUSTER>
 cudaError_t run_persistent(const GemmRoute& r, cudaStream_t stream, bool tma) {
   constexpr auto kernel = wgmma_persistent_kernel<C, T, KM, KN, CLUSTER>;
@@ -409,7 +410,8 @@ cudaError_t run_persistent(const GemmRoute& r, cudaStream_t stream, bool tma) {
   const GemmArgs& g = r.args;
   CUtensorMap map_a{}, map_b{}, map_c{};
   if (!tma || tma_maps<C, KM, KN, CLUSTER>(g, map_a, map_b) != cudaSuccess ||
-      tma_map_16bit(&map_c, g.c, {g.n, g.m, g.batch}, {g.n, g.m * g.n}, 64) != cudaSuccess)
+      tma_map_16bit(&map_c, g.c, {g.n, g.m, g.batch}, {g.n, g.m * g.n}, 64,
+                    WgmmaCStage<C>::kDense ? WgmmaCStage<C>::kBoxCols : 0) != cudaSuccess)
     return cudaErrorNotSupported;
   cudaError_t err = raise_smem_once<kernel>(kSmem);
   if (err == cudaSuccess && r.jobs > 0) err = launch_repack(r.job, r.jobs, r.device.num_sms, stream);
@@ -420,8 +422,8 @@ cudaError_t run_persistent(const GemmRoute& r, cudaStream_t stream, bool tma) {
 
 // The route's producer as a template argument: the realigning producer takes B as Bs[BK][BN]
 // only, on WgmmaLarge and WgmmaMediumRealign only, unsplit (route.h's wgmma_plan); TMA takes
-// one producer thread; 128 x 192 tiles run persistent blocks only. Pairs share B's tile where
-// it halves (wgmma_pairs_share_b, which route.h's wgmma_clusters asks too).
+// one producer thread; 128 x 192 and 128 x 144 tiles run persistent blocks only. Pairs share
+// B's tile where it halves (wgmma_pairs_share_b, which route.h's wgmma_clusters asks too).
 template <class C, class T, bool KM, bool KN>
 cudaError_t run_fill(const GemmRoute& r, cudaStream_t stream, bool tma) {
   constexpr bool kRealign = KN && (std::is_same_v<C, WgmmaLarge> || std::is_same_v<C, WgmmaMediumRealign>);
@@ -448,8 +450,10 @@ template <class C>
 cudaError_t run_dtype(const GemmRoute& r, cudaStream_t stream, bool tma) {
   return with_operand_majors(r.ops, [&](auto km, auto kn) {
     constexpr bool KM = decltype(km)::value, KN = decltype(kn)::value;
-    return r.dtype == DType::F16 ? run_fill<C, __half, KM, KN>(r, stream, tma)
-                                 : run_fill<C, __nv_bfloat16, KM, KN>(r, stream, tma);
+    if constexpr (C::kKMajorOnly && (KM || KN)) return cudaErrorInvalidValue;  // the route never takes it there
+    else
+      return r.dtype == DType::F16 ? run_fill<C, __half, KM, KN>(r, stream, tma)
+                                   : run_fill<C, __nv_bfloat16, KM, KN>(r, stream, tma);
   });
 }
 

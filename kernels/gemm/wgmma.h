@@ -28,22 +28,33 @@ struct WgmmaConfig {
   static constexpr int kProducers = PRODUCERS, kProducerThreads = 128 * PRODUCERS;
   static constexpr int kThreads = 128 * (CONSUMERS + PRODUCERS);
   static constexpr int kSteps = BK / 16, kAcc = BN / 2;  // k16 steps per k-tile, floats per consumer thread
-  static_assert(BM == 64 * CONSUMERS && BK % 64 == 0 && (BN == 64 || BN == 128 || BN == 192 || BN == 256),
-                "m64n64, m64n128, m64n192 or m64n256 per consumer");
-  // 192 columns run persistent blocks only: the block-a-tile epilogue's C tile and split-K's
-  // partial tile are swizzled rows of a power-of-two length.
-  static constexpr bool kPersistentOnly = BN == 192;
+  static_assert(BM == 64 * CONSUMERS && BK % 64 == 0 &&
+                    (BN == 64 || BN == 128 || BN == 144 || BN == 192 || BN == 256),
+                "m64n64, m64n128, m64n144, m64n192 or m64n256 per consumer");
+  // Columns of an n-major B tile in shared memory: whole 64-column blocks (TMA's boxes of 128
+  // swizzled bytes), past BN where it is not a multiple of 64; wgmma reads BN of them.
+  static constexpr int kBNTile = (BN + 63) / 64 * 64;
+  // 144 and 192 columns run persistent blocks only: the block-a-tile epilogue's C tile and
+  // split-K's partial tile are swizzled rows of a power-of-two length.
+  static constexpr bool kPersistentOnly = (BN & (BN - 1)) != 0;
+  // A width that is not whole 64-column blocks runs k-major A and B only: there an n-major B
+  // tile's last block is partly the next tile's, and measured slower than 128 x 192.
+  static constexpr bool kKMajorOnly = BN % 64 != 0;
 };
 // The configurations (route.h picks one; bench/RESULTS.md's design notes have the figures):
 //   WgmmaLarge         128 x 256: two consumers of 64 x 256, four 48 KB stages;
 //   WgmmaBroad         128 x 192: two consumers of 64 x 192, four 40 KB stages (TMA, persistent
 //                      blocks only), where 128 x 256 tiles end in a ragged last wave (3072^3);
+//   WgmmaSlim          128 x 144: two consumers of 64 x 144, four 34 KB stages (TMA, persistent
+//                      blocks, k-major A and B only: x @ W.t()): 1536^3 is 132 of them, one an
+//                      SM, against 96 of 128 x 192;
 //   WgmmaMedium        128 x 128: two consumers of 64 x 128, six 32 KB stages (TMA only);
 //   WgmmaNarrow        128 x 64, cuBLAS's tile at 1024^3: eight 24 KB stages (TMA only);
 //   WgmmaMediumRealign 128 x 128 with two realigning producer warpgroups, which keep a whole
 //                      stage of loads in flight (512 threads: 128 registers each).
 using WgmmaLarge = WgmmaConfig<128, 256, 64, 2, 4>;
 using WgmmaBroad = WgmmaConfig<128, 192, 64, 2, 4>;
+using WgmmaSlim = WgmmaConfig<128, 144, 64, 2, 4>;
 using WgmmaMedium = WgmmaConfig<128, 128, 64, 2, 6>;
 using WgmmaNarrow = WgmmaConfig<128, 64, 64, 2, 8>;
 using WgmmaMediumRealign = WgmmaConfig<128, 128, 64, 2, 6, 2>;
@@ -58,8 +69,8 @@ template <int ROWS, int COLS>
 using WgmmaTile = Blocked<Swizzled<ROWS, kWgmmaRowCols, WgmmaSwizzle>, COLS>;
 template <class C, bool KM>  // (BM, BK) halves, or (BK, BM); 128-byte swizzled rows
 using WgmmaATile = std::conditional_t<KM, WgmmaTile<C::kBK, C::kBM>, WgmmaTile<C::kBM, C::kBK>>;
-template <class C, bool KN>  // (BK, BN) halves, or (BN, BK); 128-byte swizzled rows
-using WgmmaBTile = std::conditional_t<KN, WgmmaTile<C::kBK, C::kBN>, WgmmaTile<C::kBN, C::kBK>>;
+template <class C, bool KN>  // (BK, BN) halves (whole blocks: kBNTile), or (BN, BK); 128-byte swizzled rows
+using WgmmaBTile = std::conditional_t<KN, WgmmaTile<C::kBK, C::kBNTile>, WgmmaTile<C::kBN, C::kBK>>;
 template <class C>
 using WgmmaCTile = MmaTile<Layout::Swizzle, C::kBM, C::kBN>;  // (BM, BN) halves of C, in the ring
 template <class C>
@@ -108,7 +119,7 @@ BANKOPS_HD TileCoord wgmma_chunk(int t, int e) {
 
 // The Hopper kernel's block tile (route.h decides), and how its producers fill the ring:
 // TMA boxes, or chunks realigned in registers.
-enum class WgmmaShape { None, Large, Medium, Narrow, Broad };
+enum class WgmmaShape { None, Large, Medium, Narrow, Broad, Slim };
 enum class WgmmaLoad { Tma, Realign };
 
 // Whether pairs of persistent blocks can share B's tile of C (n-major B: KN): each loads half of
@@ -120,13 +131,18 @@ BANKOPS_HD constexpr bool wgmma_pairs_share_b() {
 
 // The persistent kernel's C tiles, one a consumer warpgroup, which TMA stores from: its 64
 // rows, kCols columns a pass (all of BN, or half of a 256-wide tile, so that the 4-stage ring
-// still fits beside them), in the operands' 128-byte swizzled 64-column blocks. A warp's
-// accumulator pairs (8 rows x 4 pairs) land in 8 different 16-byte chunks: conflict-free.
+// still fits beside them), in the operands' 128-byte swizzled 64-column blocks, one TMA box
+// each. A warp's accumulator pairs (8 rows x 4 pairs) land in 8 different 16-byte chunks:
+// conflict-free. A width that is not whole blocks (144) takes dense rows and one unswizzled
+// box (kDense): a swizzled third block's box would write over the next tile's columns. Its
+// 288-byte rows put rows r and r + 4 of a warp's pairs on the same banks (2-way).
 template <class C>
 struct WgmmaCStage {
   static constexpr int kCols = C::kBN == 256 ? 128 : C::kBN, kPasses = C::kBN / kCols;
-  using Tile = WgmmaTile<64, kCols>;
-  static constexpr int kBytes = Tile::kSize * 2;  // one consumer's
+  static constexpr bool kDense = kCols % kWgmmaRowCols != 0;
+  using Tile = std::conditional_t<kDense, RowMajor<64, kCols>, WgmmaTile<64, kCols>>;
+  static constexpr int kBoxCols = kDense ? kCols : kWgmmaRowCols;  // TMA's box: kBoxCols x 64
+  static constexpr int kBytes = (Tile::kSize * 2 + 1023) / 1024 * 1024;  // one consumer's
 };
 
 // Shared memory: the stage ring (every tile 1024-byte aligned: the hardware anchors the

@@ -78,6 +78,7 @@ __device__ __forceinline__ void fence_acc(float (&d)[N]) {
 #define BANKOPS_R64_95                                                                            \
   "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "              \
   "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
+#define BANKOPS_R64_71 "%64, %65, %66, %67, %68, %69, %70, %71"
 #define BANKOPS_R64_127                                                                           \
   "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "              \
   "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "              \
@@ -97,6 +98,7 @@ template <class T, int N, int TRANS_A, int TRANS_B>
 __device__ __forceinline__ void wgmma_mma(float (&d)[N / 2], uint64_t da, uint64_t db) {
 #define BANKOPS_R256 BANKOPS_R0_63 ", " BANKOPS_R64_127
 #define BANKOPS_R192 BANKOPS_R0_63 ", " BANKOPS_R64_95
+#define BANKOPS_R144 BANKOPS_R0_63 ", " BANKOPS_R64_71
   constexpr bool kHalf = std::is_same_v<T, __half>;
   if constexpr (N == 256 && kHalf)
     BANKOPS_WGMMA_ASM(256, "f16", BANKOPS_R256, 128, 129, 130, 131, 132, BANKOPS_F64(0), BANKOPS_F64(64));
@@ -106,6 +108,10 @@ __device__ __forceinline__ void wgmma_mma(float (&d)[N / 2], uint64_t da, uint64
     BANKOPS_WGMMA_ASM(192, "f16", BANKOPS_R192, 96, 97, 98, 99, 100, BANKOPS_F64(0), BANKOPS_F16(64), BANKOPS_F16(80));
   else if constexpr (N == 192)
     BANKOPS_WGMMA_ASM(192, "bf16", BANKOPS_R192, 96, 97, 98, 99, 100, BANKOPS_F64(0), BANKOPS_F16(64), BANKOPS_F16(80));
+  else if constexpr (N == 144 && kHalf)
+    BANKOPS_WGMMA_ASM(144, "f16", BANKOPS_R144, 72, 73, 74, 75, 76, BANKOPS_F64(0), BANKOPS_F4(64), BANKOPS_F4(68));
+  else if constexpr (N == 144)
+    BANKOPS_WGMMA_ASM(144, "bf16", BANKOPS_R144, 72, 73, 74, 75, 76, BANKOPS_F64(0), BANKOPS_F4(64), BANKOPS_F4(68));
   else if constexpr (N == 128 && kHalf)
     BANKOPS_WGMMA_ASM(128, "f16", BANKOPS_R0_63, 64, 65, 66, 67, 68, BANKOPS_F64(0));
   else if constexpr (N == 128)
@@ -116,10 +122,12 @@ __device__ __forceinline__ void wgmma_mma(float (&d)[N / 2], uint64_t da, uint64
     BANKOPS_WGMMA_ASM(64, "bf16", BANKOPS_R0_31, 32, 33, 34, 35, 36, BANKOPS_F16(0), BANKOPS_F16(16));
 #undef BANKOPS_R256
 #undef BANKOPS_R192
+#undef BANKOPS_R144
 }
 #undef BANKOPS_WGMMA_ASM
 #undef BANKOPS_R64_127
 #undef BANKOPS_R64_95
+#undef BANKOPS_R64_71
 #undef BANKOPS_R0_63
 #undef BANKOPS_R0_31
 #undef BANKOPS_F64
