@@ -328,11 +328,12 @@ def gpu_cases():
         # tail dominate, a middle one (the Hopper kernel's 128x128 tile: 72 tiles of 128x256,
         # 144 of 128x128), and sizes that break 16-byte row alignment (the realigning paths;
         # the bigger one fills whole waves of the Hopper kernel's tiles, 4.12 for the smaller);
-        # the mid-size squares between, and a short k and a long k at 8192.
+        # the mid-size squares between, a short k and a long k at 8192, and mid-size grids whose
+        # tiles end in a short last wave (192 and 198 tiles of 128x192 on 132 SMs).
         *[gemm(s, dt, quick=s == (4096, 4096, 4096) and dt == f16)
           for s in ((8192, 8192, 8192), (4096, 4096, 4096), (3072, 3072, 3072), (2048, 2048, 2048),
                     (1536, 1536, 1536), (1024, 1024, 1024), (8192, 8192, 1024), (1024, 8192, 8192),
-                    (4095, 4097, 4093), (8191, 8193, 8189))
+                    (4095, 4097, 4093), (8191, 8193, 8189), (2048, 2304, 2048), (1152, 4096, 1024))
           for dt in (f16, bf16)],
         gemm((8, 1024, 1024, 1024), f32),
         # misaligned rows: 4-byte cp.async staging (Async4) on the 128x256 tile, 4097 columns

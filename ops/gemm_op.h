@@ -53,7 +53,8 @@ GemmRoute checked_route(const GemmArgs& g, DType dtype, Layout layout, const Dev
 // _set_persistent; all on by default), read once per call: whether 16-bit swizzle may take the
 // Hopper kernel, whether that route copies misaligned operands into aligned rows first, whether
 // the float32 128x256 kernel deals its short last wave's tiles out by k, whether a few rows
-// against a weight split k across a cluster, whether the Hopper kernel's unsplit TMA plans run
+// against a weight split k across a cluster (and the Hopper kernel's persistent walk its short
+// last wave's tiles across pairs of blocks), whether the Hopper kernel's unsplit TMA plans run
 // persistent blocks (off: a block a tile).
 void set_wgmma(bool on);
 void set_repack(bool on);

@@ -253,7 +253,8 @@ def test_cuda_persistent_walks_tiles(dtype, batch, m, n, k):
     assert fields(line)["persistent"] == "1" and int(fields(line)["blocks"]) == 132, line
     assert fields(line)["multicast"] == ("1" if broad else "2"), line
     assert fields(bankops.gemm_route(x.reshape(-1, k), w.t()))["multicast"] == "2"
-    got = bankops.gemm(a, b), bankops.linear(x, w, bias)
+    with switch("split_k", False):  # whole tiles only (a split last wave sums in another order)
+        got = bankops.gemm(a, b), bankops.linear(x, w, bias)
     with switch("persistent", False):
         assert fields(bankops.gemm_route(a, b))["persistent"] == "0"
         want = bankops.gemm(a, b), bankops.linear(x, w, bias)
@@ -263,6 +264,39 @@ def test_cuda_persistent_walks_tiles(dtype, batch, m, n, k):
     ref = x.double() @ w.double().t() + bias.double()
     bound = 2 * torch.finfo(torch.float32).eps * k ** 0.5 * (x.double().abs() @ w.double().abs().t() + 1)
     assert ((got[1].double() - ref).abs() <= bound + torch.finfo(dtype).eps * ref.abs()).all()
+
+
+# Persistent walks whose ragged last wave runs on pairs of blocks, half of k each (route.h's
+# wgmma_tail): 128 x 192 tiles over m, n and k edges with 17 k-tiles (halves a k-tile apart), in
+# every operand major (pairs that share B where it is k-major); batches of 8 m tiles and of 3;
+# 128 x 256 in pairs that share B (16 tiles split) and unpaired (7 m tiles); 128 x 144.
+VIEW = {"c": "contiguous", "t": "transposed"}
+TAIL_CASES = [((None, 2000, 2296, 1030), v) for v in ("cc", "ct", "tc", "tt")] + [
+    ((2, 1024, 2304, 1032), "cc"), ((2, 1024, 2304, 1032), "tt"), ((None, 4352, 4096, 1032), "cc"),
+    ((None, 4352, 4096, 1032), "ct"), ((None, 896, 7168, 1032), "tc"), ((3, 300, 4000, 1024), "ct"),
+    ((None, 1408, 1728, 1024), "ct")]
+
+
+@requires_cuda
+@requires_hopper
+@pytest.mark.parametrize("shape,views", TAIL_CASES, ids=[f"{i}-{v}" for i, (_, v) in zip(shape_ids([c[0] for c in TAIL_CASES]), TAIL_CASES)])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_cuda_split_last_wave(dtype, shape, views):
+    """The split last wave: the same bits on every call (each sum in the same order), float64's
+    values (an element a pair leaves unwritten stays NaN), and with _set_split_k off a walk of
+    whole tiles."""
+    batch, m, n, k = shape
+    a = operand(m, k, batch, dtype, VIEW[views[0]])
+    b = operand(k, n, batch, dtype, VIEW[views[1]])
+    line = bankops.gemm_route(a, b)
+    assert fields(line)["persistent"] == "1" and int(fields(line)["tail"]) > 0, line
+    got = bankops.gemm(a, b)
+    assert torch.equal(got, bankops.gemm(a, b))
+    check_against_float64(got, a, b)
+    check_route(lambda: bankops.gemm(a, b), fields(line)["repack"] != "none", True)  # k = 1030: rows copied first
+    with switch("split_k", False):
+        assert fields(bankops.gemm_route(a, b))["tail"] == "0"
+        check_against_float64(bankops.gemm(a, b), a, b)
 
 
 def check_wgmma_call(views, dtype, batch, m, n, k, route, tile=None, persistent=None):
@@ -299,7 +333,7 @@ def test_cuda_wgmma_broad(views, dtype, batch, m, n, k):
 # The 128 x 144 tiles (persistent blocks, A and B k-major), where wider ones leave SMs idle: m and
 # n edges with a k tail, in pairs; batches of 3 m tiles, unpaired; 2 k-tiles, C's last tile
 # column whole.
-WGMMA_SLIM_SHAPES = [(None, 1100, 2000, 1000), (3, 300, 4000, 1000), (None, 1536, 1584, 72)]
+WGMMA_SLIM_SHAPES = [(None, 1100, 2000, 1000), (2, 300, 3160, 1000), (None, 1536, 1584, 72)]
 
 
 @requires_cuda

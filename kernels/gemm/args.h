@@ -45,7 +45,8 @@ struct GemmOptions {
   bool wgmma = true;        // 16-bit swizzle may take the Hopper kernel (and the library has it)
   bool repack = true;       // ... after copying misaligned operands into aligned rows
   bool stream_k = true;     // float32's 128x256 grid may share its last wave's tiles by k
-  bool split_k = true;      // a few rows against a weight may split k across a cluster (split_k.h)
+  bool split_k = true;      // a few rows against a weight may split k across a cluster (split_k.h), and a
+                            // persistent Hopper walk its last wave's tiles across pairs (route.h's wgmma_tail)
   bool persistent = true;   // the Hopper kernel's unsplit TMA plans run persistent blocks
   bool scratch = true;      // the call may take scratch memory (off: the caching allocator had none)
   bool tma = true;          // the driver encodes tensor maps (off once it refused one: no TMA producer)

@@ -205,6 +205,7 @@ struct WgmmaPlan {
 constexpr double kWgmmaBlockSteps = 2;
 constexpr double kWgmmaStepNs = 180;  // a unit of wgmma_step_time (1024^3: 36 units, 6.4 us)
 constexpr double kWgmmaBlockGBps = 23, kWgmmaDramGBps = 2800;
+constexpr int64_t kWgmmaTailMinK = 16;  // k-tiles of a tile whose last wave splits (wgmma_tail)
 // Whether a persistent block's k-tiles over all its tiles (of `tiles` on num_sms blocks) fit
 // its int ring counter (no tensor that fits a GPU comes near the limit).
 template <class C>
@@ -220,13 +221,22 @@ template <class C>
 constexpr double wgmma_sum_time() {
   return 6.0 + C::kBN / 8.0;
 }
+// tail: the call may split a persistent walk's last wave (wgmma_tail; counted here in tiles, not
+// clusters): a wave of half the blocks or fewer, after whole ones, takes half a tile and half a
+// sum. Only the tiles that run persistent blocks alone count it: the others' estimate stays the
+// one their step times were fitted to (a 128 x 256 walk with a split wave measures slower than
+// 128 x 192's whole ones at 3072^3, which that estimate would not say).
 template <class C>
-inline double wgmma_plan_time(const GemmArgs& g, const DeviceInfo& d, int split) {
+inline double wgmma_plan_time(const GemmArgs& g, const DeviceInfo& d, int split, bool tail = false) {
   const int64_t tiles = g.batch * ceil_div(g.m, C::kBM) * ceil_div(g.n, C::kBN);
   const int64_t room = cluster_room(d, split, 1), nk = ceil_div(g.k, C::kBK);
   const double block = (double(ceil_div(nk, split)) + kWgmmaBlockSteps) * wgmma_step_time<C>() +
                        (split > 1 ? wgmma_sum_time<C>() : 0);
-  const double compute = double(ceil_div(tiles * split, room)) * block;
+  const int64_t left = tiles % room;
+  const bool halves = tail && split == 1 && tiles > room && 2 * left <= room && nk >= kWgmmaTailMinK;
+  const double half = (double(ceil_div(nk, 2)) + kWgmmaBlockSteps) * wgmma_step_time<C>() + wgmma_sum_time<C>() / 2;
+  const double compute = halves ? double(tiles / room) * block + (left > 0 ? half : 0)
+                                : double(ceil_div(tiles * split, room)) * block;
   // The operands' bytes (a broadcast B once) over the rate the resident blocks reach, in units.
   const double bytes = 2.0 * g.k * (double(g.batch) * g.m + double(g.b_sb != 0 ? g.batch : 1) * g.n);
   const double gbps = std::min(kWgmmaDramGBps, double(std::min(tiles * split, room)) * kWgmmaBlockGBps);
@@ -252,7 +262,7 @@ inline WgmmaPlan wgmma_tma_plan(const GemmArgs& g, const DeviceInfo& d, bool spl
     if (C::kPersistentOnly && !wgmma_walk_fits<C>(g, blocks, d.num_sms)) return;
     if (split > 1 && (ceil_div(g.k, C::kBK) < int64_t(split) * kSplitMinK || cluster_room(d, split, 1) < split))
       return;
-    const double time = wgmma_plan_time<C>(g, d, split);
+    const double time = wgmma_plan_time<C>(g, d, split, C::kPersistentOnly && split_k);
     if (best.shape == WgmmaShape::None || 10 * time < 9 * best_time) best = WgmmaPlan{shape, split}, best_time = time;
   };
   for (int split = 1; split <= (split_k ? kMaxSplit : 1); ++split) {
@@ -316,6 +326,7 @@ struct GemmRoute {
   WgmmaShape wgmma = WgmmaShape::None;
   bool persistent = false;  // wgmma: persistent blocks walk the tiles (wgmma_persists)
   int multicast = 1;        // wgmma persistent: the blocks (a cluster) that share each B tile
+  int64_t tail = 0;         // wgmma persistent: the last wave's tiles split over pairs of blocks (wgmma_tail)
   bool out_vec = false;
 
   // Copies of misaligned operands into aligned rows, before the Hopper kernel.
@@ -388,6 +399,58 @@ decltype(auto) with_operand_majors(const MmaOperands& ops, F&& f) {
   return ops.b_kn ? f(N{}, Y{}) : f(N{}, N{});
 }
 
+// The block tile (m x n x k) of a route.
+struct GemmTileDims {
+  int bm, bn, bk;
+};
+inline GemmTileDims gemm_tile_dims(const GemmRoute& r) {
+  const auto dims = [](auto c) {
+    using C = decltype(c);
+    return GemmTileDims{C::kBM, C::kBN, C::kBK};
+  };
+  switch (r.family) {
+    case GemmFamily::Rows: return GemmTileDims{r.rows_tm, rows_bn(r.rows_mma), rows_window(r.dtype, r.rows_mma)};
+    case GemmFamily::Wgmma: return with_wgmma_config(r, dims);
+    case GemmFamily::Mma: return with_mma_config(r, dims);
+    case GemmFamily::Ffma:
+    default: return with_ffma_config(r, dims);
+  }
+}
+
+// The tiles a persistent Hopper route's blocks walk: its clusters' tiles, `multicast` m tiles
+// each, the last cluster's past C's rows too.
+inline int64_t wgmma_walked_tiles(const GemmRoute& r) {
+  const GemmTileDims t = gemm_tile_dims(r);
+  const int c = r.multicast;
+  return r.args.batch * ceil_div(ceil_div(r.args.m, t.bm), c) * c * ceil_div(r.args.n, t.bn);
+}
+
+// Blocks the route launches (its tiles; Wide: strip, stream-K and per-tile blocks; persistent:
+// one an SM, in clusters of `multicast`, at most one a walked tile).
+inline int64_t gemm_route_blocks(const GemmRoute& r) {
+  if (r.family == GemmFamily::Ffma && r.config == GemmConfig::Wide) return r.work.blocks();
+  if (r.family == GemmFamily::Wgmma && r.persistent)
+    return std::min(wgmma_walked_tiles(r), cluster_room(r.device, r.multicast, 1) / r.multicast * r.multicast);
+  const GemmTileDims t = gemm_tile_dims(r);
+  return r.args.batch * ceil_div(r.args.m, t.bm) * ceil_div(r.args.n, t.bn) * r.split;
+}
+
+// The persistent walk's ragged last wave, split: where whole waves of cluster tiles come first
+// and the tiles left need half the blocks or fewer, each left tile runs on a pair of blocks (a
+// cluster of 2), half its k tiles each, the halves summed through distributed shared memory
+// (wgmma.cu's add_halves): that wave ends sooner, though not in half the time (2048 x 2304 x
+// 2048: 192 tiles of 128 x 192, 132 whole and 60 split, 35.4 -> 32.5 us; bench/RESULTS.md). Each
+// half keeps kWgmmaTailMinK / 2 k-tiles or more (with 4 or 5 the split wave measured slower
+// than a whole one); the blocks pair up only where pairs fill the SMs. The tiles split.
+inline int64_t wgmma_tail(const GemmRoute& r) {
+  if (!r.persistent || r.args.batch < 1 || cluster_room(r.device, 2, 1) < r.device.num_sms) return 0;
+  const GemmTileDims t = gemm_tile_dims(r);
+  const int64_t blocks = gemm_route_blocks(r), walkers = blocks / r.multicast;
+  const int64_t tiles = wgmma_walked_tiles(r) / r.multicast, left = tiles % walkers;  // cluster tiles
+  const bool fits = blocks % 2 == 0 && 2 * left * r.multicast <= blocks;
+  return tiles > walkers && left > 0 && fits && ceil_div(r.args.k, t.bk) >= kWgmmaTailMinK ? left * r.multicast : 0;
+}
+
 namespace route_detail {
 
 inline void ffma_route(GemmRoute& r, const GemmOptions& opt) {
@@ -444,13 +507,15 @@ inline int wgmma_clusters(const GemmRoute& r) {
 }
 
 // The route takes the Hopper plan: its tile and split, persistent blocks or not
-// (wgmma_persists), in clusters that share B or not (wgmma_clusters).
+// (wgmma_persists), in clusters that share B or not (wgmma_clusters), its last wave split or not
+// (wgmma_tail).
 inline void wgmma_route(GemmRoute& r, const WgmmaPlan& plan, const GemmOptions& opt) {
   r.family = GemmFamily::Wgmma;
   r.wgmma = plan.shape;
   r.split = plan.split;
   r.persistent = wgmma_persists(r, opt);
   r.multicast = wgmma_clusters(r);
+  r.tail = opt.split_k ? wgmma_tail(r) : 0;
 }
 
 // Misaligned 16-bit operands (rows off 16-byte boundaries, a unit-stride contiguous dim) of
@@ -576,42 +641,6 @@ inline GemmRoute gemm_route(const GemmArgs& g, DType dtype, Layout layout, const
 
 // ---- The route as one line (torch.ops.bankops._gemm_route, bankops.explain) -------------------
 
-// The block tile (m x n x k) of a route.
-struct GemmTileDims {
-  int bm, bn, bk;
-};
-inline GemmTileDims gemm_tile_dims(const GemmRoute& r) {
-  const auto dims = [](auto c) {
-    using C = decltype(c);
-    return GemmTileDims{C::kBM, C::kBN, C::kBK};
-  };
-  switch (r.family) {
-    case GemmFamily::Rows: return GemmTileDims{r.rows_tm, rows_bn(r.rows_mma), rows_window(r.dtype, r.rows_mma)};
-    case GemmFamily::Wgmma: return with_wgmma_config(r, dims);
-    case GemmFamily::Mma: return with_mma_config(r, dims);
-    case GemmFamily::Ffma:
-    default: return with_ffma_config(r, dims);
-  }
-}
-
-// The tiles a persistent Hopper route's blocks walk: its clusters' tiles, `multicast` m tiles
-// each, the last cluster's past C's rows too.
-inline int64_t wgmma_walked_tiles(const GemmRoute& r) {
-  const GemmTileDims t = gemm_tile_dims(r);
-  const int c = r.multicast;
-  return r.args.batch * ceil_div(ceil_div(r.args.m, t.bm), c) * c * ceil_div(r.args.n, t.bn);
-}
-
-// Blocks the route launches (its tiles; Wide: strip, stream-K and per-tile blocks; persistent:
-// one an SM, in clusters of `multicast`, at most one a walked tile).
-inline int64_t gemm_route_blocks(const GemmRoute& r) {
-  if (r.family == GemmFamily::Ffma && r.config == GemmConfig::Wide) return r.work.blocks();
-  if (r.family == GemmFamily::Wgmma && r.persistent)
-    return std::min(wgmma_walked_tiles(r), cluster_room(r.device, r.multicast, 1) / r.multicast * r.multicast);
-  const GemmTileDims t = gemm_tile_dims(r);
-  return r.args.batch * ceil_div(r.args.m, t.bm) * ceil_div(r.args.n, t.bn) * r.split;
-}
-
 // e.g. "wgmma 128x256x64 producer=tma a=mk b=kn repack=none split=1 persistent=1 multicast=2
 // layout=swizzle blocks=132 sms=132 cc=90 scratch=0".
 inline std::string gemm_route_line(const GemmRoute& r) {
@@ -642,7 +671,7 @@ inline std::string gemm_route_line(const GemmRoute& r) {
       s = std::string("wgmma ") + tile + " producer=" + (r.ops.fill == MmaFill::Async ? "tma" : "realign") + ab +
           " repack=" + (r.copy_a && r.copy_b ? "a,b" : r.copy_a ? "a" : r.copy_b ? "b" : "none") +
           " split=" + std::to_string(r.split) + " persistent=" + (r.persistent ? "1" : "0") +
-          " multicast=" + std::to_string(r.multicast);
+          " multicast=" + std::to_string(r.multicast) + " tail=" + std::to_string(r.tail);
       break;
   }
   return s + " layout=" + kLayoutNames[int(r.layout)] + " blocks=" + std::to_string(gemm_route_blocks(r)) +

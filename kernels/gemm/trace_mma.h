@@ -242,6 +242,21 @@ inline void trace_wgmma_store(const char* kernel, int64_t tiles, SmemTrace& trac
       });
 }
 
+// The persistent kernel's split last wave (route.h's wgmma_tail; wgmma.cu's add_halves): of each
+// split tile's two blocks, one consumer warpgroup stores its half-k partial into the other
+// block's shared memory (distributed shared memory, the owning block's banks), quad j of thread t
+// at (128 j + t) * 16 bytes, and that block's matching warpgroup reads it back.
+template <class C>
+inline void trace_wgmma_halves(const char* kernel, int64_t tail, SmemTrace& trace) {
+  SmemInstr& st = trace.instr(kernel, "st.shared::cluster half-k partial -> peer (split last wave)", SmemOp::St, 16,
+                              2 * tail);
+  SmemInstr& ld = trace.instr(kernel, "lds peer's half-k partial", SmemOp::Ld, 16, 2 * tail);
+  for (int j = 0; j < C::kBN / 8; ++j) {
+    add_block(st, 128, [&](int t) { return int64_t(128 * j + t) * 16; });
+    add_block(ld, 128, [&](int t) { return int64_t(128 * j + t) * 16; });
+  }
+}
+
 // One call of the Hopper kernel on block tile C: for rows off 16-byte boundaries, the
 // realigning producer's stores of the chunks it cut in registers (lanes at wgmma_chunk, tile
 // offsets as the layout's); then the shared epilogue, or the persistent kernel's. TMA's copies
@@ -280,6 +295,7 @@ inline void trace_wgmma_tile(const GemmRoute& r, SmemTrace& trace) {
     if (!r.persistent) return trace_mma_epilogue<WgmmaFrags<C>, WgmmaCTile<C>>(kernel, tiles, r.out_vec, trace);
   }
   trace_wgmma_store<C>(kernel, wgmma_walked_tiles(r), trace);
+  if (r.tail > 0) trace_wgmma_halves<C>(kernel, r.tail, trace);
 }
 
 // The route's tensor-core kernel and tile.

@@ -49,37 +49,44 @@ __device__ __forceinline__ void tma_tile(uint32_t dst, const CUtensorMap& map, i
   }
 }
 
-// The share of B's k-tile k0 that cluster rank `rank` of CLUSTER blocks (one B tile, CLUSTER
-// m tiles) loads for them all, by TMA multicast into each block's tile at `dst`: its part of
-// the tile's 64-column blocks (MN-major: K_ROWS) or of its rows (k-major; the map's boxes are
-// that many rows).
+// Share q of CLUSTER of B's k-tile k0 (one B tile, CLUSTER m tiles) into the tile at `dst`: its
+// part of the tile's 64-column blocks (MN-major: K_ROWS) or of its rows (k-major; the map's
+// boxes are that many rows), by TMA multicast into every block of the cluster (`mask`), or into
+// this block's tile alone (mask 0).
 template <class Tile, bool K_ROWS, int CLUSTER>
-__device__ __forceinline__ void tma_tile_shared(uint32_t dst, const CUtensorMap& map, int k0, int x0, int z,
-                                                uint32_t bar, int rank) {
-  constexpr uint16_t kAll = (1u << CLUSTER) - 1;
+__device__ __forceinline__ void tma_share(uint32_t dst, const CUtensorMap& map, int k0, int x0, int z, uint32_t bar,
+                                          int q, uint16_t mask) {
+  const auto load = [&](uint32_t at, int x, int y) {
+    if (mask != 0) tma_load_multicast(at, map, x, y, z, bar, mask);
+    else tma_load(at, map, x, y, z, bar);
+  };
   if constexpr (K_ROWS) {
     constexpr int kPer = Tile::kCols / kWgmmaRowCols / CLUSTER;
     static_assert(kPer * CLUSTER * kWgmmaRowCols == Tile::kCols, "whole 64-column blocks a rank");
 #pragma unroll
     for (int i = 0; i < kPer; ++i) {
-      const int j = rank * kPer + i;
-      tma_load_multicast(dst + Tile::offset(0, j * kWgmmaRowCols) * 2, map, x0 + j * kWgmmaRowCols, k0, z, bar, kAll);
+      const int j = q * kPer + i;
+      load(dst + Tile::offset(0, j * kWgmmaRowCols) * 2, x0 + j * kWgmmaRowCols, k0);
     }
   } else {
     constexpr int kRows = Tile::kRows / CLUSTER;
-    tma_load_multicast(dst + Tile::offset(rank * kRows, 0) * 2, map, k0, x0 + rank * kRows, z, bar, kAll);
+    load(dst + Tile::offset(q * kRows, 0) * 2, k0, x0 + q * kRows);
   }
 }
 
 // The TMA producer (one thread): a stage's boxes, A's, then B's, for k-tiles kt0.. of one
 // block tile; it0: the k-tiles that went through the ring before them (the persistent
 // kernel's earlier tiles). In a cluster of CLUSTER blocks that share B's tile (rank: this
-// block's), B comes as every rank's share (tma_tile_shared). Coordinates past the operand's
-// edges read as zeros. A batch stride of 0 (a broadcast operand) is a map of one batch.
+// block's), B comes as every rank's share (tma_share), or, for a tile this block does not
+// share (`whole`: a split last-wave tile), as all the shares into this block alone.
+// Coordinates past the operand's edges read as zeros. A batch stride of 0 (a broadcast
+// operand) is a map of one batch.
 template <class C, bool KM, bool KN, int CLUSTER = 1>
 __device__ __forceinline__ void tma_producer(const GemmArgs& g, const CUtensorMap& tma_a, const CUtensorMap& tma_b,
                                              const Ring<C::kStages>& ring, uint32_t base, int64_t bz, int64_t m0,
-                                             int64_t n0, int kt0, int nk, int it0, int rank = 0) {
+                                             int64_t n0, int kt0, int nk, int it0, int rank = 0, bool whole = false) {
+  using BTile = WgmmaBTile<C, KN>;
+  constexpr uint16_t kAll = (1u << CLUSTER) - 1;
   using Smem = WgmmaSmem<C, KM, KN>;
   const int za = g.a_sb != 0 ? static_cast<int>(bz) : 0, zb = g.b_sb != 0 ? static_cast<int>(bz) : 0;
   const int tm = static_cast<int>(m0), tn = static_cast<int>(n0);
@@ -90,8 +97,14 @@ __device__ __forceinline__ void tma_producer(const GemmArgs& g, const CUtensorMa
     const uint32_t stage = base + pos.stage * Smem::kStage, bar = ring.full(pos.stage);
     mbar_expect_tx(bar, Smem::kStage);
     tma_tile<WgmmaATile<C, KM>, KM>(stage, tma_a, k0, tm, za, bar);
-    if constexpr (CLUSTER == 1) tma_tile<WgmmaBTile<C, KN>, KN>(stage + Smem::kA, tma_b, k0, tn, zb, bar);
-    else tma_tile_shared<WgmmaBTile<C, KN>, KN, CLUSTER>(stage + Smem::kA, tma_b, k0, tn, zb, bar, rank);
+    if constexpr (CLUSTER == 1) {
+      tma_tile<BTile, KN>(stage + Smem::kA, tma_b, k0, tn, zb, bar);
+    } else if (whole) {
+#pragma unroll
+      for (int q = 0; q < CLUSTER; ++q) tma_share<BTile, KN, CLUSTER>(stage + Smem::kA, tma_b, k0, tn, zb, bar, q, 0);
+    } else {
+      tma_share<BTile, KN, CLUSTER>(stage + Smem::kA, tma_b, k0, tn, zb, bar, rank, kAll);
+    }
   }
 }
 
@@ -135,13 +148,13 @@ __device__ __forceinline__ void consume(float (&d)[C::kAcc], const Ring<C::kStag
 }
 
 // Registers (setmaxnreg): the launch gives each thread 65536 / threads in steps of 8 (168 for
-// 384); the realigning producer keeps 152 (its register slots), and the rest go to the
-// consumers' accumulators (128 a thread for 128 x 256). With 512 threads (two producers)
-// everyone keeps the launch's 128.
-template <class C>
+// 384); the realigning producer keeps 152 (its register slots), a TMA-only kernel's producer
+// (TMA: one thread issuing boxes) 40, and the rest go to the consumers' accumulators (128 a
+// thread for 128 x 256). With 512 threads (two producers) everyone keeps the launch's 128.
+template <class C, bool TMA = false>
 struct WgmmaRegs {
   static constexpr int kLaunch = 65536 / C::kThreads / 8 * 8;
-  static constexpr int kProducer = kLaunch < 152 ? kLaunch : 152;
+  static constexpr int kProducer = TMA ? 40 : kLaunch < 152 ? kLaunch : 152;
   static constexpr int kConsumer =
       (kLaunch * C::kThreads - C::kProducerThreads * kProducer) / (C::kThreads - C::kProducerThreads) / 8 * 8;
   static_assert(kConsumer >= kLaunch && kConsumer <= 256, "setmaxnreg's range");
@@ -302,16 +315,70 @@ __device__ __forceinline__ void store_tile(const float (&acc)[1][C::kBN / 8][4],
   }
 }
 
+// The split last wave's work for this block (route.h's wgmma_tail): pair p (blocks 2p and
+// 2p + 1, a cluster) takes the p-th of the `tail` tiles past the `walked` cluster tiles, and
+// block h of the pair k-tiles [kt0, kt0 + nk), half of them (split_k_begin).
+struct WgmmaHalf {
+  bool on;
+  WgmmaTileAt at;
+  int kt0, nk;
+};
+template <class C, int CLUSTER>
+__device__ __forceinline__ WgmmaHalf wgmma_half(int64_t walked, int tail, int64_t rows, int64_t tiles_n, int nk) {
+  const int p = static_cast<int>(blockIdx.x / 2), h = static_cast<int>(blockIdx.x % 2);
+  if (p >= tail) return WgmmaHalf{false, WgmmaTileAt{0, 0, 0}, 0, 0};
+  const int kt0 = static_cast<int>(split_k_begin(nk, 2, h));
+  return WgmmaHalf{true, wgmma_tile_at<C, CLUSTER>(walked + p / CLUSTER, rows, tiles_n, p % CLUSTER), kt0,
+                   static_cast<int>(split_k_begin(nk, 2, h + 1)) - kt0};
+}
+
+// A split tile's two halves of k summed: consumer warpgroup w of pair rank h keeps its rows
+// where w == h (returns true: it stores them), and the other warpgroup sends its partial of the
+// peer's rows into the peer's ring by distributed shared-memory stores (which stream; loads
+// from the peer would wait a round trip each), quad j of thread t at (128 j + t) * 16 bytes: the
+// layout the peer's warpgroup reads back (conflict-free). A cluster barrier before (both rings
+// read to the end) and after (every quad landed).
+template <class C>
+__device__ __forceinline__ bool add_halves(float (&acc)[1][C::kBN / 8][4], uint32_t ring, int w) {
+  const int h = static_cast<int>(blockIdx.x % 2);
+  const uint32_t at = ring + (threadIdx.x % 128) * 16;
+  cluster_barrier();
+  if (w != h) {
+    const uint32_t peer = cluster_map(at, h ^ 1);
+#pragma unroll
+    for (int j = 0; j < C::kBN / 8; ++j)
+      asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(peer + j * 2048), "f"(acc[0][j][0]),
+                   "f"(acc[0][j][1]), "f"(acc[0][j][2]), "f"(acc[0][j][3])
+                   : "memory");
+  }
+  cluster_barrier();
+  if (w == h) {
+#pragma unroll
+    for (int j = 0; j < C::kBN / 8; ++j) {
+      float4 v;
+      asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                   : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                   : "r"(at + j * 2048));
+      acc[0][j][0] += v.x, acc[0][j][1] += v.y, acc[0][j][2] += v.z, acc[0][j][3] += v.w;
+    }
+  }
+  return w == h;
+}
+
 // The persistent form (route.h's wgmma_persists: TMA, unsplit, C rows 16-byte aligned, more
 // tiles than SMs): one block an SM; clusters of CLUSTER blocks walk cluster tiles c,
 // c + clusters, ... (wgmma_tile_at), each block loading A's tile and its share of the B tile
 // they all read. The producer runs on into the next tile while the consumers write one out,
 // and the consumers hand C to TMA stores from tiles of their own, so the tensor cores wait
-// neither for a new block's ring to fill nor for C's writes.
+// neither for a new block's ring to fill nor for C's writes. tail > 0 (route.h's wgmma_tail; the
+// launch then pairs the blocks in clusters of 2 whatever CLUSTER is): the walk stops after its
+// whole waves, and each of the last wave's `tail` tiles runs on a pair of blocks, half its k
+// tiles each (wgmma_half), their partials summed through distributed shared memory (add_halves).
 template <class C, class T, bool KM, bool KN, int CLUSTER>
 __global__ void __launch_bounds__(C::kThreads, 1)
     wgmma_persistent_kernel(const GemmArgs g, const __grid_constant__ CUtensorMap tma_a,
-                            const __grid_constant__ CUtensorMap tma_b, const __grid_constant__ CUtensorMap tma_c) {
+                            const __grid_constant__ CUtensorMap tma_b, const __grid_constant__ CUtensorMap tma_c,
+                            const int tail) {
 #if defined(BANKOPS_WGMMA_BODY)
   static_assert(C::kProducers == 1, "one TMA producer thread");
   using Smem = WgmmaSmem<C, KM, KN, true>;
@@ -327,35 +394,46 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   ring_start<C, CLUSTER>(ring, 1);
   const int64_t rows = ceil_div(ceil_div(g.m, C::kBM), CLUSTER), tiles_n = ceil_div(g.n, C::kBN);
   const int64_t tiles = g.batch * rows * tiles_n;  // cluster tiles
+  const int64_t walked = tiles - tail / CLUSTER;     // those walked whole, by one block (or cluster) each
   const int64_t cluster = blockIdx.x / CLUSTER, clusters = gridDim.x / CLUSTER;
   const int rank = static_cast<int>(blockIdx.x % CLUSTER);
   const int nk = static_cast<int>(ceil_div(g.k, C::kBK));
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
-    WgmmaRegs<C>::producer();
+    WgmmaRegs<C, true>::producer();
     if (threadIdx.x == 0) {
       int it = 0;  // k-tiles through the ring so far (route.h keeps a block's total in int)
-      for (int64_t t = cluster; t < tiles; t += clusters, it += nk) {
-        const WgmmaTileAt at = wgmma_tile_at<C, CLUSTER>(t, rows, tiles_n, rank);
-        tma_producer<C, KM, KN, CLUSTER>(g, tma_a, tma_b, ring, base, at.bz, at.m0, at.n0, 0, nk, it, rank);
+      const WgmmaHalf half = wgmma_half<C, CLUSTER>(walked, tail, rows, tiles_n, nk);
+      for (int64_t t = cluster; t < walked || half.on; t += clusters, it += nk) {
+        const bool whole = t < walked;
+        const WgmmaTileAt at = whole ? wgmma_tile_at<C, CLUSTER>(t, rows, tiles_n, rank) : half.at;
+        tma_producer<C, KM, KN, CLUSTER>(g, tma_a, tma_b, ring, base, at.bz, at.m0, at.n0, whole ? 0 : half.kt0,
+                                         whole ? nk : half.nk, it, rank, !whole);
+        if (!whole) break;
       }
     }
     return;
   }
-  WgmmaRegs<C>::consumer();
+  WgmmaRegs<C, true>::consumer();
   const int ct = threadIdx.x - C::kProducerThreads, w = wg - 1;
   const uint32_t cbuf = base + Smem::kRing + w * WgmmaCStage<C>::kBytes;
   int it = 0;
-  for (int64_t t = cluster; t < tiles; t += clusters, it += nk) {
+  // The walk's tiles, then this block's half of a split tile (one loop: one copy of the k loop
+  // and the epilogue in the code, whose accumulators fill the registers).
+  const WgmmaHalf half = wgmma_half<C, CLUSTER>(walked, tail, rows, tiles_n, nk);
+  for (int64_t t = cluster; t < walked || half.on; t += clusters, it += nk) {
+    const bool whole = t < walked;
     float acc[1][C::kBN / 8][4] = {};
-    consume<C, T, KM, KN, CLUSTER>(reinterpret_cast<float(&)[C::kAcc]>(acc), ring, base, w * 64, nk, ct % 32 == 0,
-                                   it, rank);
-    store_tile<C, T>(acc, g, tma_c, cbuf, w, ct, wgmma_tile_at<C, CLUSTER>(t, rows, tiles_n, rank));
+    consume<C, T, KM, KN, CLUSTER>(reinterpret_cast<float(&)[C::kAcc]>(acc), ring, base, w * 64,
+                                   whole ? nk : half.nk, ct % 32 == 0, it, rank);
+    if (whole || add_halves<C>(acc, base, w))
+      store_tile<C, T>(acc, g, tma_c, cbuf, w, ct, whole ? wgmma_tile_at<C, CLUSTER>(t, rows, tiles_n, rank) : half.at);
+    if (!whole) break;
   }
   if (ct % 128 == 0) bulk_wait();  // C's last writes are done before the block's shared memory goes
-  // A peer's consumers still arrive on this block's barriers until they finish: no block of the
-  // cluster leaves before all are done.
-  if constexpr (CLUSTER > 1) cluster_barrier();
+  // A peer's consumers still arrive on this block's barriers, or read its partial, until they
+  // finish: no block of the cluster leaves before all are done.
+  if (CLUSTER > 1 || tail > 0) cluster_barrier();
 #else
   __trap();
 #endif
@@ -372,7 +450,7 @@ cudaError_t tma_operand(CUtensorMap& map, const void* p, int64_t x, int64_t s_x,
   return tma_map_16bit(&map, p, {k, x, n_batch}, {s_x, s_batch}, rows);
 }
 
-// The operands' maps; B's boxes are a cluster rank's share of its tile (tma_tile_shared).
+// The operands' maps; B's boxes are a cluster rank's share of its tile (tma_share).
 template <class C, bool KM, bool KN, int CLUSTER = 1>
 cudaError_t tma_maps(const GemmArgs& g, CUtensorMap& a, CUtensorMap& b) {
   const cudaError_t err = tma_operand<KM>(a, g.a, g.m, g.a_sm, g.k, g.a_sk, g.a_sb, g.batch, C::kBM, C::kBK);
@@ -417,7 +495,8 @@ cudaError_t run_persistent(const GemmRoute& r, cudaStream_t stream, bool tma) {
   if (err == cudaSuccess && r.jobs > 0) err = launch_repack(r.job, r.jobs, r.device.num_sms, stream);
   if (err != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>(gemm_route_blocks(r)));
-  return launch_pdl(kernel, grid, dim3(C::kThreads), kSmem, CLUSTER, stream, g, map_a, map_b, map_c);
+  return launch_pdl(kernel, grid, dim3(C::kThreads), kSmem, r.tail > 0 ? 2 : CLUSTER, stream, g, map_a, map_b, map_c,
+                    static_cast<int>(r.tail));
 }
 
 // The route's producer as a template argument: the realigning producer takes B as Bs[BK][BN]
