@@ -646,7 +646,7 @@ inline GemmRoute gemm_route(const GemmArgs& g, DType dtype, Layout layout, const
 // ---- The route as one line (torch.ops.bankops._gemm_route, bankops.explain) -------------------
 
 // e.g. "wgmma 128x256x64 producer=tma a=mk b=kn repack=none split=1 persistent=1 multicast=2
-// layout=swizzle blocks=132 sms=132 cc=90 scratch=0".
+// tail=0 layout=swizzle blocks=132 sms=132 cc=90 scratch=0".
 inline std::string gemm_route_line(const GemmRoute& r) {
   static const char* kStage[] = {"kvec", "kscalar", "xasync", "xscalar"};
   static const char* kStaging[] = {"vector", "async4", "scalar"};
