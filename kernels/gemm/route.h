@@ -221,11 +221,9 @@ template <class C>
 constexpr double wgmma_sum_time() {
   return 6.0 + C::kBN / 8.0;
 }
-// tail: the call may split a persistent walk's last wave (wgmma_tail; counted here in tiles, not
-// clusters): a wave of half the blocks or fewer, after whole ones, takes half a tile and half a
-// sum. Only the tiles that run persistent blocks alone count it: the others' estimate stays the
-// one their step times were fitted to (a 128 x 256 walk with a split wave measures slower than
-// 128 x 192's whole ones at 3072^3, which that estimate would not say).
+// tail: the call may split a persistent walk's last wave (wgmma_tail, which does so on the tiles
+// that run persistent blocks alone; counted here in tiles, not clusters): a wave of half the
+// blocks or fewer, after whole ones, takes half a tile and half a sum.
 template <class C>
 inline double wgmma_plan_time(const GemmArgs& g, const DeviceInfo& d, int split, bool tail = false) {
   const int64_t tiles = g.batch * ceil_div(g.m, C::kBM) * ceil_div(g.n, C::kBN);

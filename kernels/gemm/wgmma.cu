@@ -317,7 +317,10 @@ __device__ __forceinline__ void store_tile(const float (&acc)[1][C::kBN / 8][4],
 
 // The split last wave's work for this block (route.h's wgmma_tail): pair p (blocks 2p and
 // 2p + 1, a cluster) takes the p-th of the `tail` tiles past the `walked` cluster tiles, and
-// block h of the pair k-tiles [kt0, kt0 + nk), half of them (split_k_begin).
+// block h of the pair k-tiles [kt0, kt0 + nk), half of them (split_k_begin). Pairs that share
+// B elsewhere (CLUSTER 2) still hand each stage back to both producers: the halves' k-tile
+// counts differ by one at most, well within the ring, so neither waits on a stage the other
+// never releases.
 struct WgmmaHalf {
   bool on;
   WgmmaTileAt at;
@@ -334,10 +337,10 @@ __device__ __forceinline__ WgmmaHalf wgmma_half(int64_t walked, int tail, int64_
 
 // A split tile's two halves of k summed: consumer warpgroup w of pair rank h keeps its rows
 // where w == h (returns true: it stores them), and the other warpgroup sends its partial of the
-// peer's rows into the peer's ring by distributed shared-memory stores (which stream; loads
-// from the peer would wait a round trip each), quad j of thread t at (128 j + t) * 16 bytes: the
-// layout the peer's warpgroup reads back (conflict-free). A cluster barrier before (both rings
-// read to the end) and after (every quad landed).
+// peer's rows into the peer's ring by distributed shared-memory stores (about 20 GB/s an SM,
+// as the peer's loads of it were: bench/RESULTS.md), quad j of thread t at (128 j + t) * 16
+// bytes, the layout the peer's warpgroup reads back (conflict-free). A cluster barrier before
+// (both rings read to the end) and after (every quad landed).
 template <class C>
 __device__ __forceinline__ bool add_halves(float (&acc)[1][C::kBN / 8][4], uint32_t ring, int w) {
   const int h = static_cast<int>(blockIdx.x % 2);
