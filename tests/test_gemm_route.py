@@ -117,9 +117,10 @@ def test_split_last_wave_after_whole_ones():
     128x192, 132 whole and 60 split; x @ W.t() at 2000x2296x1030 in pairs sharing B, 30 pairs
     left split. None where the last wave is more than half (3072^3: 384 tiles of 128x192, 120
     left; 4096^3), where a half would have fewer than 8 k-tiles (the sum costs about what a few
-    do), on 128x256 tiles (measured slower split), with _set_split_k off, or without persistent blocks. explain() shows the halves'
-    partials through shared memory: one warpgroup of each block stores its partial into the
-    peer's, whose matching warpgroup reads it, conflict-free."""
+    do), on 128x256 tiles (not measured faster split), with _set_split_k off, or without
+    persistent blocks. explain() shows the halves' partials through shared memory: one
+    warpgroup of each block stores its partial into the peer's, whose matching warpgroup reads
+    it, conflict-free."""
     def f(a, b):
         line = route(a, b)
         return dict(fields(line), tile=line.split()[1])

@@ -440,9 +440,8 @@ inline int64_t gemm_route_blocks(const GemmRoute& r) {
 // 2048: 192 tiles of 128 x 192, 132 whole and 60 split, 35.4 -> 32.5 us; bench/RESULTS.md). Each
 // half keeps kWgmmaTailMinK / 2 k-tiles or more (with 4 or 5 the split wave measured slower
 // than a whole one); the blocks pair up only where pairs fill the SMs. Only the tiles that run
-// persistent blocks alone (128 x 192, 128 x 144) split: on 128 x 256 the split wave measured
-// slower, even over 64 k-tiles (8192 x 14336 x 4096: 1411 -> 1446 us, not understood yet). The
-// tiles split.
+// persistent blocks alone (128 x 192, 128 x 144) split: on 128 x 256 it has not measured faster
+// (bench/RESULTS.md). The tiles split.
 inline int64_t wgmma_tail(const GemmRoute& r) {
   if (!r.persistent || r.args.batch < 1 || cluster_room(r.device, 2, 1) < r.device.num_sms) return 0;
   if (!with_wgmma_config(r, [](auto c) { return decltype(c)::kPersistentOnly; })) return 0;
