@@ -38,7 +38,8 @@ inline cudaError_t tma_map_16bit(CUtensorMap* map, const void* base, const int64
     dense *= size[i];
     if (i < 2) stride[i] = dims[i + 1] > 1 ? static_cast<cuuint64_t>(strides[i]) * 2 : (dense + 15) / 16 * 16;
   }
-  const cuuint32_t box[3] = {static_cast<cuuint32_t>(dense_cols > 0 ? dense_cols : 64), static_cast<cuuint32_t>(rows), 1};
+  const cuuint32_t cols = static_cast<cuuint32_t>(dense_cols > 0 ? dense_cols : 64);
+  const cuuint32_t box[3] = {cols, static_cast<cuuint32_t>(rows), 1};
   const cuuint32_t step[3] = {1, 1, 1};
   const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 3, const_cast<void*>(base), size, stride, box, step,
                             CU_TENSOR_MAP_INTERLEAVE_NONE,
@@ -68,10 +69,10 @@ __device__ __forceinline__ void tma_load_multicast(uint32_t dst, const CUtensorM
 }
 
 // The box at (c0, c1, c2) of `map` from shared memory at `src` (1024-byte aligned, in the
-// map's swizzle, or dense), as one bulk store; parts of the box outside the tensor are not written. The
-// stores a thread issued complete as a group: bulk_commit() closes one, bulk_wait_read() waits
-// until every group has read its shared memory (the tile is free again), bulk_wait() until
-// every write is done.
+// map's swizzle, or dense), as one bulk store; parts of the box outside the tensor are not
+// written. The stores a thread issued complete as a group: bulk_commit() closes one,
+// bulk_wait_read() waits until every group has read its shared memory (the tile is free
+// again), bulk_wait() until every write is done.
 __device__ __forceinline__ void tma_store(const CUtensorMap& map, uint32_t src, int c0, int c1, int c2) {
   asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];\n" ::"l"(
                    reinterpret_cast<uint64_t>(&map)),
