@@ -30,6 +30,12 @@ def fields(line):
     return dict(f.split("=", 1) for f in line.split() if "=" in f)
 
 
+def tile_fields(a, b):
+    """The H100 route's fields for a @ b, with its block tile as "tile"."""
+    line = route(a, b)
+    return dict(fields(line), tile=line.split()[1])
+
+
 @contextlib.contextmanager
 def switch(name, on):
     """A process switch (torch.ops.bankops._set_<name>) for the block, back on after."""
@@ -97,18 +103,15 @@ def test_broad_tiles_where_128x256_leave_a_ragged_wave():
     72 in its one wave. Pairs share B's tile where it halves: a k-major B's rows, not an
     n-major B's three 64-column blocks. Without persistent blocks, 128x256; 4096^3 (512 tiles
     of 128x256, 3.9 waves) keeps 128x256."""
-    def f(a, b):
-        line = route(a, b)
-        return dict(fields(line), tile=line.split()[1])
-    line = f(meta(3072, 3072), meta(3072, 3072))
+    line = tile_fields(meta(3072, 3072), meta(3072, 3072))
     assert (line["tile"], line["persistent"], line["multicast"], line["blocks"]) == ("128x192x64", "1", "1", "132"), line
-    line = f(meta(3072, 3072), meta(3072, 3072).t())
+    line = tile_fields(meta(3072, 3072), meta(3072, 3072).t())
     assert (line["tile"], line["multicast"]) == ("128x192x64", "2"), line
-    line = f(meta(1536, 1536), meta(1536, 1536))
+    line = tile_fields(meta(1536, 1536), meta(1536, 1536))
     assert (line["tile"], line["persistent"], line["blocks"]) == ("128x192x64", "1", "96"), line
-    assert f(meta(4096, 4096), meta(4096, 4096))["tile"] == "128x256x64"
+    assert tile_fields(meta(4096, 4096), meta(4096, 4096))["tile"] == "128x256x64"
     with switch("persistent", False):
-        assert f(meta(3072, 3072), meta(3072, 3072))["tile"] == "128x256x64"
+        assert tile_fields(meta(3072, 3072), meta(3072, 3072))["tile"] == "128x256x64"
 
 
 def test_split_last_wave_after_whole_ones():
@@ -121,21 +124,18 @@ def test_split_last_wave_after_whole_ones():
     persistent blocks. explain() shows the halves' partials through shared memory: one
     warpgroup of each block stores its partial into the peer's, whose matching warpgroup reads
     it, conflict-free."""
-    def f(a, b):
-        line = route(a, b)
-        return dict(fields(line), tile=line.split()[1])
-    line = f(meta(2048, 2048), meta(2048, 2304))
+    line = tile_fields(meta(2048, 2048), meta(2048, 2304))
     assert (line["tile"], line["multicast"], line["tail"], line["blocks"]) == ("128x192x64", "1", "60", "132"), line
-    line = f(meta(2000, 1030), meta(2296, 1030).t())
+    line = tile_fields(meta(2000, 1030), meta(2296, 1030).t())
     assert (line["tile"], line["multicast"], line["tail"]) == ("128x192x64", "2", "60"), line
-    assert f(meta(4352, 1032), meta(1032, 4096))["tail"] == "0"  # 128x256: whole waves
-    assert f(meta(3072, 3072), meta(3072, 3072))["tail"] == "0"
-    assert f(meta(4096, 4096), meta(4096, 4096))["tail"] == "0"
-    assert f(meta(2048, 960), meta(960, 2304))["tail"] == "0"  # 15 k-tiles
+    assert tile_fields(meta(4352, 1032), meta(1032, 4096))["tail"] == "0"  # 128x256: whole waves
+    assert tile_fields(meta(3072, 3072), meta(3072, 3072))["tail"] == "0"
+    assert tile_fields(meta(4096, 4096), meta(4096, 4096))["tail"] == "0"
+    assert tile_fields(meta(2048, 960), meta(960, 2304))["tail"] == "0"  # 15 k-tiles
     with switch("split_k", False):
-        assert f(meta(2048, 2048), meta(2048, 2304))["tail"] == "0"
+        assert tile_fields(meta(2048, 2048), meta(2048, 2304))["tail"] == "0"
     with switch("persistent", False):
-        assert f(meta(2048, 2048), meta(2048, 2304))["tail"] == "0"
+        assert tile_fields(meta(2048, 2048), meta(2048, 2304))["tail"] == "0"
     rep = bankops.explain("gemm", "swizzle", torch.bfloat16, m=2048, n=2304, k=2048)
     rows = {row["instruction"]: row for row in rep.rows}
     for name in ("st.shared::cluster half-k partial -> peer (split last wave)", "lds peer's half-k partial"):
@@ -150,18 +150,15 @@ def test_slim_tiles_where_wider_ones_leave_sms_idle():
     blocks, the third partly the next tile's (measured slower than 128x192): row-major B and
     an m-major A keep the other tiles. Odd m tiles below 9 run unpaired; 3072^3 keeps 128x192
     (528 tiles of 128x144 in 4 waves against 384 in 2.9); without persistent blocks, none."""
-    def f(a, b):
-        line = route(a, b)
-        return dict(fields(line), tile=line.split()[1])
-    line = f(meta(1536, 1536), meta(1536, 1536).t())
+    line = tile_fields(meta(1536, 1536), meta(1536, 1536).t())
     assert (line["tile"], line["persistent"], line["multicast"], line["blocks"]) == ("128x144x64", "1", "2", "132"), line
-    assert f(meta(1536, 1536), meta(1536, 1536))["tile"] == "128x192x64"
-    assert f(meta(1536, 1536).t(), meta(1536, 1536).t())["tile"] != "128x144x64"
-    line = f(meta(2, 300, 1000), meta(2, 3160, 1000).transpose(1, 2))  # 2 x 3 m tiles x 22 n tiles
+    assert tile_fields(meta(1536, 1536), meta(1536, 1536))["tile"] == "128x192x64"
+    assert tile_fields(meta(1536, 1536).t(), meta(1536, 1536).t())["tile"] != "128x144x64"
+    line = tile_fields(meta(2, 300, 1000), meta(2, 3160, 1000).transpose(1, 2))  # 2 x 3 m tiles x 22 n tiles
     assert (line["tile"], line["multicast"], line["blocks"]) == ("128x144x64", "1", "132"), line
-    assert f(meta(3072, 3072), meta(3072, 3072).t())["tile"] == "128x192x64"
+    assert tile_fields(meta(3072, 3072), meta(3072, 3072).t())["tile"] == "128x192x64"
     with switch("persistent", False):
-        assert f(meta(1536, 1536), meta(1536, 1536).t())["tile"] != "128x144x64"
+        assert tile_fields(meta(1536, 1536), meta(1536, 1536).t())["tile"] != "128x144x64"
 
 
 def test_float32_k_zero_takes_a_block_a_tile():

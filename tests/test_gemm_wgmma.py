@@ -331,7 +331,7 @@ def test_cuda_wgmma_broad(views, dtype, batch, m, n, k):
 
 
 # The 128 x 144 tiles (persistent blocks, A and B k-major), where wider ones leave SMs idle: m and
-# n edges with a k tail, in pairs; batches of 3 m tiles, unpaired; 2 k-tiles, C's last tile
+# n edges with a k tail, in pairs; 2 batches of 3 m tiles, unpaired; 2 k-tiles, C's last tile
 # column whole.
 WGMMA_SLIM_SHAPES = [(None, 1100, 2000, 1000), (2, 300, 3160, 1000), (None, 1536, 1584, 72)]
 
