@@ -221,9 +221,10 @@ template <class C>
 constexpr double wgmma_sum_time() {
   return 6.0 + C::kBN / 8.0;
 }
-// tail: the call may split a persistent walk's last wave (wgmma_tail, which does so on the tiles
-// that run persistent blocks alone; counted here in tiles, not clusters): a wave of half the
-// blocks or fewer, after whole ones, takes half a tile and half a sum.
+// tail: the call may split a persistent walk's last wave (wgmma_tail; counted here in tiles, not
+// clusters): a wave of half the blocks or fewer, after whole ones, takes half a tile and half a
+// sum. The plan counts it on the tiles only persistent blocks run (128 x 192, 128 x 144), so that
+// it never moves a call from those to 128 x 256 (3072^3: 128 x 192 80.5 us, 128 x 256 109.8).
 template <class C>
 inline double wgmma_plan_time(const GemmArgs& g, const DeviceInfo& d, int split, bool tail = false) {
   const int64_t tiles = g.batch * ceil_div(g.m, C::kBM) * ceil_div(g.n, C::kBN);
@@ -439,12 +440,10 @@ inline int64_t gemm_route_blocks(const GemmRoute& r) {
 // (wgmma.cu's add_halves): that wave ends sooner, though not in half the time (2048 x 2304 x
 // 2048: 192 tiles of 128 x 192, 132 whole and 60 split, 35.4 -> 32.5 us; bench/RESULTS.md). Each
 // half keeps kWgmmaTailMinK / 2 k-tiles or more (with 4 or 5 the split wave measured slower
-// than a whole one); the blocks pair up only where pairs fill the SMs. Only the tiles that run
-// persistent blocks alone (128 x 192, 128 x 144) split: on 128 x 256 it has not measured faster
-// (bench/RESULTS.md). The tiles split.
+// than a whole one); the blocks pair up only where pairs fill the SMs. Every tile on persistent
+// blocks splits (128 x 256 too: 4352 x 4096 x 2048, 16 tiles split, 124.2 -> 117.3 us).
 inline int64_t wgmma_tail(const GemmRoute& r) {
   if (!r.persistent || r.args.batch < 1 || cluster_room(r.device, 2, 1) < r.device.num_sms) return 0;
-  if (!with_wgmma_config(r, [](auto c) { return decltype(c)::kPersistentOnly; })) return 0;
   const GemmTileDims t = gemm_tile_dims(r);
   const int64_t blocks = gemm_route_blocks(r), walkers = blocks / r.multicast;
   const int64_t tiles = wgmma_walked_tiles(r) / r.multicast, left = tiles % walkers;  // cluster tiles
