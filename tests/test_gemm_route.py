@@ -118,17 +118,18 @@ def test_split_last_wave_after_whole_ones():
     """A persistent walk whose last wave needs half the blocks or fewer runs each of its tiles on
     a pair of blocks, half of k each (tail=: the tiles so split): 2048x2304x2048 is 192 tiles of
     128x192, 132 whole and 60 split; x @ W.t() at 2000x2296x1030 in pairs sharing B, 30 pairs
-    left split. None where the last wave is more than half (3072^3: 384 tiles of 128x192, 120
-    left; 4096^3), where a half would have fewer than 8 k-tiles (the sum costs about what a few
-    do), on 128x256 tiles (not measured faster split), with _set_split_k off, or without
-    persistent blocks. explain() shows the halves' partials through shared memory: one
+    left split; 128x256 tiles alike (4352x4096x1032: 544 tiles in pairs, 528 whole and 16
+    split). None where the last wave is more than half (3072^3: 384 tiles of 128x192, 120 left;
+    4096^3), where a half would have fewer than 8 k-tiles (the sum costs about what a few do),
+    with _set_split_k off, or without persistent blocks. explain() shows the halves' partials through shared memory: one
     warpgroup of each block stores its partial into the peer's, whose matching warpgroup reads
     it, conflict-free."""
     line = tile_fields(meta(2048, 2048), meta(2048, 2304))
     assert (line["tile"], line["multicast"], line["tail"], line["blocks"]) == ("128x192x64", "1", "60", "132"), line
     line = tile_fields(meta(2000, 1030), meta(2296, 1030).t())
     assert (line["tile"], line["multicast"], line["tail"]) == ("128x192x64", "2", "60"), line
-    assert tile_fields(meta(4352, 1032), meta(1032, 4096))["tail"] == "0"  # 128x256: whole waves
+    line = tile_fields(meta(4352, 1032), meta(1032, 4096))
+    assert (line["tile"], line["multicast"], line["tail"]) == ("128x256x64", "2", "16"), line
     assert tile_fields(meta(3072, 3072), meta(3072, 3072))["tail"] == "0"
     assert tile_fields(meta(4096, 4096), meta(4096, 4096))["tail"] == "0"
     assert tile_fields(meta(2048, 960), meta(960, 2304))["tail"] == "0"  # 15 k-tiles

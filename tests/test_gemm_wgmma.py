@@ -269,11 +269,12 @@ def test_cuda_persistent_walks_tiles(dtype, batch, m, n, k):
 # Persistent walks whose ragged last wave runs on pairs of blocks, half of k each (route.h's
 # wgmma_tail): 128 x 192 tiles over m, n and k edges with 17 k-tiles (halves a k-tile apart), in
 # every operand major (pairs that share B where it is k-major); batches of 8 m tiles and of 3;
-# 128 x 144 in pairs.
+# 128 x 144 in pairs; 128 x 256 in pairs and unpaired.
 VIEW = {"c": "contiguous", "t": "transposed"}
 TAIL_CASES = [((None, 2000, 2296, 1030), v) for v in ("cc", "ct", "tc", "tt")] + [
     ((2, 1024, 2304, 1032), "cc"), ((2, 1024, 2304, 1032), "tt"), ((3, 300, 4000, 1024), "ct"),
-    ((3, 300, 4000, 1024), "tc"), ((None, 1408, 1728, 1024), "ct")]
+    ((3, 300, 4000, 1024), "tc"), ((None, 1408, 1728, 1024), "ct"), ((None, 4352, 4096, 1032), "cc"),
+    ((None, 896, 7168, 1032), "tc")]
 TAIL_IDS = [f"{i}-{v}" for i, (_, v) in zip(shape_ids([c[0] for c in TAIL_CASES]), TAIL_CASES)]
 
 
