@@ -121,9 +121,9 @@ def test_split_last_wave_after_whole_ones():
     left split; 128x256 tiles alike (4352x4096x1032: 544 tiles in pairs, 528 whole and 16
     split). None where the last wave is more than half (3072^3: 384 tiles of 128x192, 120 left;
     4096^3), where a half would have fewer than 8 k-tiles (the sum costs about what a few do),
-    with _set_split_k off, or without persistent blocks. explain() shows the halves' partials through shared memory: one
-    warpgroup of each block stores its partial into the peer's, whose matching warpgroup reads
-    it, conflict-free."""
+    with _set_split_k off, or without persistent blocks. explain() shows the halves' partials
+    through shared memory: one warpgroup of each block stores its partial into the peer's, whose
+    matching warpgroup reads it, conflict-free."""
     line = tile_fields(meta(2048, 2048), meta(2048, 2304))
     assert (line["tile"], line["multicast"], line["tail"], line["blocks"]) == ("128x192x64", "1", "60", "132"), line
     line = tile_fields(meta(2000, 1030), meta(2296, 1030).t())
