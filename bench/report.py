@@ -135,8 +135,9 @@ def how_measured(how):
     if how["cuda"]:
         return (
             "Each case runs the bankops operator once per layout and its torch peer in the same process, "
-            "the peer timed again right before each layout (graph timing), so that each ratio compares two "
-            "timings taken back to back, at the same temperature and clock. "
+            "the peer timed again right before each layout (graph timing, and eager timing where a row has "
+            "it), so that each ratio compares two timings taken back to back, at the same temperature and "
+            "clock. "
             "Before timing, the bankops result is checked against the peer once (transpose: bit-exact; "
             "reduce_sum and gemm: a loose tolerance relative to the dtype; integers exact). Timing: "
             f"{how['warmup']} warm-up calls, then the call is captured into a CUDA graph, repeated until one "
