@@ -158,7 +158,8 @@ def rotation(fn, sets):
 def run_case(case, device, max_reps, copy_bw, clock=None):
     """One row per layout; an exception is recorded in its row and the sweep goes on. Each timed
     call takes the next of case.copies input sets; the result is checked on the first. Each
-    layout's row has its own graph timing of the peer, taken right before the layout's. With a
+    layout's row has its own timings of the peer (graph, and eager where the case has it), each
+    taken right before the layout's own. With a
     clock (SmClock), each graph timing also gets the median SM clock it ran at (sm_mhz,
     peer_sm_mhz)."""
     cuda = device == "cuda"
