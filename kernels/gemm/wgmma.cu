@@ -275,20 +275,23 @@ __device__ __forceinline__ WgmmaTileAt wgmma_tile_at(int64_t t, int64_t rows, in
 }
 
 // Consumer warpgroup w's 64 rows of the tile at `at` out through its C tile at `cbuf`
-// (WgmmaCStage), kCols columns a pass: the accumulator pairs plus the bias, rounded to T, into
-// the tile, then a TMA store of each box (a 64-column block, or the dense tile's one),
-// issued by the warpgroup's first thread (rows and columns past C's edges are not written). A
-// pass writes the tile only once the previous pass's stores have read it.
+// (WgmmaCStage), kCols columns a pass, each warp on its own 16 rows (wgmma's fragments: warp i
+// of a warpgroup holds rows 16 i..): the accumulator pairs plus the bias, rounded to T, into
+// the tile, then a TMA store of each box of its rows (16 rows of a 64-column block, or of the
+// dense tile), issued by the warp's first lane (rows and columns past C's edges are not
+// written). A pass writes the tile only once the warp's stores of the previous pass have read
+// it. Warps, not the warpgroup, synchronize: no warp waits on the other three.
 template <class C, class T>
 __device__ __forceinline__ void store_tile(const float (&acc)[1][C::kBN / 8][4], const GemmArgs& g,
                                            const CUtensorMap& map_c, uint32_t cbuf, int w, int ct, WgmmaTileAt at) {
   using CS = WgmmaCStage<C>;
   using Frags = WgmmaFrags<C>;
-  const bool lead = ct % 128 == 0;
+  const bool lead = ct % 32 == 0;
+  const int row0 = ct % 128 / 32 * kWgmmaWarpRows;  // the warp's rows of the warpgroup's 64
 #pragma unroll
   for (int p = 0; p < CS::kPasses; ++p) {
     if (lead) bulk_wait_read();
-    warpgroup_sync(w);
+    __syncwarp();
 #pragma unroll
     for (int j = 0; j < CS::kCols / 8; ++j) {
       const int f = p * (CS::kCols / 8) + j;  // the n8 tile
@@ -303,13 +306,13 @@ __device__ __forceinline__ void store_tile(const float (&acc)[1][C::kBN / 8][4],
       }
     }
     fence_async_shared();
-    warpgroup_sync(w);
+    __syncwarp();
     if (lead) {
 #pragma unroll
       for (int b = 0; b < CS::kCols / CS::kBoxCols; ++b)
-        tma_store(map_c, cbuf + CS::Tile::offset(0, CS::kBoxCols * b) * 2,
-                  static_cast<int>(at.n0) + p * CS::kCols + CS::kBoxCols * b, static_cast<int>(at.m0) + 64 * w,
-                  static_cast<int>(at.bz));
+        tma_store(map_c, cbuf + CS::Tile::offset(row0, CS::kBoxCols * b) * 2,
+                  static_cast<int>(at.n0) + p * CS::kCols + CS::kBoxCols * b,
+                  static_cast<int>(at.m0) + 64 * w + row0, static_cast<int>(at.bz));
       bulk_commit();
     }
   }
@@ -433,7 +436,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       store_tile<C, T>(acc, g, tma_c, cbuf, w, ct, whole ? wgmma_tile_at<C, CLUSTER>(t, rows, tiles_n, rank) : half.at);
     if (!whole) break;
   }
-  if (ct % 128 == 0) bulk_wait();  // C's last writes are done before the block's shared memory goes
+  if (ct % 32 == 0) bulk_wait();  // C's last writes are done before the block's shared memory goes
   // A peer's consumers still arrive on this block's barriers, or read its partial, until they
   // finish: no block of the cluster leaves before all are done.
   if (CLUSTER > 1 || tail > 0) cluster_barrier();
@@ -491,7 +494,7 @@ cudaError_t run_persistent(const GemmRoute& r, cudaStream_t stream, bool tma) {
   const GemmArgs& g = r.args;
   CUtensorMap map_a{}, map_b{}, map_c{};
   if (!tma || tma_maps<C, KM, KN, CLUSTER>(g, map_a, map_b) != cudaSuccess ||
-      tma_map_16bit(&map_c, g.c, {g.n, g.m, g.batch}, {g.n, g.m * g.n}, 64,
+      tma_map_16bit(&map_c, g.c, {g.n, g.m, g.batch}, {g.n, g.m * g.n}, kWgmmaWarpRows,
                     WgmmaCStage<C>::kDense ? WgmmaCStage<C>::kBoxCols : 0) != cudaSuccess)
     return cudaErrorNotSupported;
   cudaError_t err = raise_smem_once<kernel>(kSmem);

@@ -60,6 +60,7 @@ using WgmmaNarrow = WgmmaConfig<128, 64, 64, 2, 8>;
 using WgmmaMediumRealign = WgmmaConfig<128, 128, 64, 2, 6, 2>;
 
 constexpr int kWgmmaRowCols = 64;  // halves in one 128-byte swizzled row
+constexpr int kWgmmaWarpRows = 16;  // rows of C a consumer warp holds (wgmma's m64 over 4 warps)
 using WgmmaSwizzle = Swizzle<3, 3, 3>;
 // A is As[BM][BK] (k-major) or As[BK][BM] (m-major, KM: read with wgmma's transpose bit); B
 // is Bs[BK][BN] (n-major, KN: likewise) or Bs[BN][BK] (k-major). Tiles are 64-column blocks
@@ -143,6 +144,9 @@ struct WgmmaCStage {
   using Tile = std::conditional_t<kDense, RowMajor<64, kCols>, WgmmaTile<64, kCols>>;
   static constexpr int kBoxCols = kDense ? kCols : kWgmmaRowCols;  // TMA's box: kBoxCols x 64
   static constexpr int kBytes = (Tile::kSize * 2 + 1023) / 1024 * 1024;  // one consumer's
+  // A warp's 16 rows start where TMA may read a box from: 1024 bytes (the swizzle's period)
+  // into a swizzled block, 128 into dense rows.
+  static_assert(kWgmmaWarpRows * (kDense ? kCols * 2 : 128) % (kDense ? 128 : 1024) == 0, "warp boxes aligned");
 };
 
 // Shared memory: the stage ring (every tile 1024-byte aligned: the hardware anchors the

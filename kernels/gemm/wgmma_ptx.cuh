@@ -45,11 +45,6 @@ __device__ __forceinline__ void consumer_sync() {
   asm volatile("bar.sync 1, %0;\n" ::"n"(THREADS) : "memory");
 }
 
-// Consumer warpgroup w's 128 threads only: named barrier 2 + w.
-__device__ __forceinline__ void warpgroup_sync(int w) {
-  asm volatile("bar.sync %0, 128;\n" ::"r"(2 + w) : "memory");
-}
-
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N>
