@@ -71,8 +71,8 @@ __device__ __forceinline__ void tma_load_multicast(uint32_t dst, const CUtensorM
 // The box at (c0, c1, c2) of `map` from shared memory at `src` (1024-byte aligned, in the
 // map's swizzle, or dense), as one bulk store; parts of the box outside the tensor are not
 // written. The stores a thread issued complete as a group: bulk_commit() closes one,
-// bulk_wait_read() waits until every group has read its shared memory (the tile is free
-// again), bulk_wait() until every write is done.
+// bulk_wait_read() waits until every group (or all but the PENDING newest) has read its
+// shared memory (the tile is free again), bulk_wait() until every write is done.
 __device__ __forceinline__ void tma_store(const CUtensorMap& map, uint32_t src, int c0, int c1, int c2) {
   asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];\n" ::"l"(
                    reinterpret_cast<uint64_t>(&map)),
@@ -80,7 +80,10 @@ __device__ __forceinline__ void tma_store(const CUtensorMap& map, uint32_t src, 
                : "memory");
 }
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+template <int PENDING = 0>  // groups, the newest, that may still be reading
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(PENDING) : "memory");
+}
 __device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 // Orders this thread's ordinary shared-memory stores before later bulk copies (the async
 // proxy) read them.

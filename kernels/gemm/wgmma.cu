@@ -275,12 +275,12 @@ __device__ __forceinline__ WgmmaTileAt wgmma_tile_at(int64_t t, int64_t rows, in
 }
 
 // Consumer warpgroup w's 64 rows of the tile at `at` out through its C tile at `cbuf`
-// (WgmmaCStage), kCols columns a pass, each warp on its own 16 rows (wgmma's fragments: warp i
-// of a warpgroup holds rows 16 i..): the accumulator pairs plus the bias, rounded to T, into
-// the tile, then a TMA store of each box of its rows (16 rows of a 64-column block, or of the
-// dense tile), issued by the warp's first lane (rows and columns past C's edges are not
-// written). A pass writes the tile only once the warp's stores of the previous pass have read
-// it. Warps, not the warpgroup, synchronize: no warp waits on the other three.
+// (WgmmaCStage), one box of columns a pass, each warp on its own 16 rows (wgmma's fragments:
+// warp i of a warpgroup holds rows 16 i..): the accumulator pairs plus the bias, rounded to T,
+// into the pass's slot of the tile, then a TMA store of the slot's 16 rows, issued by the
+// warp's first lane (rows and columns past C's edges are not written). A pass waits until the
+// store that last read its slot has (kSlots passes back, maybe the previous tile's), so
+// stores overlap the next pass. Warps, not the warpgroup, synchronize.
 template <class C, class T>
 __device__ __forceinline__ void store_tile(const float (&acc)[1][C::kBN / 8][4], const GemmArgs& g,
                                            const CUtensorMap& map_c, uint32_t cbuf, int w, int ct, WgmmaTileAt at) {
@@ -290,29 +290,27 @@ __device__ __forceinline__ void store_tile(const float (&acc)[1][C::kBN / 8][4],
   const int row0 = ct % 128 / 32 * kWgmmaWarpRows;  // the warp's rows of the warpgroup's 64
 #pragma unroll
   for (int p = 0; p < CS::kPasses; ++p) {
-    if (lead) bulk_wait_read();
+    const int slot = CS::kBoxCols * (p % CS::kSlots);  // its first column in the tile
+    if (lead) bulk_wait_read<CS::kSlots - 1>();
     __syncwarp();
 #pragma unroll
-    for (int j = 0; j < CS::kCols / 8; ++j) {
-      const int f = p * (CS::kCols / 8) + j;  // the n8 tile
+    for (int j = 0; j < CS::kBoxCols / 8; ++j) {
+      const int f = p * (CS::kBoxCols / 8) + j;  // the n8 tile
       const TileCoord c0 = mma_acc<Frags>(ct, 0, f, 0);
       const float b0 = g.bias != nullptr ? bias_at<T>(g, at.n0 + c0.c) : 0.f;
       const float b1 = g.bias != nullptr ? bias_at<T>(g, at.n0 + c0.c + 1) : 0.f;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const TileCoord c = mma_acc<Frags>(ct, 0, f, h);
-        sts32(cbuf + CS::Tile::offset(c.r - 64 * w, c.c - p * CS::kCols) * 2,
+        sts32(cbuf + CS::Tile::offset(c.r - 64 * w, slot + c.c - p * CS::kBoxCols) * 2,
               pack2<T>(acc[0][f][2 * h] + b0, acc[0][f][2 * h + 1] + b1));
       }
     }
     fence_async_shared();
     __syncwarp();
     if (lead) {
-#pragma unroll
-      for (int b = 0; b < CS::kCols / CS::kBoxCols; ++b)
-        tma_store(map_c, cbuf + CS::Tile::offset(row0, CS::kBoxCols * b) * 2,
-                  static_cast<int>(at.n0) + p * CS::kCols + CS::kBoxCols * b,
-                  static_cast<int>(at.m0) + 64 * w + row0, static_cast<int>(at.bz));
+      tma_store(map_c, cbuf + CS::Tile::offset(row0, slot) * 2, static_cast<int>(at.n0) + p * CS::kBoxCols,
+                static_cast<int>(at.m0) + 64 * w + row0, static_cast<int>(at.bz));
       bulk_commit();
     }
   }

@@ -131,18 +131,21 @@ BANKOPS_HD constexpr bool wgmma_pairs_share_b() {
 }
 
 // The persistent kernel's C tiles, one a consumer warpgroup, which TMA stores from: its 64
-// rows, kCols columns a pass (all of BN, or half of a 256-wide tile, so that the 4-stage ring
-// still fits beside them), in the operands' 128-byte swizzled 64-column blocks, one TMA box
-// each. A warp's accumulator pairs (8 rows x 4 pairs) land in 8 different 16-byte chunks:
-// conflict-free. A width that is not whole blocks (144) takes dense rows and one unswizzled
-// box (kDense): a swizzled third block's box would write over the next tile's columns. Its
-// 288-byte rows put rows r and r + 4 of a warp's pairs on the same banks (2-way).
+// rows, kCols columns (all of BN, or half of a 256-wide tile, so that the 4-stage ring still
+// fits beside them), in the operands' 128-byte swizzled 64-column blocks. A pass writes one
+// TMA box (a block) into slot p % kSlots and stores it, so a pass waits only on the store that
+// last read its slot, kSlots passes back, not on the one just issued. A warp's accumulator
+// pairs (8 rows x 4 pairs) land in 8 different 16-byte chunks: conflict-free. A width that is
+// not whole blocks (144) takes dense rows and one unswizzled box (kDense): a swizzled third
+// block's box would write over the next tile's columns. Its 288-byte rows put rows r and r + 4
+// of a warp's pairs on the same banks (2-way).
 template <class C>
 struct WgmmaCStage {
-  static constexpr int kCols = C::kBN == 256 ? 128 : C::kBN, kPasses = C::kBN / kCols;
+  static constexpr int kCols = C::kBN == 256 ? 128 : C::kBN;
   static constexpr bool kDense = kCols % kWgmmaRowCols != 0;
   using Tile = std::conditional_t<kDense, RowMajor<64, kCols>, WgmmaTile<64, kCols>>;
-  static constexpr int kBoxCols = kDense ? kCols : kWgmmaRowCols;  // TMA's box: kBoxCols x 64
+  static constexpr int kBoxCols = kDense ? kCols : kWgmmaRowCols;  // TMA's box: kBoxCols x 16 rows
+  static constexpr int kPasses = C::kBN / kBoxCols, kSlots = kCols / kBoxCols;
   static constexpr int kBytes = (Tile::kSize * 2 + 1023) / 1024 * 1024;  // one consumer's
   // A warp's 16 rows start where TMA may read a box from: 1024 bytes (the swizzle's period)
   // into a swizzled block, 128 into dense rows.
