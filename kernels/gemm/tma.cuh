@@ -68,8 +68,8 @@ __device__ __forceinline__ void tma_load_multicast(uint32_t dst, const CUtensorM
       : "memory");
 }
 
-// The box at (c0, c1, c2) of `map` from shared memory at `src` (1024-byte aligned, in the
-// map's swizzle, or dense), as one bulk store; parts of the box outside the tensor are not
+// The box at (c0, c1, c2) of `map` from shared memory at `src` (in the map's swizzle from a
+// 1024-byte boundary, or dense from a 128-byte one), as one bulk store; parts of the box outside the tensor are not
 // written. The stores a thread issued complete as a group: bulk_commit() closes one,
 // bulk_wait_read() waits until every group (or all but the PENDING newest) has read its
 // shared memory (the tile is free again), bulk_wait() until every write is done.
