@@ -1,7 +1,8 @@
-"""The GPU's SM clock while the benchmark times, so that each ratio can be read against the
-clocks its two sides ran at: the H100 boosts and throttles with power and heat, and a long
-cuBLAS run and a bankops run may settle at different clocks. A thread reads the clock through
-NVML (the driver's library, loaded with ctypes) every SAMPLE_MS and stamps each sample."""
+"""The GPU's SM clock and board power while the benchmark times, so that each ratio can be read
+against the clocks its two sides ran at and the power they drew: the H100 boosts and throttles
+with power and heat (at its 700 W limit the clock falls), and a long cuBLAS run and a bankops run
+may settle at different clocks. A thread reads both through NVML (the driver's library, loaded
+with ctypes) every SAMPLE_MS and stamps each sample."""
 import ctypes
 import statistics
 import threading
@@ -11,6 +12,15 @@ import torch
 
 SAMPLE_MS = 50
 NVML_CLOCK_SM = 1
+# The board's power now (nvmlDeviceGetFieldValues): nvmlDeviceGetPowerUsage averages over a
+# second on recent GPUs, longer than a row's two timings.
+NVML_FI_DEV_POWER_INSTANT = 186
+
+
+class FieldValue(ctypes.Structure):  # nvmlFieldValue_t
+    _fields_ = [("fieldId", ctypes.c_uint), ("scopeId", ctypes.c_uint), ("timestamp", ctypes.c_longlong),
+                ("latencyUsec", ctypes.c_longlong), ("valueType", ctypes.c_int), ("nvmlReturn", ctypes.c_int),
+                ("value", ctypes.c_ulonglong)]
 
 
 def nvml_index(cuda_index):
@@ -23,7 +33,7 @@ def nvml_index(cuda_index):
 
 class SmClock:
     def __init__(self, cuda_index):
-        self.samples = []  # (time.perf_counter(), MHz)
+        self.samples = []  # (time.perf_counter(), MHz, watts or None)
         self.stop = threading.Event()
         try:
             self.nvml = ctypes.CDLL("libnvidia-ml.so.1")
@@ -36,21 +46,39 @@ class SmClock:
             return
         threading.Thread(target=self._poll, daemon=True).start()
 
+    def _watts(self):
+        """The board's power: the instant reading, or the driver's average where that is refused."""
+        field = FieldValue(fieldId=NVML_FI_DEV_POWER_INSTANT)
+        try:
+            if self.nvml.nvmlDeviceGetFieldValues(self.handle, 1, ctypes.byref(field)) == 0 and field.nvmlReturn == 0:
+                return (field.value & 0xFFFFFFFF) / 1e3  # an unsigned int of milliwatts
+        except Exception:  # noqa: BLE001  (a driver without field values: the average below)
+            pass
+        mw = ctypes.c_uint()
+        return mw.value / 1e3 if self.nvml.nvmlDeviceGetPowerUsage(self.handle, ctypes.byref(mw)) == 0 else None
+
     def _poll(self):
         mhz = ctypes.c_uint()
         while not self.stop.wait(SAMPLE_MS / 1e3):
             if self.nvml.nvmlDeviceGetClockInfo(self.handle, NVML_CLOCK_SM, ctypes.byref(mhz)) == 0:
-                self.samples.append((time.perf_counter(), float(mhz.value)))
+                self.samples.append((time.perf_counter(), float(mhz.value), self._watts()))
+
+    def _between(self, t0, t1, i):
+        values = [s[i] for s in list(self.samples) if t0 <= s[0] <= t1 and s[i] is not None]
+        return statistics.median(values) if values else None
 
     def median_between(self, t0, t1):
         """Median MHz of the samples taken from t0 to t1 (perf_counter seconds); None without any."""
-        mhz = [m for t, m in list(self.samples) if t0 <= t <= t1]
-        return statistics.median(mhz) if mhz else None
+        return self._between(t0, t1, 1)
 
-    def summary(self):
-        """{min, median, max} MHz over every sample of the run, or None."""
-        mhz = [m for _, m in list(self.samples)]
-        return {"min": min(mhz), "median": statistics.median(mhz), "max": max(mhz)} if mhz else None
+    def watts_between(self, t0, t1):
+        """Median board watts of the samples taken from t0 to t1; None without any."""
+        return self._between(t0, t1, 2)
+
+    def summary(self, i=1):
+        """{min, median, max} MHz (i = 1) or watts (i = 2) over every sample of the run, or None."""
+        values = [s[i] for s in list(self.samples) if s[i] is not None]
+        return {"min": min(values), "median": statistics.median(values), "max": max(values)} if values else None
 
     def close(self):
         self.stop.set()

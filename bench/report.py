@@ -136,8 +136,9 @@ def how_measured(how):
         return (
             "Each case runs the bankops operator once per layout and its torch peer in the same process, "
             "the peer timed again right before each layout (graph timing, and eager timing where a row has "
-            "it), so that each ratio compares two timings taken back to back, at the same temperature and "
-            "clock. "
+            "it), so that each ratio compares two timings taken back to back, at about the same temperature "
+            "(not always the same clock: at the board's power limit a kernel that draws more runs slower; the "
+            "MHz and W columns give each side's). "
             "Before timing, the bankops result is checked against the peer once (transpose: bit-exact; "
             "reduce_sum and gemm: a loose tolerance relative to the dtype; integers exact). Timing: "
             f"{how['warmup']} warm-up calls, then the call is captured into a CUDA graph, repeated until one "
@@ -204,15 +205,21 @@ def markdown(rows, meta, how):
 
 
 def clock_line(meta):
-    c = meta.get("sm_clock_mhz")
+    c, w = meta.get("sm_clock_mhz"), meta.get("board_watts")
     if not c:
         return ""
+    power = f"; board power median {w['median']:.0f} W, {w['min']:.0f}-{w['max']:.0f}" if w else ""
+    columns = "*MHz* and *W* columns" if w else "*MHz* column"
     return (f"- SM clock while timing (NVML, every 50 ms): median {c['median']:.0f} MHz, "
-            f"{c['min']:.0f}-{c['max']:.0f}; each row's *MHz* column: the median over its bankops / peer timing\n")
+            f"{c['min']:.0f}-{c['max']:.0f}{power}; each row's {columns}: the median over its bankops / peer timing\n")
 
 
 def mhz_cell(row):
     return f"{fmt(row.get('sm_mhz'))} / {fmt(row.get('peer_sm_mhz'))}"
+
+
+def watts_cell(row):
+    return f"{fmt(row.get('watts'))} / {fmt(row.get('peer_watts'))}"
 
 
 def peers(rows):
@@ -234,8 +241,9 @@ def rows_section(title, rows):
     header = ["shape", "dtype", "layout", "ms", unit, "peer ms", "ratio vs peer"]
     header += ["ratio to copy"] if memory_bound else []
     header += ["eager ms", "eager peer ms", "eager ratio"] if eager else []
-    clocked = any("sm_mhz" in r for r in rows)
+    clocked, powered = any("sm_mhz" in r for r in rows), any("watts" in r for r in rows)
     header += ["MHz"] if clocked else []
+    header += ["W"] if powered else []
     lines = []
     for r in rows:
         line = [label(r), r["dtype"], r["layout"], fmt(r.get("ms")), fmt(r.get("figure")),
@@ -243,6 +251,7 @@ def rows_section(title, rows):
         line += [fmt(r.get("ratio_to_copy"))] if memory_bound else []
         line += [fmt(r.get(k)) for k in ("eager_ms", "eager_peer_ms", "eager_ratio")] if eager else []
         line += [mhz_cell(r)] if clocked else []
+        line += [watts_cell(r)] if powered else []
         lines.append(line + [status(r)])
     return [title, f"Peer: {peers(rows)}{shape_note}.\n", md_table(header + ["check"], lines)]
 

@@ -7,7 +7,8 @@ layer calls it (forward x@W.t(), input grad dy@W, weight grad dy.t()@x on the la
 and the layer's forward + backward against torch.nn.Linear (op "linear"), also timed eagerly;
 "inference", decode's x@W.t() with 1-128 rows, each call reading its weight from DRAM, also
 timed eagerly; "overhead", each operator's eager time per call on 64 x 64 tensors. Each graph
-timing also records the SM clock it ran at (bench/clocks.py: NVML; RESULTS.md's MHz column).
+timing also records the SM clock it ran at and the board's power (bench/clocks.py: NVML;
+RESULTS.md's MHz and W columns).
 Writes DIR/results.json, DIR/RESULTS.md and DIR/plots/<op>.png (DIR defaults to bench/),
 then prints a summary table last. Without a CUDA GPU it times the CPU reference instead,
 on small shapes, says so, and writes to bench/cpu/ unless --out says otherwise: the committed
@@ -155,13 +156,20 @@ def rotation(fn, sets):
     return lambda: fn(next(turn))
 
 
+def add_clock(row, clock, prefix=""):
+    """A timing's SM clock and board power into its row (sm_mhz, watts; the peer's with "peer_")."""
+    for key, field in (("mhz", "sm_mhz"), ("watts", "watts")):
+        if clock.get(key):
+            row[prefix + field] = clock[key]
+
+
 def run_case(case, device, max_reps, copy_bw, clock=None):
     """One row per layout; an exception is recorded in its row and the sweep goes on. Each timed
     call takes the next of case.copies input sets; the result is checked on the first. Each
     layout's row has its own timings of the peer (graph, and eager where the case has it), each
     taken right before the layout's own. With a
-    clock (SmClock), each graph timing also gets the median SM clock it ran at (sm_mhz,
-    peer_sm_mhz)."""
+    clock (SmClock), each graph timing also gets the median SM clock it ran at and the board's
+    median power (sm_mhz, watts; peer_sm_mhz, peer_watts)."""
     cuda = device == "cuda"
     base = {"op": case.op, "layout": None, "dtype": str(case.dtype).replace("torch.", ""), "shape": case.shape}
     if case.model_case is not None:
@@ -179,35 +187,34 @@ def run_case(case, device, max_reps, copy_bw, clock=None):
     def timed(fn, graph=True):
         return time_ms(rotation(fn, sets), cuda, max_reps, graph, cycle=len(sets))
 
-    def clocked(fn):  # a graph timing and the SM clock it ran at
+    def clocked(fn):  # a graph timing, and the SM clock it ran at and the board's watts
         t0 = time.perf_counter()
         ms, reps = timed(fn)
-        return ms, reps, clock.median_between(t0, time.perf_counter()) if clock else None
+        t1 = time.perf_counter()
+        return ms, reps, {"mhz": clock.median_between(t0, t1), "watts": clock.watts_between(t0, t1)} if clock else {}
 
     try:
         sets = [case.make(device) for _ in range(case.copies)]
         inputs = sets[0]
         ref = case.peer(inputs)
-        peer_ms, _, peer_mhz = clocked(case.peer)
+        peer_ms, _, peer_clock = clocked(case.peer)
         copy_gbps = copy_bw(sum(t.nbytes for t in inputs)) if case.memory_bound else None
         for i, layout in enumerate(bankops.LAYOUTS):
             # The peer again right before each later layout: a slow layout before heats the GPU,
             # and its clock drops for whatever runs next (a long Linear layer: 1550 against 1965 MHz).
             if i > 0 and cuda:
-                peer_ms, _, peer_mhz = clocked(case.peer)
+                peer_ms, _, peer_clock = clocked(case.peer)
             row = dict(base, layout=layout, peer_ms=peer_ms)
-            if peer_mhz:
-                row["peer_sm_mhz"] = peer_mhz
+            add_clock(row, peer_clock, "peer_")
             rows.append(row)
             try:
                 out = case.run(inputs, layout)
                 row["check"] = case.check(out, ref, case.scale)
                 work = case.work(inputs, out)
                 del out
-                ms, row["reps"], mhz = clocked(lambda inp: case.run(inp, layout))
+                ms, row["reps"], own_clock = clocked(lambda inp: case.run(inp, layout))
                 row.update(ms=ms, figure=case.figure(work, ms), ratio=peer_ms / ms)
-                if mhz:
-                    row["sm_mhz"] = mhz
+                add_clock(row, own_clock)
                 if copy_gbps:
                     row.update(ratio_to_copy=row["figure"] / copy_gbps, copy_GBps=copy_gbps)
                 if case.eager:  # the peer's eager timing right before this layout's, as the graph ones
@@ -339,6 +346,8 @@ def main():
     meta = report.metadata(device_name, ROOT)
     if clock and clock.summary():
         meta["sm_clock_mhz"] = clock.summary()
+    if clock and clock.summary(2):
+        meta["board_watts"] = clock.summary(2)
     how = dict(cuda=cuda, warmup=WARMUP, min_reps=MIN_REPS, max_reps=max_reps, budget_s=BUDGET_S,
                graph_ms=GRAPH_MS, graph_calls_max=GRAPH_CALLS_MAX)
     plotted = report.write_all(rows, meta, how, out)
