@@ -343,8 +343,9 @@ def gpu_cases():
         *model_cases(MODEL_SHAPES, (bf16, f32), quick=[((4096, 1024, 4096), bf16)]),
         # A float32 model under torch.autocast("cuda", torch.bfloat16), module against module.
         linear((8192, 4096, 4096), f32, autocast=bf16),
-        # Decode: 1-128 tokens through a 7-8B transformer's projection and MLP up and down weights.
-        *decode_cases((1, 8, 32, 128), ((4096, 4096), (4096, 14336), (14336, 4096)), (bf16, f32),
+        # Decode: 1-128 tokens through a 7-8B transformer's projection and MLP up and down weights
+        # (64: between the few-rows kernels and the 128-row tiles).
+        *decode_cases((1, 8, 32, 64, 128), ((4096, 4096), (4096, 14336), (14336, 4096)), (bf16, f32),
                       quick=[(1, 4096, 4096, bf16), (32, 4096, 14336, bf16)]),
         *overhead_cases(2000),
     ]
