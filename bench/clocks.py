@@ -15,6 +15,7 @@ NVML_CLOCK_SM = 1
 # The board's power now (nvmlDeviceGetFieldValues): nvmlDeviceGetPowerUsage averages over a
 # second on recent GPUs, longer than a row's two timings.
 NVML_FI_DEV_POWER_INSTANT = 186
+MHZ, WATTS = 1, 2  # a sample's fields after its time stamp
 
 
 class FieldValue(ctypes.Structure):  # nvmlFieldValue_t
@@ -63,21 +64,15 @@ class SmClock:
             if self.nvml.nvmlDeviceGetClockInfo(self.handle, NVML_CLOCK_SM, ctypes.byref(mhz)) == 0:
                 self.samples.append((time.perf_counter(), float(mhz.value), self._watts()))
 
-    def _between(self, t0, t1, i):
-        values = [s[i] for s in list(self.samples) if t0 <= s[0] <= t1 and s[i] is not None]
+    def median_between(self, t0, t1, field=MHZ):
+        """Median MHz (or WATTS) of the samples taken from t0 to t1 (perf_counter seconds); None
+        without any."""
+        values = [s[field] for s in list(self.samples) if t0 <= s[0] <= t1 and s[field] is not None]
         return statistics.median(values) if values else None
 
-    def median_between(self, t0, t1):
-        """Median MHz of the samples taken from t0 to t1 (perf_counter seconds); None without any."""
-        return self._between(t0, t1, 1)
-
-    def watts_between(self, t0, t1):
-        """Median board watts of the samples taken from t0 to t1; None without any."""
-        return self._between(t0, t1, 2)
-
-    def summary(self, i=1):
-        """{min, median, max} MHz (i = 1) or watts (i = 2) over every sample of the run, or None."""
-        values = [s[i] for s in list(self.samples) if s[i] is not None]
+    def summary(self, field=MHZ):
+        """{min, median, max} MHz (or WATTS) over every sample of the run, or None."""
+        values = [s[field] for s in list(self.samples) if s[field] is not None]
         return {"min": min(values), "median": statistics.median(values), "max": max(values)} if values else None
 
     def close(self):

@@ -32,7 +32,7 @@ import torch  # noqa: E402
 import bankops  # noqa: E402
 import cases  # noqa: E402
 import report  # noqa: E402
-from clocks import SmClock  # noqa: E402
+from clocks import MHZ, WATTS, SmClock  # noqa: E402
 
 WARMUP = 3
 MIN_REPS = 5
@@ -190,8 +190,10 @@ def run_case(case, device, max_reps, copy_bw, clock=None):
     def clocked(fn):  # a graph timing, and the SM clock it ran at and the board's watts
         t0 = time.perf_counter()
         ms, reps = timed(fn)
+        if not clock:
+            return ms, reps, {}
         t1 = time.perf_counter()
-        return ms, reps, {"mhz": clock.median_between(t0, t1), "watts": clock.watts_between(t0, t1)} if clock else {}
+        return ms, reps, {"mhz": clock.median_between(t0, t1), "watts": clock.median_between(t0, t1, WATTS)}
 
     try:
         sets = [case.make(device) for _ in range(case.copies)]
@@ -344,10 +346,9 @@ def main():
     elapsed = time.perf_counter() - t0
 
     meta = report.metadata(device_name, ROOT)
-    if clock and clock.summary():
-        meta["sm_clock_mhz"] = clock.summary()
-    if clock and clock.summary(2):
-        meta["board_watts"] = clock.summary(2)
+    for key, field in (("sm_clock_mhz", MHZ), ("board_watts", WATTS)):
+        if clock and clock.summary(field):
+            meta[key] = clock.summary(field)
     how = dict(cuda=cuda, warmup=WARMUP, min_reps=MIN_REPS, max_reps=max_reps, budget_s=BUDGET_S,
                graph_ms=GRAPH_MS, graph_calls_max=GRAPH_CALLS_MAX)
     plotted = report.write_all(rows, meta, how, out)

@@ -69,10 +69,11 @@ __device__ __forceinline__ void tma_load_multicast(uint32_t dst, const CUtensorM
 }
 
 // The box at (c0, c1, c2) of `map` from shared memory at `src` (in the map's swizzle from a
-// 1024-byte boundary, or dense from a 128-byte one), as one bulk store; parts of the box outside the tensor are not
-// written. The stores a thread issued complete as a group: bulk_commit() closes one,
-// bulk_wait_read() waits until every group (or all but the PENDING newest) has read its
-// shared memory (the tile is free again), bulk_wait() until every write is done.
+// 1024-byte boundary, or dense from a 128-byte one), as one bulk store; parts of the box
+// outside the tensor are not written. The stores a thread issued complete as a group:
+// bulk_commit() closes one, bulk_wait_read() waits until every group (or all but the PENDING
+// newest) has read its shared memory (the tile is free again), bulk_wait() until every write
+// is done.
 __device__ __forceinline__ void tma_store(const CUtensorMap& map, uint32_t src, int c0, int c1, int c2) {
   asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];\n" ::"l"(
                    reinterpret_cast<uint64_t>(&map)),

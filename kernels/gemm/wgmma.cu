@@ -482,7 +482,7 @@ cudaError_t run(const GemmRoute& r, cudaStream_t stream, bool tma) {
 }
 
 // The persistent kernel (route.h: r.persistent) on the route's blocks (gemm_route_blocks), in
-// clusters of r.multicast, with a third map: C as (n, m, batch) in boxes of a consumer's 64
+// clusters of r.multicast, with a third map: C as (n, m, batch) in boxes of a consumer warp's 16
 // rows by one 64-column block, or by the dense C tile's columns (WgmmaCStage).
 template <class C, class T, bool KM, bool KN, int CLUSTER>
 cudaError_t run_persistent(const GemmRoute& r, cudaStream_t stream, bool tma) {
