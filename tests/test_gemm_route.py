@@ -86,8 +86,8 @@ def test_persistent_clusters_share_b():
     assert line["persistent"] == "1" and line["multicast"] == "1", line
     line = f(1152, 4096, 1024)  # 9 m tiles of 128 x 192 x 22 n tiles, B n-major: no halves
     assert line["tile"] == "128x192x64" and line["multicast"] == "1" and line["blocks"] == "132", line
-    line = fields(route(meta(1152, 1024), meta(4096, 1024).t()))  # B k-major: 5 pairs x 22 n tiles
-    assert line["multicast"] == "2" and line["blocks"] == "132", line
+    line = tile_fields(meta(1024, 2048), meta(4608, 2048).t())  # B k-major: 4 pairs x 24 n tiles
+    assert (line["tile"], line["multicast"], line["blocks"]) == ("128x192x64", "2", "132"), line
     line = f(1920, 2112, 520)  # 15 m tiles of 128 x 128: 8 pairs x 17 n tiles
     assert line["tile"] == "128x128x64" and line["multicast"] == "2" and line["blocks"] == "132", line
     line = f(2048, 2048, 2048)  # 128 tiles: one wave
@@ -117,7 +117,7 @@ def test_broad_tiles_where_128x256_leave_a_ragged_wave():
 def test_split_last_wave_after_whole_ones():
     """A persistent walk whose last wave needs half the blocks or fewer runs each of its tiles on
     a pair of blocks, half of k each (tail=: the tiles so split): 2048x2304x2048 is 192 tiles of
-    128x192, 132 whole and 60 split; x @ W.t() at 2000x2296x1030 in pairs sharing B, 30 pairs
+    128x192, 132 whole and 60 split; x @ W.t() at 1024x4608x2048 in pairs sharing B, 30 pairs
     left split; 128x256 tiles alike (4352x4096x1032: 544 tiles in pairs, 528 whole and 16
     split). None where the last wave is more than half (3072^3: 384 tiles of 128x192, 120 left;
     4096^3), where a half would have fewer than 8 k-tiles (the sum costs about what a few do),
@@ -126,7 +126,7 @@ def test_split_last_wave_after_whole_ones():
     matching warpgroup reads it, conflict-free."""
     line = tile_fields(meta(2048, 2048), meta(2048, 2304))
     assert (line["tile"], line["multicast"], line["tail"], line["blocks"]) == ("128x192x64", "1", "60", "132"), line
-    line = tile_fields(meta(2000, 1030), meta(2296, 1030).t())
+    line = tile_fields(meta(1024, 2048), meta(4608, 2048).t())
     assert (line["tile"], line["multicast"], line["tail"]) == ("128x192x64", "2", "60"), line
     line = tile_fields(meta(4352, 1032), meta(1032, 4096))
     assert (line["tile"], line["multicast"], line["tail"]) == ("128x256x64", "2", "16"), line
@@ -146,20 +146,37 @@ def test_split_last_wave_after_whole_ones():
 
 def test_slim_tiles_where_wider_ones_leave_sms_idle():
     """128x144 tiles (persistent blocks, A and B k-major: x @ W.t()) where the wider ones leave
-    SMs idle: 1536^3 is 132 of them (12 x 11, one an SM) against 96 of 128x192, its B's 144
-    rows halved between a pair. An n-major B tile of 144 columns would be three 64-column
-    blocks, the third partly the next tile's (measured slower than 128x192): row-major B and
-    an m-major A keep the other tiles. Odd m tiles below 9 run unpaired; 3072^3 keeps 128x192
-    (528 tiles of 128x144 in 4 waves against 384 in 2.9); without persistent blocks, none."""
-    line = tile_fields(meta(1536, 1536), meta(1536, 1536).t())
+    SMs idle or end in a ragged wave: 1156x3712x1000 is 260 of them (10 x 26, two waves of 65
+    pairs) against 200 of 128x192 (1.5 waves), its B's 144 rows halved between a pair. An
+    n-major B tile of 144 columns would be three 64-column blocks, the third partly the next
+    tile's (measured slower than 128x192): row-major B and an m-major A take other tiles.
+    3072^3 keeps 128x192 (528 tiles of 128x144 in 4 waves against 384 in 2.9); without
+    persistent blocks, none."""
+    line = tile_fields(meta(1156, 1000), meta(3712, 1000).t())
     assert (line["tile"], line["persistent"], line["multicast"], line["blocks"]) == ("128x144x64", "1", "2", "132"), line
-    assert tile_fields(meta(1536, 1536), meta(1536, 1536))["tile"] == "128x192x64"
-    assert tile_fields(meta(1536, 1536).t(), meta(1536, 1536).t())["tile"] != "128x144x64"
-    line = tile_fields(meta(2, 300, 1000), meta(2, 3160, 1000).transpose(1, 2))  # 2 x 3 m tiles x 22 n tiles
-    assert (line["tile"], line["multicast"], line["blocks"]) == ("128x144x64", "1", "132"), line
+    assert tile_fields(meta(1156, 1000), meta(1000, 3712))["tile"] != "128x144x64"
+    assert tile_fields(meta(1000, 1156).t(), meta(3712, 1000).t())["tile"] != "128x144x64"
     assert tile_fields(meta(3072, 3072), meta(3072, 3072).t())["tile"] == "128x192x64"
     with switch("persistent", False):
-        assert tile_fields(meta(1536, 1536), meta(1536, 1536).t())["tile"] != "128x144x64"
+        assert tile_fields(meta(1156, 1000), meta(3712, 1000).t())["tile"] != "128x144x64"
+
+
+def test_tall_tiles_where_wider_ones_leave_sms_idle():
+    """192x96 tiles (three consumers, persistent blocks, unpaired, A and B k-major) where the
+    wider ones leave SMs idle: x @ W.t() at 1536^3 is 128 of them (8 x 16, one an SM) against
+    132 of 128x144 and 96 of 128x192; 3072x768x16384 alike (128 against 96 of 128x192). An
+    n-major B tile of 96 columns would load half of the next tile's block (measured a third
+    slower at 3072x768x16384): row-major B takes other tiles. 3072^3 keeps 128x192; a split
+    last wave pairs two consumers (tail=0 here always); without persistent blocks, none."""
+    line = tile_fields(meta(1536, 1536), meta(1536, 1536).t())
+    assert (line["tile"], line["persistent"], line["multicast"], line["tail"], line["blocks"]) == (
+        "192x96x64", "1", "1", "0", "128"), line
+    assert tile_fields(meta(3072, 16384), meta(768, 16384).t())["tile"] == "192x96x64"
+    assert tile_fields(meta(3072, 16384), meta(16384, 768))["tile"] != "192x96x64"
+    assert tile_fields(meta(1536, 1536), meta(1536, 1536))["tile"] == "128x192x64"
+    assert tile_fields(meta(3072, 3072), meta(3072, 3072).t())["tile"] == "128x192x64"
+    with switch("persistent", False):
+        assert tile_fields(meta(1536, 1536), meta(1536, 1536).t())["tile"] != "192x96x64"
 
 
 def test_float32_k_zero_takes_a_block_a_tile():

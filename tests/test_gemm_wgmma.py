@@ -134,15 +134,27 @@ def test_explain_epilogue(m, n, k, bn, dtype, b_t):
 
 
 def test_explain_slim_dense_c_tile():
-    """128 x 144 tiles (1536^3 x @ W.t(): 132 of them) write each consumer's C tile dense, 288-byte
+    """128 x 144 tiles (1156x3712x1000 x @ W.t(): 260 of them) write each consumer's C tile dense, 288-byte
     rows that one unswizzled TMA box stores (a swizzled third 64-column block would store over
     the next tile's columns): rows r and r + 4 of a warp's pairs share banks, 2 wavefronts per
     store, where the 64-column blocks of the other tiles take 1."""
-    rep = bankops.explain("gemm", "swizzle", torch.bfloat16, m=1536, n=1536, k=1536, b_transposed=True, hopper=True)
+    rep = bankops.explain("gemm", "swizzle", torch.bfloat16, m=1156, n=3712, k=1000, b_transposed=True, hopper=True)
     assert _kernels(rep) == {"gemm_wgmma"} and _tile(rep) == (128, 144), str(rep)
     assert [r["instruction"] for r in rep.rows] == [C_TMA], str(rep)
     assert _count(rep, C_TMA) == 8 * 144 // 8 * 2
-    assert rep.rows[0]["per_instruction"] == 2.0 and rep.rows[0]["iterations"] == 132, str(rep)
+    assert rep.rows[0]["per_instruction"] == 2.0 and rep.rows[0]["iterations"] == 260, str(rep)
+
+
+def test_explain_tall_c_tile():
+    """192 x 96 tiles (1536^3 x @ W.t(): 128 of them, three consumers) write each consumer's C
+    tile as three 32-column blocks in TMA's 64-byte swizzle, one box each: conflict-free, where
+    dense 192-byte rows would put rows r, r + 2, r + 4 and r + 6 of a warp's pairs on the same
+    banks."""
+    rep = bankops.explain("gemm", "swizzle", torch.bfloat16, m=1536, n=1536, k=1536, b_transposed=True, hopper=True)
+    assert _kernels(rep) == {"gemm_wgmma"} and _tile(rep) == (192, 96), str(rep)
+    assert [r["instruction"] for r in rep.rows] == [C_TMA], str(rep)
+    assert _count(rep, C_TMA) == 12 * 96 // 8 * 2
+    assert rep.conflicts == 0 and rep.rows[0]["iterations"] == 128, str(rep)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -309,9 +321,9 @@ def check_wgmma_call(views, dtype, batch, m, n, k, route, tile=None, persistent=
                           b_transposed=views[1] == "transposed")
     assert _kernels(rep) == {route}, str(rep)
     assert tile is None or _tile(rep) == tile, str(rep)
-    if persistent is not None:  # on: where the grid is more than a wave of 132 SMs, or 128 x 192, 144
+    if persistent is not None:  # on: where the grid is more than a wave of 132 SMs, or 128 x 192, 144, 192 x 96
         bm, bn = _tile(rep)
-        persistent = persistent and ((batch or 1) * -(-m // bm) * -(-n // bn) > 132 or bn in (144, 192))
+        persistent = persistent and ((batch or 1) * -(-m // bm) * -(-n // bn) > 132 or bn in (96, 144, 192))
         assert fields(rep.route)["persistent"] == str(int(persistent)), rep.route
     check_route(lambda: bankops.gemm(a, b), False, persistent)
     check_against_float64(bankops.gemm(a, b), a, b)
@@ -332,9 +344,9 @@ def test_cuda_wgmma_broad(views, dtype, batch, m, n, k):
 
 
 # The 128 x 144 tiles (persistent blocks, A and B k-major), where wider ones leave SMs idle: m and
-# n edges with a k tail, in pairs; 2 batches of 3 m tiles, unpaired; 2 k-tiles, C's last tile
-# column whole.
-WGMMA_SLIM_SHAPES = [(None, 1100, 2000, 1000), (2, 300, 3160, 1000), (None, 1536, 1584, 72)]
+# n edges with a k tail, in pairs; 7 m tiles, unpaired; 3 batches of 4 m tiles; 2 k-tiles, C's
+# last tile column whole.
+WGMMA_SLIM_SHAPES = [(None, 1156, 3712, 1000), (None, 856, 2512, 1000), (3, 456, 1512, 1000), (None, 1536, 1584, 72)]
 
 
 @requires_cuda
@@ -344,6 +356,22 @@ WGMMA_SLIM_SHAPES = [(None, 1100, 2000, 1000), (2, 300, 3160, 1000), (None, 1536
 def test_cuda_wgmma_slim(dtype, batch, m, n, k):
     check_wgmma_call(("contiguous", "transposed"), dtype, batch, m, n, k, "gemm_wgmma", tile=(128, 144),
                      persistent=True)
+
+
+# The 192 x 96 tiles (three consumers, persistent blocks, unpaired, A and B k-major), where the
+# wider ones leave SMs idle: m, n and k edges over 79 k-tiles; batches of 4 x 4 x 8 and 2 x 8 x 8
+# tiles; 2 k-tiles; a walk of 256 tiles over 132 blocks with m, n and k edges.
+TALL_CASES = [((None, 3000, 760, 5000), "ct"), ((4, 760, 760, 1000), "ct"), ((2, 1500, 760, 1000), "ct"),
+              ((None, 1500, 1536, 72), "ct"), ((None, 1500, 3000, 500), "ct")]
+TALL_IDS = [f"{i}-{v}" for i, (_, v) in zip(shape_ids([c[0] for c in TALL_CASES]), TALL_CASES)]
+
+
+@requires_cuda
+@requires_hopper
+@pytest.mark.parametrize("shape,views", TALL_CASES, ids=TALL_IDS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_cuda_wgmma_tall(dtype, shape, views):
+    check_wgmma_call((VIEW[views[0]], VIEW[views[1]]), dtype, *shape, "gemm_wgmma", tile=(192, 96), persistent=True)
 
 
 # The 128 x 64 tiles (grids of 128 or more, too few 128 x 128 ones): 1024^3; m and n edges

@@ -214,8 +214,14 @@ inline bool wgmma_walk_fits(const GemmArgs& g, int64_t tiles, int num_sms) {
 }
 template <class C>
 constexpr double wgmma_step_time() {
-  // 144: between 128's and 192's on the line through the measured three.
-  return C::kBN == 256 ? 4.0 : C::kBN == 192 ? 3.3 : C::kBN == 144 ? 2.8 : C::kBN == 128 ? 2.6 : 2.0;
+  // 144: between 128's and 192's on the line through the measured three; 192 x 96 from k =
+  // 16384, where the fill and the epilogue are a small part (3072 x 768 x 16384 x @ W.t()).
+  return C::kBN == 256   ? 4.0
+         : C::kBN == 192 ? 3.3
+         : C::kBN == 144 ? 2.8
+         : C::kBN == 128 ? 2.6
+         : C::kBN == 96  ? 3.0
+                         : 2.0;
 }
 template <class C>
 constexpr double wgmma_sum_time() {
@@ -223,8 +229,9 @@ constexpr double wgmma_sum_time() {
 }
 // tail: the call may split a persistent walk's last wave (wgmma_tail; counted here in tiles, not
 // clusters): a wave of half the blocks or fewer, after whole ones, takes half a tile and half a
-// sum. The plan counts it on the tiles only persistent blocks run (128 x 192, 128 x 144), so that
-// it never moves a call from those to 128 x 256 (3072^3: 128 x 192 80.5 us, 128 x 256 109.8).
+// sum. The plan counts it on the two-consumer tiles only persistent blocks run (128 x 192,
+// 128 x 144), so that it never moves a call from those to 128 x 256 (3072^3: 128 x 192 80.5 us,
+// 128 x 256 109.8); 192 x 96's three consumers never split.
 template <class C>
 inline double wgmma_plan_time(const GemmArgs& g, const DeviceInfo& d, int split, bool tail = false) {
   const int64_t tiles = g.batch * ceil_div(g.m, C::kBM) * ceil_div(g.n, C::kBN);
@@ -244,9 +251,11 @@ inline double wgmma_plan_time(const GemmArgs& g, const DeviceInfo& d, int split,
 
 // The TMA plan: the tile and split whose waves end soonest. Candidates go unsplit first, then
 // split (2..kMaxSplit, each rank kSplitMinK k tiles or more), each from the largest tile down,
-// 128 x 144 after 128 x 128 (128 x 192 and 128 x 144 unsplit only, and only where `persistent`:
-// the call may run persistent blocks; 128 x 144 only where `k_major`: A and B k-major); a later
-// one is taken only where it ends a tenth sooner.
+// but 192 x 96 right after 128 x 256 and 128 x 144 after 128 x 128 (128 x 192, 128 x 144 and
+// 192 x 96 unsplit only, and only where `persistent`: the call may run persistent blocks;
+// 128 x 144 and 192 x 96 only where `k_major`: A and B k-major); a later one is taken only where
+// it ends a tenth sooner. 192 x 96 goes early because the model rates its short walks too slow:
+// 1536^3 x @ W.t() on it beats 128 x 144 and 128 x 192 (bench/RESULTS.md).
 // A plan must give half the SMs or more a block (64 of 132); where none does, mma.sync's
 // smaller tiles take the call.
 inline WgmmaPlan wgmma_tma_plan(const GemmArgs& g, const DeviceInfo& d, bool split_k, bool persistent,
@@ -261,11 +270,12 @@ inline WgmmaPlan wgmma_tma_plan(const GemmArgs& g, const DeviceInfo& d, bool spl
     if (C::kPersistentOnly && !wgmma_walk_fits<C>(g, blocks, d.num_sms)) return;
     if (split > 1 && (ceil_div(g.k, C::kBK) < int64_t(split) * kSplitMinK || cluster_room(d, split, 1) < split))
       return;
-    const double time = wgmma_plan_time<C>(g, d, split, C::kPersistentOnly && split_k);
+    const double time = wgmma_plan_time<C>(g, d, split, C::kPersistentOnly && C::kHalves && split_k);
     if (best.shape == WgmmaShape::None || 10 * time < 9 * best_time) best = WgmmaPlan{shape, split}, best_time = time;
   };
   for (int split = 1; split <= (split_k ? kMaxSplit : 1); ++split) {
     consider(WgmmaShape::Large, WgmmaLarge{}, split);
+    if (split == 1 && persistent && k_major) consider(WgmmaShape::Tall, WgmmaTall{}, split);
     if (split == 1 && persistent) consider(WgmmaShape::Broad, WgmmaBroad{}, split);
     consider(WgmmaShape::Medium, WgmmaMedium{}, split);
     if (split == 1 && persistent && k_major) consider(WgmmaShape::Slim, WgmmaSlim{}, split);
@@ -383,6 +393,7 @@ decltype(auto) with_wgmma_config(const GemmRoute& r, F&& f) {
     case WgmmaShape::Narrow: return f(WgmmaNarrow{});
     case WgmmaShape::Broad: return f(WgmmaBroad{});
     case WgmmaShape::Slim: return f(WgmmaSlim{});
+    case WgmmaShape::Tall: return f(WgmmaTall{});
     case WgmmaShape::Medium:
     default: return r.ops.fill == MmaFill::Async ? f(WgmmaMedium{}) : f(WgmmaMediumRealign{});
   }
@@ -444,6 +455,7 @@ inline int64_t gemm_route_blocks(const GemmRoute& r) {
 // blocks splits (128 x 256 too: 4352 x 4096 x 2048, 16 tiles split, 124.2 -> 117.3 us).
 inline int64_t wgmma_tail(const GemmRoute& r) {
   if (!r.persistent || r.args.batch < 1 || cluster_room(r.device, 2, 1) < r.device.num_sms) return 0;
+  if (!with_wgmma_config(r, [](auto config) { return decltype(config)::kHalves; })) return 0;
   const GemmTileDims t = gemm_tile_dims(r);
   const int64_t blocks = gemm_route_blocks(r), walkers = blocks / r.multicast;
   const int64_t tiles = wgmma_walked_tiles(r) / r.multicast, left = tiles % walkers;  // cluster tiles
@@ -476,7 +488,7 @@ inline void ffma_route(GemmRoute& r, const GemmOptions& opt) {
 inline bool wgmma_may_persist(const GemmRoute& r, const GemmOptions& opt) { return opt.persistent && r.out_vec; }
 
 // Whether a Hopper route runs persistent blocks: wgmma_may_persist, one block a tile (a split
-// tile's cluster sums in its ring), more tiles than SMs or a tile only they run (128 x 192, 144),
+// tile's cluster sums in its ring), more tiles than SMs or a tile only they run (128 x 192, 144, 192 x 96),
 // and a block's k-tiles over all its tiles within its int counter. Then one block an SM walks
 // the tiles, its ring refilling while its consumers write a tile out. A grid of one wave or
 // less has no next tile to overlap, and there a block a tile, whose epilogue reads C back

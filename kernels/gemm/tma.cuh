@@ -16,11 +16,11 @@
 namespace bankops {
 
 // A 3-D map of 16-bit elements: dims[0] contiguous, dims[1] and dims[2] `strides` elements
-// apart; boxes of 64 x rows x 1 (128-byte rows), swizzled by 128 bytes, or (dense_cols > 0)
-// dense_cols x rows x 1, unswizzled. Strides of dimensions of size 1 are never used: they are
-// given valid values.
+// apart; boxes of cols x rows x 1, their rows swizzled by `swizzle` bytes (128: 64 columns, 64:
+// 32 columns) or not (0). Strides of dimensions of size 1 are never used: they are given valid
+// values.
 inline cudaError_t tma_map_16bit(CUtensorMap* map, const void* base, const int64_t (&dims)[3],
-                                 const int64_t (&strides)[2], int rows, int dense_cols = 0) {
+                                 const int64_t (&strides)[2], int rows, int cols = 64, int swizzle = 128) {
   static const auto encode = [] {
     void* fn = nullptr;
     cudaDriverEntryPointQueryResult found{};
@@ -38,12 +38,13 @@ inline cudaError_t tma_map_16bit(CUtensorMap* map, const void* base, const int64
     dense *= size[i];
     if (i < 2) stride[i] = dims[i + 1] > 1 ? static_cast<cuuint64_t>(strides[i]) * 2 : (dense + 15) / 16 * 16;
   }
-  const cuuint32_t cols = static_cast<cuuint32_t>(dense_cols > 0 ? dense_cols : 64);
-  const cuuint32_t box[3] = {cols, static_cast<cuuint32_t>(rows), 1};
+  const cuuint32_t box[3] = {static_cast<cuuint32_t>(cols), static_cast<cuuint32_t>(rows), 1};
   const cuuint32_t step[3] = {1, 1, 1};
   const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 3, const_cast<void*>(base), size, stride, box, step,
                             CU_TENSOR_MAP_INTERLEAVE_NONE,
-                            dense_cols > 0 ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B,
+                            swizzle == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
+                            : swizzle == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                                            : CU_TENSOR_MAP_SWIZZLE_NONE,
                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }

@@ -150,7 +150,8 @@ __device__ __forceinline__ void consume(float (&d)[C::kAcc], const Ring<C::kStag
 // Registers (setmaxnreg): the launch gives each thread 65536 / threads in steps of 8 (168 for
 // 384); the realigning producer keeps 152 (its register slots), a TMA-only kernel's producer
 // (TMA: one thread issuing boxes) 40, and the rest go to the consumers' accumulators (128 a
-// thread for 128 x 256). With 512 threads (two producers) everyone keeps the launch's 128.
+// thread for 128 x 256). With 512 threads and two realigning producers everyone keeps the
+// launch's 128; with three consumers (192 x 96) they take 152.
 template <class C, bool TMA = false>
 struct WgmmaRegs {
   static constexpr int kLaunch = 65536 / C::kThreads / 8 * 8;
@@ -290,7 +291,8 @@ __device__ __forceinline__ void store_tile(const float (&acc)[1][C::kBN / 8][4],
   const int row0 = ct % 128 / 32 * kWgmmaWarpRows;  // the warp's rows of the warpgroup's 64
 #pragma unroll
   for (int p = 0; p < CS::kPasses; ++p) {
-    const int slot = CS::kBoxCols * (p % CS::kSlots);  // its first column in the tile
+    // The slot's first byte: whole blocks, so a column's offset within the slot adds to it.
+    const uint32_t at_slot = cbuf + CS::Tile::offset(0, CS::kBoxCols * (p % CS::kSlots)) * 2;
     if (lead) bulk_wait_read<CS::kSlots - 1>();
     __syncwarp();
 #pragma unroll
@@ -302,14 +304,14 @@ __device__ __forceinline__ void store_tile(const float (&acc)[1][C::kBN / 8][4],
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const TileCoord c = mma_acc<Frags>(ct, 0, f, h);
-        sts32(cbuf + CS::Tile::offset(c.r - 64 * w, slot + c.c - p * CS::kBoxCols) * 2,
+        sts32(at_slot + CS::Tile::offset(c.r - 64 * w, c.c - p * CS::kBoxCols) * 2,
               pack2<T>(acc[0][f][2 * h] + b0, acc[0][f][2 * h + 1] + b1));
       }
     }
     fence_async_shared();
     __syncwarp();
     if (lead) {
-      tma_store(map_c, cbuf + CS::Tile::offset(row0, slot) * 2, static_cast<int>(at.n0) + p * CS::kBoxCols,
+      tma_store(map_c, at_slot + CS::Tile::offset(row0, 0) * 2, static_cast<int>(at.n0) + p * CS::kBoxCols,
                 static_cast<int>(at.m0) + 64 * w + row0, static_cast<int>(at.bz));
       bulk_commit();
     }
@@ -483,17 +485,18 @@ cudaError_t run(const GemmRoute& r, cudaStream_t stream, bool tma) {
 
 // The persistent kernel (route.h: r.persistent) on the route's blocks (gemm_route_blocks), in
 // clusters of r.multicast, with a third map: C as (n, m, batch) in boxes of a consumer warp's 16
-// rows by one 64-column block, or by the dense C tile's columns (WgmmaCStage).
+// rows by one block of the C tile, or by the dense C tile's columns (WgmmaCStage).
 template <class C, class T, bool KM, bool KN, int CLUSTER>
 cudaError_t run_persistent(const GemmRoute& r, cudaStream_t stream, bool tma) {
+  if (r.tail > 0 && !C::kHalves) return cudaErrorInvalidValue;  // route.h's wgmma_tail never asks
   constexpr auto kernel = wgmma_persistent_kernel<C, T, KM, KN, CLUSTER>;
   constexpr int kSmem = WgmmaSmem<C, KM, KN, true>::kBytes;
   static_assert(kSmem <= 227 * 1024, "the stage ring and the C tiles exceed a block's shared memory");
   const GemmArgs& g = r.args;
   CUtensorMap map_a{}, map_b{}, map_c{};
   if (!tma || tma_maps<C, KM, KN, CLUSTER>(g, map_a, map_b) != cudaSuccess ||
-      tma_map_16bit(&map_c, g.c, {g.n, g.m, g.batch}, {g.n, g.m * g.n}, kWgmmaWarpRows,
-                    WgmmaCStage<C>::kDense ? WgmmaCStage<C>::kBoxCols : 0) != cudaSuccess)
+      tma_map_16bit(&map_c, g.c, {g.n, g.m, g.batch}, {g.n, g.m * g.n}, kWgmmaWarpRows, WgmmaCStage<C>::kBoxCols,
+                    WgmmaCStage<C>::kSwizzleBytes) != cudaSuccess)
     return cudaErrorNotSupported;
   cudaError_t err = raise_smem_once<kernel>(kSmem);
   if (err == cudaSuccess && r.jobs > 0) err = launch_repack(r.job, r.jobs, r.device.num_sms, stream);
@@ -505,8 +508,8 @@ cudaError_t run_persistent(const GemmRoute& r, cudaStream_t stream, bool tma) {
 
 // The route's producer as a template argument: the realigning producer takes B as Bs[BK][BN]
 // only, on WgmmaLarge and WgmmaMediumRealign only, unsplit (route.h's wgmma_plan); TMA takes
-// one producer thread; 128 x 192 and 128 x 144 tiles run persistent blocks only. Pairs share
-// B's tile where it halves (wgmma_pairs_share_b, which route.h's wgmma_clusters asks too).
+// one producer thread; 128 x 192, 128 x 144 and 192 x 96 tiles run persistent blocks only.
+// Pairs share B's tile where it halves (wgmma_pairs_share_b, which route.h's wgmma_clusters asks too).
 template <class C, class T, bool KM, bool KN>
 cudaError_t run_fill(const GemmRoute& r, cudaStream_t stream, bool tma) {
   constexpr bool kRealign = KN && (std::is_same_v<C, WgmmaLarge> || std::is_same_v<C, WgmmaMediumRealign>);

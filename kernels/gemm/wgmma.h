@@ -5,9 +5,9 @@
 // mbarriers hand each stage to the consumers (full) and back (empty): one thread issuing the
 // Tensor Memory Accelerator's boxes (tma.cuh) for rows 16 bytes apart, or, for rows that start
 // off 16-byte boundaries, warpgroups that cut each chunk out of two aligned loads
-// (wgmma_realign.cuh). Unsplit TMA calls of more tiles than SMs, and those on 128 x 192 tiles,
-// run persistent blocks, one an SM, that walk the tiles and hand C to TMA stores, pairs of them
-// sharing B's tiles (TMA multicast). Launches are programmatic dependent launches (pdl.cuh).
+// (wgmma_realign.cuh). Unsplit TMA calls of more tiles than SMs, and those on tiles whose width
+// is not a power of two, run persistent blocks, one an SM, that walk the tiles and hand C to
+// TMA stores, pairs of them sharing B's tiles (TMA multicast). Launches are programmatic dependent launches (pdl.cuh).
 //
 // Only swizzle runs here: the tensor cores read unswizzled (none, pad) tiles at a third of
 // the rate, so those layouts stay on the mma.sync kernel, where their bank conflicts show.
@@ -29,16 +29,19 @@ struct WgmmaConfig {
   static constexpr int kThreads = 128 * (CONSUMERS + PRODUCERS);
   static constexpr int kSteps = BK / 16, kAcc = BN / 2;  // k16 steps per k-tile, floats per consumer thread
   static_assert(BM == 64 * CONSUMERS && BK % 64 == 0 &&
-                    (BN == 64 || BN == 128 || BN == 144 || BN == 192 || BN == 256),
-                "m64n64, m64n128, m64n144, m64n192 or m64n256 per consumer");
+                    (BN == 64 || BN == 96 || BN == 128 || BN == 144 || BN == 192 || BN == 256),
+                "m64n64, m64n96, m64n128, m64n144, m64n192 or m64n256 per consumer");
   // Columns of an n-major B tile in shared memory: whole 64-column blocks (TMA's boxes of 128
   // swizzled bytes), past BN where it is not a multiple of 64; wgmma reads BN of them.
   static constexpr int kBNTile = (BN + 63) / 64 * 64;
-  // 144 and 192 columns run persistent blocks only: the block-a-tile epilogue's C tile and
+  // 96, 144 and 192 columns run persistent blocks only: the block-a-tile epilogue's C tile and
   // split-K's partial tile are swizzled rows of a power-of-two length.
   static constexpr bool kPersistentOnly = (BN & (BN - 1)) != 0;
-  // A width that is not whole 64-column blocks runs k-major A and B only: there an n-major B
-  // tile's last block is partly the next tile's, and measured slower than 128 x 192.
+  // A split last wave (route.h's wgmma_tail) pairs consumer warpgroup w with the pair's block w
+  // (wgmma.cu's add_halves): two consumers.
+  static constexpr bool kHalves = CONSUMERS == 2;
+  // A width that is not whole 64-column blocks (144, 96) runs k-major A and B only: there an
+  // n-major B tile's last block is partly the next tile's, and measured slower than 128 x 192.
   static constexpr bool kKMajorOnly = BN % 64 != 0;
 };
 // The configurations (route.h picks one; bench/RESULTS.md's design notes have the figures):
@@ -46,8 +49,11 @@ struct WgmmaConfig {
 //   WgmmaBroad         128 x 192: two consumers of 64 x 192, four 40 KB stages (TMA, persistent
 //                      blocks only), where 128 x 256 tiles end in a ragged last wave (3072^3);
 //   WgmmaSlim          128 x 144: two consumers of 64 x 144, four 34 KB stages (TMA, persistent
-//                      blocks, k-major A and B only: x @ W.t()): 1536^3 is 132 of them, one an
-//                      SM, against 96 of 128 x 192;
+//                      blocks, k-major A and B only: x @ W.t()): 1156 x 3712 is 260 of them,
+//                      two waves, against 200 of 128 x 192 (1.5);
+//   WgmmaTall          192 x 96: three consumers of 64 x 96, four 36 KB stages (TMA, persistent
+//                      blocks, unpaired, k-major A and B only): 1536^3 is 128 of them, one
+//                      wave as 128 x 144's 132, and three consumers run it faster;
 //   WgmmaMedium        128 x 128: two consumers of 64 x 128, six 32 KB stages (TMA only);
 //   WgmmaNarrow        128 x 64, cuBLAS's tile at 1024^3: eight 24 KB stages (TMA only);
 //   WgmmaMediumRealign 128 x 128 with two realigning producer warpgroups, which keep a whole
@@ -55,6 +61,7 @@ struct WgmmaConfig {
 using WgmmaLarge = WgmmaConfig<128, 256, 64, 2, 4>;
 using WgmmaBroad = WgmmaConfig<128, 192, 64, 2, 4>;
 using WgmmaSlim = WgmmaConfig<128, 144, 64, 2, 4>;
+using WgmmaTall = WgmmaConfig<192, 96, 64, 3, 4>;
 using WgmmaMedium = WgmmaConfig<128, 128, 64, 2, 6>;
 using WgmmaNarrow = WgmmaConfig<128, 64, 64, 2, 8>;
 using WgmmaMediumRealign = WgmmaConfig<128, 128, 64, 2, 6, 2>;
@@ -120,7 +127,7 @@ BANKOPS_HD TileCoord wgmma_chunk(int t, int e) {
 
 // The Hopper kernel's block tile (route.h decides), and how its producers fill the ring:
 // TMA boxes, or chunks realigned in registers.
-enum class WgmmaShape { None, Large, Medium, Narrow, Broad, Slim };
+enum class WgmmaShape { None, Large, Medium, Narrow, Broad, Slim, Tall };
 enum class WgmmaLoad { Tma, Realign };
 
 // Whether pairs of persistent blocks can share B's tile of C (n-major B: KN): each loads half of
@@ -132,24 +139,28 @@ BANKOPS_HD constexpr bool wgmma_pairs_share_b() {
 
 // The persistent kernel's C tiles, one a consumer warpgroup, which TMA stores from: its 64
 // rows, kCols columns (all of BN, or half of a 256-wide tile, so that the 4-stage ring still
-// fits beside them), in the operands' 128-byte swizzled 64-column blocks. A pass writes one
-// TMA box (a block) into slot p % kSlots and stores it, so a pass waits only on the store that
-// last read its slot, kSlots passes back, not on the one just issued. A warp's accumulator
-// pairs (8 rows x 4 pairs) land in 8 different 16-byte chunks: conflict-free. A width that is
-// not whole blocks (144) takes dense rows and one unswizzled box (kDense): a swizzled third
-// block's box would write over the next tile's columns. Its 288-byte rows put rows r and r + 4
-// of a warp's pairs on the same banks (2-way).
+// fits beside them), in blocks of one TMA box's columns: the operands' 128-byte swizzled
+// 64-column blocks, or, for a width of whole 32-column blocks only (96), 32-column blocks in
+// TMA's 64-byte swizzle. A pass writes one box (a block) into slot p % kSlots and stores it, so
+// a pass waits only on the store that last read its slot, kSlots passes back, not on the one
+// just issued. A warp's accumulator pairs (8 rows x 4 pairs) land in 8 different 16-byte
+// chunks: conflict-free. A width that is neither (144) takes dense rows and one unswizzled box
+// (kDense): a swizzled third block's box would write over the next tile's columns. Its
+// 288-byte rows put rows r and r + 4 of a warp's pairs on the same banks (2-way).
 template <class C>
 struct WgmmaCStage {
   static constexpr int kCols = C::kBN == 256 ? 128 : C::kBN;
-  static constexpr bool kDense = kCols % kWgmmaRowCols != 0;
-  using Tile = std::conditional_t<kDense, RowMajor<64, kCols>, WgmmaTile<64, kCols>>;
-  static constexpr int kBoxCols = kDense ? kCols : kWgmmaRowCols;  // TMA's box: kBoxCols x 16 rows
+  static constexpr bool kDense = kCols % 32 != 0;
+  static constexpr int kBoxCols = kDense ? kCols : kCols % kWgmmaRowCols == 0 ? kWgmmaRowCols : 32;
+  static constexpr int kSwizzleBytes = kDense ? 0 : 2 * kBoxCols;  // TMA's swizzle: 128, 64 or none
+  using Tile = std::conditional_t<kDense, RowMajor<64, kCols>,
+                                  std::conditional_t<kBoxCols == kWgmmaRowCols, WgmmaTile<64, kCols>,
+                                                     Blocked<Swizzled<64, 32, Swizzle<2, 3, 3>>, kCols>>>;
   static constexpr int kPasses = C::kBN / kBoxCols, kSlots = kCols / kBoxCols;
   static constexpr int kBytes = (Tile::kSize * 2 + 1023) / 1024 * 1024;  // one consumer's
-  // A warp's 16 rows start where TMA may read a box from: 1024 bytes (the swizzle's period)
-  // into a swizzled block, 128 into dense rows.
-  static_assert(kWgmmaWarpRows * (kDense ? kCols * 2 : 128) % (kDense ? 128 : 1024) == 0, "warp boxes aligned");
+  // A warp's 16 rows start where TMA may read a box from: on the swizzle's period (1024 or 512
+  // bytes) into a swizzled block, 128 into dense rows.
+  static_assert(kWgmmaWarpRows * 2 * kBoxCols % (kDense ? 128 : 8 * kSwizzleBytes) == 0, "warp boxes aligned");
 };
 
 // Shared memory: the stage ring (every tile 1024-byte aligned: the hardware anchors the

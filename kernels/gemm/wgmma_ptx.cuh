@@ -74,6 +74,8 @@ __device__ __forceinline__ void fence_acc(float (&d)[N]) {
   "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "              \
   "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
 #define BANKOPS_R64_71 "%64, %65, %66, %67, %68, %69, %70, %71"
+#define BANKOPS_R32_47 \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47"
 #define BANKOPS_R64_127                                                                           \
   "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "              \
   "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "              \
@@ -94,6 +96,7 @@ __device__ __forceinline__ void wgmma_mma(float (&d)[N / 2], uint64_t da, uint64
 #define BANKOPS_R256 BANKOPS_R0_63 ", " BANKOPS_R64_127
 #define BANKOPS_R192 BANKOPS_R0_63 ", " BANKOPS_R64_95
 #define BANKOPS_R144 BANKOPS_R0_63 ", " BANKOPS_R64_71
+#define BANKOPS_R96 BANKOPS_R0_31 ", " BANKOPS_R32_47
   constexpr bool kHalf = std::is_same_v<T, __half>;
   if constexpr (N == 256 && kHalf)
     BANKOPS_WGMMA_ASM(256, "f16", BANKOPS_R256, 128, 129, 130, 131, 132, BANKOPS_F64(0), BANKOPS_F64(64));
@@ -107,6 +110,10 @@ __device__ __forceinline__ void wgmma_mma(float (&d)[N / 2], uint64_t da, uint64
     BANKOPS_WGMMA_ASM(144, "f16", BANKOPS_R144, 72, 73, 74, 75, 76, BANKOPS_F64(0), BANKOPS_F4(64), BANKOPS_F4(68));
   else if constexpr (N == 144)
     BANKOPS_WGMMA_ASM(144, "bf16", BANKOPS_R144, 72, 73, 74, 75, 76, BANKOPS_F64(0), BANKOPS_F4(64), BANKOPS_F4(68));
+  else if constexpr (N == 96 && kHalf)
+    BANKOPS_WGMMA_ASM(96, "f16", BANKOPS_R96, 48, 49, 50, 51, 52, BANKOPS_F16(0), BANKOPS_F16(16), BANKOPS_F16(32));
+  else if constexpr (N == 96)
+    BANKOPS_WGMMA_ASM(96, "bf16", BANKOPS_R96, 48, 49, 50, 51, 52, BANKOPS_F16(0), BANKOPS_F16(16), BANKOPS_F16(32));
   else if constexpr (N == 128 && kHalf)
     BANKOPS_WGMMA_ASM(128, "f16", BANKOPS_R0_63, 64, 65, 66, 67, 68, BANKOPS_F64(0));
   else if constexpr (N == 128)
@@ -118,11 +125,13 @@ __device__ __forceinline__ void wgmma_mma(float (&d)[N / 2], uint64_t da, uint64
 #undef BANKOPS_R256
 #undef BANKOPS_R192
 #undef BANKOPS_R144
+#undef BANKOPS_R96
 }
 #undef BANKOPS_WGMMA_ASM
 #undef BANKOPS_R64_127
 #undef BANKOPS_R64_95
 #undef BANKOPS_R64_71
+#undef BANKOPS_R32_47
 #undef BANKOPS_R0_63
 #undef BANKOPS_R0_31
 #undef BANKOPS_F64
