@@ -197,6 +197,9 @@ ROUTES = [
     ((None, 1600, 1430, 1029), "gemm/128x256"),  # 78 tiles shared by k: Big's 156 blocks fill 59% of 264
     ((None, 3072, 768, 16384), "gemm/128x256"),  # a weight gradient: 72 tiles, 2048 k tiles each
     ((None, 1024, 1024, 1024), "gemm/64x64"),    # 64 128x128 blocks: fewer than the SMs
+    ((None, 48, 4096, 4096), "gemm/128x256"),    # 33-64 rows: 64x64's 64 blocks unsplit; stream-K deals k out
+    ((None, 64, 14336, 4096), "gemm/64x64"),     # 224 blocks of 64x64 fill the SMs
+    ((None, 32, 4096, 4096), "gemm/64x64"),      # 32 rows or fewer: most of a 128-row tile would be past m
 ]
 
 
@@ -456,6 +459,23 @@ def test_cuda_stream_k_without_scratch_memory(capfd):
     got = with_room_for(m * n * 4 + (1 << 20), lambda: bankops.gemm(a, b))  # the output, not the partial sums
     assert re.search(r"no memory for the \d+ bytes of scratch.*fallback=no_scratch", capfd.readouterr().err)
     assert torch.equal(got.view(torch.int32), want.view(torch.int32))
+
+
+@requires_cuda
+@pytest.mark.parametrize("b_view", ["contiguous", "transposed"])
+@pytest.mark.parametrize("m", [33, 64])
+def test_cuda_few_rows_on_wide(m, b_view):
+    """33-64 rows against a weight that 64x64 tiles would cover in fewer blocks than SMs run the
+    128x256 tile with stream-K: most of each tile's rows lie past m, computed and never stored
+    (poisoned outputs; every layout the same bits)."""
+    skip_unless_132_sms("a shape chosen for stream-K on 132 SMs")
+    assert route(None, m, 4096, 2056, ("contiguous", b_view)) == "gemm/128x256"
+    a = operand(m, 2056, None, torch.float32, "cuda", "contiguous")
+    b = operand(2056, 4096, None, torch.float32, "cuda", b_view)
+    got = {layout: bankops.gemm(a, b, layout) for layout in LAYOUTS}
+    check_against_float64(got["swizzle"], a, b)
+    for layout in LAYOUTS:
+        assert torch.equal(got[layout].view(torch.int32), got["swizzle"].view(torch.int32)), layout
 
 
 @requires_cuda

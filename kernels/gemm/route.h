@@ -75,8 +75,9 @@ BANKOPS_HD int gemm_strip_cols(int acc_bytes, int64_t batch, int64_t m, int64_t 
 //  0. Big when K = 0: a block a tile stores C (zeros, the bias), where Wide's blocks run pieces
 //     of k (a test for K = 0 in Wide's loop slowed all its kernels: bench/RESULTS.md).
 //  1. Small when the 128x128 grid leaves an SM without a block, or m or n fits one 64 tile;
-//     but Wide where m is past one 64 tile and stream-K deals a long k out to the SMs (a
-//     product of 128 rows against a weight).
+//     but Wide where stream-K deals a long k out to the SMs and m is past one 64 tile (a
+//     product of 128 rows against a weight), or past half of one where Small's own grid leaves
+//     SMs idle (33-64 rows against a (4096, 4096) weight: 64 blocks, unsplit).
 //  2. BigScalar when an operand stages through registers element by element (Scalar).
 //  3. Wide (Vector or Async4 staging) when its grid fills the SMs (gemm_wide_fills), over all
 //     of C or over all but a strip (gemm_strip_cols), or stream-K evens out its last wave.
@@ -86,7 +87,9 @@ BANKOPS_HD GemmConfig gemm_config(int acc_bytes, int64_t batch, int64_t m, int64
   if (acc_bytes != 4 || k == 0) return GemmConfig::Big;
   const int64_t blocks = batch * ceil_div(m, GemmBig<4>::kBM) * ceil_div(n, GemmBig<4>::kBN);
   if (blocks < num_sms || m <= GemmSmall::kBM || n <= GemmSmall::kBN) {
-    const bool shares = staging != GemmStaging::Scalar && m > GemmSmall::kBM && n > GemmSmall::kBN &&
+    const int64_t small = batch * ceil_div(m, GemmSmall::kBM) * ceil_div(n, GemmSmall::kBN);
+    const bool rows = m > GemmSmall::kBM || (2 * m > GemmSmall::kBM && small < num_sms);
+    const bool shares = staging != GemmStaging::Scalar && rows && n > GemmSmall::kBN &&
                         gemm_wide_shares(batch, m, n, k, num_sms, stream_k);
     return shares ? GemmConfig::Wide : GemmConfig::Small;
   }
