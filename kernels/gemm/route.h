@@ -491,11 +491,12 @@ inline void ffma_route(GemmRoute& r, const GemmOptions& opt) {
 inline bool wgmma_may_persist(const GemmRoute& r, const GemmOptions& opt) { return opt.persistent && r.out_vec; }
 
 // Whether a Hopper route runs persistent blocks: wgmma_may_persist, one block a tile (a split
-// tile's cluster sums in its ring), more tiles than SMs or a tile only they run (128 x 192, 144, 192 x 96),
-// and a block's k-tiles over all its tiles within its int counter. Then one block an SM walks
-// the tiles, its ring refilling while its consumers write a tile out. A grid of one wave or
-// less has no next tile to overlap, and there a block a tile, whose epilogue reads C back
-// through the ring in 16-byte rows, measured faster on 128 x 256 (bench/RESULTS.md).
+// tile's cluster sums in its ring), more tiles than SMs or a tile only they run (128 x 192,
+// 128 x 144, 192 x 96), and a block's k-tiles over all its tiles within its int counter. Then
+// one block an SM walks the tiles, its ring refilling while its consumers write a tile out. A
+// grid of one wave or less has no next tile to overlap, and there a block a tile, whose
+// epilogue reads C back through the ring in 16-byte rows, measured faster on 128 x 256
+// (bench/RESULTS.md).
 inline bool wgmma_persists(const GemmRoute& r, const GemmOptions& opt) {
   const GemmArgs& g = r.args;
   if (!wgmma_may_persist(r, opt) || r.ops.fill != MmaFill::Async || r.split != 1) return false;

@@ -509,7 +509,8 @@ cudaError_t run_persistent(const GemmRoute& r, cudaStream_t stream, bool tma) {
 // The route's producer as a template argument: the realigning producer takes B as Bs[BK][BN]
 // only, on WgmmaLarge and WgmmaMediumRealign only, unsplit (route.h's wgmma_plan); TMA takes
 // one producer thread; 128 x 192, 128 x 144 and 192 x 96 tiles run persistent blocks only.
-// Pairs share B's tile where it halves (wgmma_pairs_share_b, which route.h's wgmma_clusters asks too).
+// Pairs share B's tile where it halves (wgmma_pairs_share_b, which route.h's wgmma_clusters
+// asks too).
 template <class C, class T, bool KM, bool KN>
 cudaError_t run_fill(const GemmRoute& r, cudaStream_t stream, bool tma) {
   constexpr bool kRealign = KN && (std::is_same_v<C, WgmmaLarge> || std::is_same_v<C, WgmmaMediumRealign>);

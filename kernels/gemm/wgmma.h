@@ -7,7 +7,8 @@
 // off 16-byte boundaries, warpgroups that cut each chunk out of two aligned loads
 // (wgmma_realign.cuh). Unsplit TMA calls of more tiles than SMs, and those on tiles whose width
 // is not a power of two, run persistent blocks, one an SM, that walk the tiles and hand C to
-// TMA stores, pairs of them sharing B's tiles (TMA multicast). Launches are programmatic dependent launches (pdl.cuh).
+// TMA stores, pairs of them sharing B's tiles (TMA multicast). Launches are programmatic
+// dependent launches (pdl.cuh).
 //
 // Only swizzle runs here: the tensor cores read unswizzled (none, pad) tiles at a third of
 // the rate, so those layouts stay on the mma.sync kernel, where their bank conflicts show.
