@@ -16,7 +16,7 @@ RTOL = {f32: 1e-4, f16: 1e-2, bf16: 4e-2, f64: 1e-9}
 
 L2_BYTES = 50 * 2**20  # the H100's (and H200's) L2
 # "case" values of rows that belong to a section other than "models" (the rows of no case: "ops")
-CASE_SECTIONS = {None: "ops", "decode": "inference", "overhead": "overhead"}
+CASE_SECTIONS = {None: "ops", "decode": "inference", "decode x@W": "inference", "overhead": "overhead"}
 
 
 def rand(shape, dtype, device):
@@ -179,20 +179,26 @@ def linear_gemm(product, linear_shape, dtype, quick=False, cpu=False):
                 model_case=product, linear_shape=list(linear_shape))
 
 
-def decode(m, k, n, dtype, quick=False, cpu=False, rotate_bytes=4 * L2_BYTES):
+def decode(m, k, n, dtype, quick=False, cpu=False, rotate_bytes=4 * L2_BYTES, weight_kn=False):
     """x (M, K) @ W.t() with few rows M, W an (N, K) weight read in place: a served model's
-    layer at decode, where reading the weight sets the time. Each timed call takes the next of
-    `copies` fresh (x, W) sets, together over rotate_bytes (at least two), so that it reads its
-    weight from DRAM, not from the L2 the previous call filled; bankops and torch take the same
-    sets in the same turn."""
+    layer at decode, where reading the weight sets the time (with weight_kn, x @ W of a (K, N)
+    weight, as models that store it (in, out) call it: case "decode x@W"). Each timed call takes
+    the next of `copies` fresh (x, W) sets, together over rotate_bytes (at least two), so that
+    it reads its weight from DRAM, not from the L2 the previous call filled; bankops and torch
+    take the same sets in the same turn."""
     copies = max(2, math.ceil(rotate_bytes / ((m + n) * k * dtype.itemsize)))
-    case = gemm((m, n, k), dtype, quick, cpu, make=lambda dev: (rand((m, k), dtype, dev), rand((n, k), dtype, dev).t()),
-                model_case="decode", linear_shape=[m, k, n])
+
+    def make(dev):
+        return rand((m, k), dtype, dev), rand((k, n), dtype, dev) if weight_kn else rand((n, k), dtype, dev).t()
+
+    case = gemm((m, n, k), dtype, quick, cpu, make=make, model_case="decode x@W" if weight_kn else "decode",
+                linear_shape=[m, k, n])
     return dataclasses.replace(case, copies=copies, weight_bytes=n * k * dtype.itemsize)
 
 
-def decode_cases(ms, kns, dtypes, quick=(), cpu=False, rotate_bytes=4 * L2_BYTES):
-    return [decode(m, k, n, dt, (m, k, n, dt) in quick, cpu, rotate_bytes) for dt in dtypes for k, n in kns for m in ms]
+def decode_cases(ms, kns, dtypes, quick=(), cpu=False, rotate_bytes=4 * L2_BYTES, weight_kn=False):
+    return [decode(m, k, n, dt, (m, k, n, dt) in quick, cpu, rotate_bytes, weight_kn)
+            for dt in dtypes for k, n in kns for m in ms]
 
 
 @dataclass
@@ -347,6 +353,8 @@ def gpu_cases():
         # (64: between the few-rows kernels and the 128-row tiles).
         *decode_cases((1, 8, 32, 64, 128), ((4096, 4096), (4096, 14336), (14336, 4096)), (bf16, f32),
                       quick=[(1, 4096, 4096, bf16), (32, 4096, 14336, bf16)]),
+        # The same products on a weight stored (in, out), read n-major: x @ W.
+        *decode_cases((1, 8, 32, 64), ((4096, 4096), (14336, 4096)), (bf16, f32), weight_kn=True),
         *overhead_cases(2000),
     ]
 
@@ -372,5 +380,7 @@ def cpu_cases():
         # decode rotates through two input sets (the CPU's caches are not the point here)
         *decode_cases((1, 8), ((256, 512), (512, 256)), (f32, bf16), quick=[(1, 256, 512, f32)], cpu=True,
                       rotate_bytes=0),
+        *decode_cases((8,), ((256, 512),), (f32,), quick=[(8, 256, 512, f32)], cpu=True, rotate_bytes=0,
+                      weight_kn=True),
         *overhead_cases(200),
     ]

@@ -331,10 +331,15 @@ def graph_eager(row, key, scale=1):
     return f"{fmt(value(key))} / {fmt(value('eager_' + key))}"
 
 
-def decode_best(rows):
-    """The decode cases' fastest checked layouts' rows (graph time), in run order."""
-    cases = groups([r for r in rows if section(r) == "inference"], "gemm").values()
+def decode_best(rows, case="decode"):
+    """The fastest checked layouts' rows (graph time) of the decode cases of one product
+    ("decode": x @ W.t(), "decode x@W"), in run order."""
+    cases = groups([r for r in rows if r.get("case") == case], "gemm").values()
     return [b for b in map(best, cases) if b is not None]
+
+
+# A decode row's product, as its case names it.
+DECODE_PRODUCTS = {"decode": "x @ W.t()", "decode x@W": "x @ W"}
 
 
 def inference_markdown(rows, how):
@@ -345,7 +350,8 @@ def inference_markdown(rows, how):
     for (_, dtype), case_rows in groups(rows, "gemm").items():
         m, k, n = case_rows[0]["linear_shape"]
         b = best(case_rows)
-        lines.append([m, k, n, dtype] + (["no valid layout"] + ["—"] * 5 if b is None else [
+        head = [DECODE_PRODUCTS[case_rows[0]["case"]], m, k, n, dtype]
+        lines.append(head + (["no valid layout"] + ["—"] * 5 if b is None else [
             b["layout"], graph_eager(b, "ms", 1e3), graph_eager(b, "peer_ms", 1e3), graph_eager(b, "ratio"),
             graph_eager(b, "weight_GBps"), graph_eager(b, "peer_weight_GBps")]))
     sets = span(r["copies"] for r in rows if r.get("copies"))
@@ -355,16 +361,19 @@ def inference_markdown(rows, how):
         "## Inference (decode)\n",
         "A served model's layer at decode: `x @ W.t()` with x (M, K) of M = 1-128 tokens and the weight W (N, K) "
         "row-major, read in place (`bankops.gemm(x, W.t(), layout)`, i.e. `torch.ops.bankops.gemm`), against "
-        "`torch.matmul(x, W.t())` on the same views. Each call reads its weight from DRAM, as in a model whose "
+        "`torch.matmul(x, W.t())` on the same views; and `x @ W` of a weight stored (K, N), as models that keep "
+        "it (in, out) call it. Each call reads its weight from DRAM, as in a model whose "
         "layers each read their own weights: the timed calls take the next of several fresh (x, W) sets in turn, "
         f"{together}, bankops and torch the same sets in the same turn, and a CUDA graph holds whole turns. "
         "*graph* is timed as above, kernels only; *eager* times eager calls, one CUDA event pair around each, no "
         "sync in between, so a call's host overhead counts where it outlasts its kernel. *weight GB/s*: the "
         "weight's N·K·element bytes over the call's time. The layout is the fastest graph-timed layout whose "
         "result checked ok; its eager figures are that layout's. Ratio above 1: bankops is faster.\n",
-        md_table(["M", "K", "N", "dtype", "layout", "µs graph / eager", "torch µs graph / eager",
+        md_table(["product", "M", "K", "N", "dtype", "layout", "µs graph / eager", "torch µs graph / eager",
                   "ratio graph / eager", "weight GB/s graph / eager", "torch weight GB/s graph / eager"], lines),
-        f"Geometric mean of the ratios above: {ratio_cell(decode_best(rows))} (graph / eager).\n",
+        "Geometric mean of the ratios above (graph / eager): "
+        + ", ".join(f"{p} {ratio_cell(decode_best(rows, c))}" for c, p in DECODE_PRODUCTS.items() if decode_best(rows, c))
+        + ".\n",
         *rows_section("### Every decode row\n", rows),
     ]
 
@@ -489,10 +498,11 @@ def summary(rows, meta):
     if products or layers:
         out += ["", f"models, {MODEL_LAYOUT} vs torch, geometric mean of ratios (graph / eager): Linear layers' gemm "
                     f"calls {ratio_cell(products)}, their forward + backward {ratio_cell(layers)}"]
-    decode = decode_best(rows)
-    if decode:
-        out += [f"inference, decode x @ W.t(), best layout vs torch, geometric mean of ratios (graph / eager): "
-                f"{ratio_cell(decode)}"]
+    for case, product in DECODE_PRODUCTS.items():
+        decode = decode_best(rows, case)
+        if decode:
+            out += [f"inference, decode {product}, best layout vs torch, geometric mean of ratios (graph / eager): "
+                    f"{ratio_cell(decode)}"]
     overhead = [r for r in rows if section(r) == "overhead"]
     if overhead:
         out += ["", "per-call overhead, eager, us a call:"]

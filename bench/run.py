@@ -5,8 +5,8 @@
 Four sections: "ops", each operator on its own shapes; "models", gemm as a model's Linear
 layer calls it (forward x@W.t(), input grad dy@W, weight grad dy.t()@x on the layer's views)
 and the layer's forward + backward against torch.nn.Linear (op "linear"), also timed eagerly;
-"inference", decode's x@W.t() with 1-128 rows, each call reading its weight from DRAM, also
-timed eagerly; "overhead", each operator's eager time per call on 64 x 64 tensors. Each graph
+"inference", decode's x@W.t() with 1-128 rows (and x@W of a (K, N) weight), each call
+reading its weight from DRAM, also timed eagerly; "overhead", each operator's eager time per call on 64 x 64 tensors. Each graph
 timing also records the SM clock it ran at and the board's power (bench/clocks.py: NVML;
 RESULTS.md's MHz and W columns).
 Writes DIR/results.json, DIR/RESULTS.md and DIR/plots/<op>.png (DIR defaults to bench/),
@@ -299,7 +299,7 @@ def main():
     ap.add_argument("--ops", default=None, help="comma-separated subset of transpose,reduce_sum,gemm,linear")
     ap.add_argument("--sections", default=",".join(SECTIONS),
                     help="comma-separated subset of ops (the operator sweep), models (Linear layers' gemms and "
-                         "steps), inference (decode's x @ W.t(), weights read from DRAM) and overhead (eager time "
+                         "steps), inference (decode's x @ W.t() and x @ W, weights read from DRAM) and overhead (eager time "
                          "per call on 64 x 64 tensors); default all. --sections models --ops linear: the layer rows "
                          "only")
     args = ap.parse_args()
