@@ -6,9 +6,9 @@ Four sections: "ops", each operator on its own shapes; "models", gemm as a model
 layer calls it (forward x@W.t(), input grad dy@W, weight grad dy.t()@x on the layer's views)
 and the layer's forward + backward against torch.nn.Linear (op "linear"), also timed eagerly;
 "inference", decode's x@W.t() with 1-128 rows (and x@W of a (K, N) weight), each call
-reading its weight from DRAM, also timed eagerly; "overhead", each operator's eager time per call on 64 x 64 tensors. Each graph
-timing also records the SM clock it ran at and the board's power (bench/clocks.py: NVML;
-RESULTS.md's MHz and W columns).
+reading its weight from DRAM, also timed eagerly; "overhead", each operator's eager time per
+call on 64 x 64 tensors. Each graph timing also records the SM clock it ran at and the
+board's power (bench/clocks.py: NVML; RESULTS.md's MHz and W columns).
 Writes DIR/results.json, DIR/RESULTS.md and DIR/plots/<op>.png (DIR defaults to bench/),
 then prints a summary table last. Without a CUDA GPU it times the CPU reference instead,
 on small shapes, says so, and writes to bench/cpu/ unless --out says otherwise: the committed
@@ -299,8 +299,8 @@ def main():
     ap.add_argument("--ops", default=None, help="comma-separated subset of transpose,reduce_sum,gemm,linear")
     ap.add_argument("--sections", default=",".join(SECTIONS),
                     help="comma-separated subset of ops (the operator sweep), models (Linear layers' gemms and "
-                         "steps), inference (decode's x @ W.t() and x @ W, weights read from DRAM) and overhead (eager time "
-                         "per call on 64 x 64 tensors); default all. --sections models --ops linear: the layer rows "
+                         "steps), inference (decode's x @ W.t() and x @ W, weights read from DRAM) and overhead "
+                         "(eager time per call on 64 x 64 tensors); default all. --sections models --ops linear: the layer rows "
                          "only")
     args = ap.parse_args()
     sections = set(args.sections.split(","))

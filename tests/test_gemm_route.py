@@ -146,8 +146,8 @@ def test_split_last_wave_after_whole_ones():
 
 def test_slim_tiles_where_wider_ones_leave_sms_idle():
     """128x144 tiles (persistent blocks, A and B k-major: x @ W.t()) where the wider ones leave
-    SMs idle or end in a ragged wave: 1156x3712x1000 is 260 of them (10 x 26, two waves of 65
-    pairs) against 200 of 128x192 (1.5 waves), its B's 144 rows halved between a pair. An
+    SMs idle or end in a ragged wave: 1156x3712x1000 is 260 of them (10 x 26: 130 pairs over 66
+    clusters, two waves) against 200 of 128x192 (1.5 waves), its B's 144 rows halved between a pair. An
     n-major B tile of 144 columns would be three 64-column blocks, the third partly the next
     tile's (measured slower than 128x192): row-major B and an m-major A take other tiles.
     3072^3 keeps 128x192 (528 tiles of 128x144 in 4 waves against 384 in 2.9); without
