@@ -79,6 +79,11 @@ def cases(quick=False, ops=None):
         # persistent blocks (a weight gradient of 96 tiles over k = 16384)
         out.append(("gemm", bf16, dict(m=128, n=4096, k=4096, b_transposed=True)))
         out.append(("gemm", bf16, dict(m=3072, n=768, k=16384, a_transposed=True)))
+        # 192x96 tiles on three consumers (x @ W.t() at 1536^3: 64-byte swizzled C blocks), 128x144
+        # (dense C rows), and 128x192 with a split last wave (partials through the peer's ring)
+        out.append(("gemm", bf16, dict(m=1536, n=1536, k=1536, b_transposed=True)))
+        out.append(("gemm", bf16, dict(m=1156, n=3712, k=1000, b_transposed=True)))
+        out.append(("gemm", bf16, dict(m=2048, n=2304, k=2048)))
     return [c for c in out if ops is None or c[0] in ops]
 
 
