@@ -167,9 +167,9 @@ def run_case(case, device, max_reps, copy_bw, clock=None):
     """One row per layout; an exception is recorded in its row and the sweep goes on. Each timed
     call takes the next of case.copies input sets; the result is checked on the first. Each
     layout's row has its own timings of the peer (graph, and eager where the case has it), each
-    taken right before the layout's own. With a
-    clock (SmClock), each graph timing also gets the median SM clock it ran at and the board's
-    median power (sm_mhz, watts; peer_sm_mhz, peer_watts)."""
+    taken right before the layout's own. With a clock (SmClock), each graph timing also gets the
+    median SM clock it ran at and the board's median power (sm_mhz, watts; peer_sm_mhz,
+    peer_watts)."""
     cuda = device == "cuda"
     base = {"op": case.op, "layout": None, "dtype": str(case.dtype).replace("torch.", ""), "shape": case.shape}
     if case.model_case is not None:
@@ -300,8 +300,8 @@ def main():
     ap.add_argument("--sections", default=",".join(SECTIONS),
                     help="comma-separated subset of ops (the operator sweep), models (Linear layers' gemms and "
                          "steps), inference (decode's x @ W.t() and x @ W, weights read from DRAM) and overhead "
-                         "(eager time per call on 64 x 64 tensors); default all. --sections models --ops linear: the layer rows "
-                         "only")
+                         "(eager time per call on 64 x 64 tensors); default all. --sections models --ops linear: "
+                         "the layer rows only")
     args = ap.parse_args()
     sections = set(args.sections.split(","))
     if not sections <= set(SECTIONS):

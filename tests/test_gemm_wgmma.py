@@ -361,17 +361,17 @@ def test_cuda_wgmma_slim(dtype, batch, m, n, k):
 # The 192 x 96 tiles (three consumers, persistent blocks, unpaired, A and B k-major), where the
 # wider ones leave SMs idle: m, n and k edges over 79 k-tiles; batches of 4 x 4 x 8 and 2 x 8 x 8
 # tiles; 2 k-tiles; a walk of 256 tiles over 132 blocks with m, n and k edges.
-TALL_CASES = [((None, 3000, 760, 5000), "ct"), ((4, 760, 760, 1000), "ct"), ((2, 1500, 760, 1000), "ct"),
-              ((None, 1500, 1536, 72), "ct"), ((None, 1500, 3000, 504), "ct")]
-TALL_IDS = [f"{i}-{v}" for i, (_, v) in zip(shape_ids([c[0] for c in TALL_CASES]), TALL_CASES)]
+WGMMA_TALL_SHAPES = [(None, 3000, 760, 5000), (4, 760, 760, 1000), (2, 1500, 760, 1000), (None, 1500, 1536, 72),
+                     (None, 1500, 3000, 504)]
 
 
 @requires_cuda
 @requires_hopper
-@pytest.mark.parametrize("shape,views", TALL_CASES, ids=TALL_IDS)
+@pytest.mark.parametrize("batch,m,n,k", WGMMA_TALL_SHAPES, ids=shape_ids(WGMMA_TALL_SHAPES))
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_cuda_wgmma_tall(dtype, shape, views):
-    check_wgmma_call((VIEW[views[0]], VIEW[views[1]]), dtype, *shape, "gemm_wgmma", tile=(192, 96), persistent=True)
+def test_cuda_wgmma_tall(dtype, batch, m, n, k):
+    check_wgmma_call(("contiguous", "transposed"), dtype, batch, m, n, k, "gemm_wgmma", tile=(192, 96),
+                     persistent=True)
 
 
 # The 128 x 64 tiles (grids of 128 or more, too few 128 x 128 ones): 1024^3; m and n edges
