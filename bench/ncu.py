@@ -75,6 +75,10 @@ def cases(quick=False, ops=None):
         # decode, x @ W.t(): the few-rows kernel (its windows of x and partial tile, split-K)
         for dt, m in ((f32, 8), (bf16, 8), (bf16, 32)):
             out.append(("gemm", dt, dict(m=m, n=4096, k=4096, b_transposed=True)))
+        # decode, x @ W in float32: the few-rows kernel reading the weight along n (x's 16-byte
+        # reads at a lane's k, the warps' sums meeting in shared memory)
+        for m in (8, 32):
+            out.append(("gemm", f32, dict(m=m, n=4096, k=4096)))
         # the Hopper kernel split across a cluster (128 rows against a weight), and its 128x192
         # persistent blocks (a weight gradient of 96 tiles over k = 16384)
         out.append(("gemm", bf16, dict(m=128, n=4096, k=4096, b_transposed=True)))

@@ -197,15 +197,19 @@ ROUTES = [
     ((None, 1600, 1430, 1029), "gemm/128x256"),  # 78 tiles shared by k: Big's 156 blocks fill 59% of 264
     ((None, 3072, 768, 16384), "gemm/128x256"),  # a weight gradient: 72 tiles, 2048 k tiles each
     ((None, 1024, 1024, 1024), "gemm/64x64"),    # 64 128x128 blocks: fewer than the SMs
-    ((None, 48, 4096, 4096), "gemm/128x256"),    # 33-64 rows: 64x64's 64 blocks unsplit; stream-K deals k out
-    ((None, 64, 14336, 4096), "gemm/64x64"),     # 224 blocks of 64x64 fill the SMs
-    ((None, 32, 4096, 4096), "gemm/64x64"),      # 32 rows or fewer: most of a 128-row tile would be past m
+    ((None, 48, 4096, 4096), "gemm_rows"),       # 33-64 rows of a row-major x: the few-rows kernel where
+    ((None, 64, 14336, 4096), "gemm/64x64"),     # 64x64's blocks leave SMs idle (64 here), else 64x64 (224)
+    ((None, 32, 4096, 4096), "gemm_rows"),       # 32 or fewer: the few-rows kernel
 ]
 
 
 # Transposed views whose contiguous dim has odd rows stage element by element through
-# registers (the 128x128 tile of 256 threads): explain traces the route the call takes.
-TRANSPOSED_ROUTES = {(None, 4095, 4097, 4093): "gemm/128x128/256", (None, 1600, 1430, 1029): "gemm/128x128/256"}
+# registers (the 128x128 tile of 256 threads): explain traces the route the call takes. A
+# transposed x (m contiguous) leaves few rows to the FFMA kernel: 33-64 rows run 128x256 with
+# stream-K where 64x64's blocks would leave SMs idle (48 x 4096: 64 blocks, unsplit), 64x64
+# where they fill them (64 x 14336: 224) or m is 32 or less (most of a 128-row tile past m).
+TRANSPOSED_ROUTES = {(None, 4095, 4097, 4093): "gemm/128x128/256", (None, 1600, 1430, 1029): "gemm/128x128/256",
+                     (None, 48, 4096, 4096): "gemm/128x256", (None, 32, 4096, 4096): "gemm/64x64"}
 
 
 @pytest.mark.parametrize("shape,kernel", ROUTES, ids=["x".join(str(v) for v in s if v is not None) for s, _ in ROUTES])
@@ -463,14 +467,15 @@ def test_cuda_stream_k_without_scratch_memory(capfd):
 
 @requires_cuda
 @pytest.mark.parametrize("b_view", ["contiguous", "transposed"])
-@pytest.mark.parametrize("m", [33, 64])
+@pytest.mark.parametrize("m", [40, 64])
 def test_cuda_few_rows_on_wide(m, b_view):
-    """33-64 rows against a weight that 64x64 tiles would cover in fewer blocks than SMs run the
-    128x256 tile with stream-K: most of each tile's rows lie past m, computed and never stored
-    (poisoned outputs; every layout the same bits)."""
+    """33-64 rows of a transposed x (m contiguous: not the few-rows kernel's) against a weight
+    that 64x64 tiles would cover in fewer blocks than SMs run the 128x256 tile with stream-K:
+    most of each tile's rows lie past m, computed and never stored (poisoned outputs; every
+    layout the same bits)."""
     skip_unless_132_sms("a shape chosen for stream-K on 132 SMs")
-    assert route(None, m, 4096, 2056, ("contiguous", b_view)) == "gemm/128x256"
-    a = operand(m, 2056, None, torch.float32, "cuda", "contiguous")
+    assert route(None, m, 4096, 2056, ("transposed", b_view)) == "gemm/128x256"
+    a = operand(m, 2056, None, torch.float32, "cuda", "transposed")
     b = operand(2056, 4096, None, torch.float32, "cuda", b_view)
     got = {layout: bankops.gemm(a, b, layout) for layout in LAYOUTS}
     check_against_float64(got["swizzle"], a, b)

@@ -1,7 +1,8 @@
-"""The few-rows kernel (kernels/gemm/rows.h, rows.cu): x (M, K) @ W.t() for M up to 32 (16-bit: 16), the
-weight streamed once, into registers for FFMA (float32; 16-bit up to 4 rows) or through a ring in shared
-memory for mma.sync (16-bit) products, split-K across a cluster on compute capability 9.0: every M, views and
-batches, the bias, the same bits every run and on every layout, and where the route sends it."""
+"""The few-rows kernel (kernels/gemm/rows.h, rows.cu): x (M, K) @ W.t(), and in float32 x @ W too, for M up
+to 64 in float32 (blocks of 32 rows) and 16 in 16 bits, the weight streamed once, into registers for FFMA
+(float32; 16-bit up to 4 rows) or through a ring in shared memory for mma.sync (16-bit) products, split-K
+across a cluster on compute capability 9.0: every M, views and batches, the bias, the same bits every run and
+on every layout, and where the route sends it."""
 import pytest
 import torch
 
@@ -17,12 +18,23 @@ def rows_of(line):
 
 
 @pytest.mark.parametrize("dtype,m,tile", [(F32, 1, "1x32x256"), (F32, 3, "4x32x256"), (F32, 32, "32x32x256"),
-                                          (BF16, 1, "1x32x512"), (F16, 4, "4x32x512"), (BF16, 5, "8x64x256"),
+                                          (F32, 33, "32x32x256"), (F32, 64, "32x32x256"), (BF16, 1, "1x32x512"), (F16, 4, "4x32x512"), (BF16, 5, "8x64x256"),
                                           (BF16, 9, "16x64x256"), (F16, 16, "16x64x256")])
 def test_route(dtype, m, tile):
     line = route(meta(m, 4096, dtype=dtype), meta(4096, 4096, dtype=dtype).t())
     assert line.startswith(f"rows {tile} a=mk b=nk split="), line
     assert rows_of(route(meta(m, 4096, dtype=dtype), meta(4096, 4096, dtype=dtype).t(), device=A100)) == (True, 1)
+
+
+@pytest.mark.parametrize("m,split", [(1, 2), (8, 2), (32, 1), (33, 1), (64, 1)])
+def test_route_weight_along_n(m, split):
+    """float32's x @ W with W stored (K, N): the FFMA kernel reads the weight along n (b=kn), 32
+    columns a block, one block per 32 rows of x (two past 32 rows, side by side in the grid),
+    split 2 ways where 128 blocks of fewer than 16 rows (two an SM) would leave SMs idle."""
+    line = route(meta(m, 4096, dtype=F32), meta(4096, 4096, dtype=F32), device=(*H100, H100_ROOM))
+    tm = min(32, 1 << (m - 1).bit_length())
+    assert line.startswith(f"rows {tm}x32x256 a=mk b=kn split={split} "), line
+    assert fields(line)["blocks"] == str(-(-m // 32) * 128 * split), line
 
 
 def test_mma_rows_split_to_one_block_an_sm():
@@ -42,9 +54,16 @@ def test_mma_rows_split_to_one_block_an_sm():
 
 def test_route_leaves_what_it_does_not_take():
     w = meta(4096, 4096, dtype=F32)
-    assert route(meta(33, 4096, dtype=F32), w.t()).startswith("ffma"), "more rows than the kernel's largest block"
+    assert route(meta(65, 4096, dtype=F32), w.t()).startswith("ffma"), "more rows than two blocks of 32"
+    assert route(meta(65, 4096, dtype=F32), w).startswith("ffma")
+    assert route(meta(33, 4096, dtype=F32), meta(14336, 4096, dtype=F32).t()).startswith("ffma"), "64x64 fill the SMs"
+    assert route(meta(64, 4096, dtype=F32), meta(4096, 8448, dtype=F32)).startswith("ffma"), "132 blocks of 64x64"
+    assert route(meta(64, 4096, dtype=F32), meta(4096, 8384, dtype=F32)).startswith("rows"), "131 blocks of 64x64"
     assert route(meta(17, 4096, dtype=BF16), meta(4096, 4096, dtype=BF16).t()).startswith("mma"), "16-bit: 17 or more"
-    assert route(meta(4, 4096, dtype=F32), w).startswith("ffma"), "B n-major: no 16-byte vectors along k"
+    assert not route(meta(4, 4096, dtype=BF16), meta(4096, 4096, dtype=BF16)).startswith("rows"), "16-bit: k-major W"
+    assert route(meta(4, 4096, dtype=F32), meta(4096, 4100, dtype=F32)[:, :4094]).startswith("ffma"), "n: whole quads"
+    assert route(meta(4, 4096, dtype=F32), meta(4096, 4099, dtype=F32)[:, :4096]).startswith("ffma"), "rows off 16 B"
+    assert route(meta(4, 4096, dtype=F32).t().contiguous().t(), w).startswith("ffma"), "x: k contiguous"
     assert route(meta(4, 4095, dtype=F32), meta(4096, 4095, dtype=F32).t()).startswith("ffma"), "rows off 16 bytes"
     assert route(meta(4, 4096, dtype=torch.float64), meta(4096, 4096, dtype=torch.float64).t()).startswith("ffma")
     assert route(meta(4, 128, dtype=F32), meta(4096, 128, dtype=F32).t()).startswith("ffma"), "k below a window"
@@ -74,6 +93,26 @@ def test_explain_partial_tile_per_layout():
     one = bankops.explain("gemm", "none", F32, m=1, n=4096, k=4096, b_transposed=True)
     store = [r for r in one.rows if r["instruction"].startswith("st.shared P")][0]
     assert store["count"] == store["wavefronts"] == 8, store  # 4 sums a warp, 4 lanes: no conflict
+
+
+def test_explain_weight_along_n():
+    """x @ W in float32: lane (q, c) reads x's 16 bytes at k 4q.. of each row (a warp's four q
+    lanes 64 contiguous bytes, one wavefront), the warps lay their sums in a dense tile (32
+    consecutive columns a store), and the sums are added in warp order into the partial tile
+    along its rows: every layout conflict-free, 2 rounds of 8 rows a window, 8 sums a
+    warp, each element's 8 warps read once."""
+    m, n, k = 8, 4096, 4096
+    for layout in LAYOUTS:
+        rep = bankops.explain("gemm", layout, F32, m=m, n=n, k=k)
+        assert rep.route.startswith("rows 8x32x256 a=mk b=kn"), rep.route
+        rows = {r["instruction"].split(" <-")[0].split(" ->")[0]: r for r in rep.rows}
+        assert rows["lds.128 x window"]["count"] == 8 * 2 * m  # 8 warps, 2 rounds of m rows
+        assert rows["st.shared sums"]["count"] == 8 * m
+        assert rows["ld.shared sums"]["count"] == 8 * m * 32 // 256 * 8  # 8 warps' sums of m x 32 elements
+        assert rows["st.shared P"]["count"] == 8 * m * 32 // 256
+        for name in ("lds.128 x window", "st.shared sums", "ld.shared sums", "st.shared P"):
+            assert rows[name]["wavefronts"] == rows[name]["ideal"], (layout, rows[name])
+        assert rows["lds.128 x window"]["iterations"] == n // 32 * (k // 256)
 
 
 @pytest.mark.parametrize("dtype", [F32, BF16], ids=str)
@@ -130,14 +169,35 @@ def test_cuda_k_off_whole_vectors(m, dtype):
 
 
 @requires_cuda
-@pytest.mark.parametrize("dtype", [F32, BF16, F16], ids=str)
-def test_cuda_every_m(dtype):
-    """M from 1 to the kernel's largest block and past it, N off the 32-row blocks."""
-    top = 34
-    w = operand(2048, 1000, None, dtype, True)  # (2048 x 1000) W.t(): k contiguous
+@pytest.mark.parametrize("dtype,w_kn", [(F32, False), (F32, True), (BF16, False), (F16, False)], ids=str)
+def test_cuda_every_m(dtype, w_kn):
+    """M from 1 to the kernel's largest call (float32: 64 rows, two blocks of 32) and past it, N
+    off the 32-row blocks; float32's weight stored (K, N) too."""
+    top = 66 if dtype == F32 else 18
+    w = operand(2048, 1000 if not w_kn else 1004, None, dtype, not w_kn)  # W.t(): k contiguous, or W
     for m in range(1, top + 1):
         x = operand(m, 2048, None, dtype, False)
+        if m <= (64 if dtype == F32 else 16):
+            assert bankops.gemm_route(x, w).startswith("rows"), (m, bankops.gemm_route(x, w))
         check(bankops.gemm(x, w), x, w)
+
+
+@requires_cuda
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("m,n,k", [(1, 4096, 4096), (7, 36, 1032), (2, 4100, 8192), (16, 640, 14336),
+                                   (32, 640, 14336), (40, 4000, 1040), (64, 4096, 2056)])
+def test_cuda_weight_along_n(layout, m, n, k):
+    """float32's x @ W on the kernel that reads W along n: against the reference, bit-equal over
+    runs and layouts, and batched against a broadcast weight."""
+    x, w = operand(m, k, None, F32, False), operand(k, n, None, F32, False)
+    assert bankops.gemm_route(x, w, layout).startswith("rows"), bankops.gemm_route(x, w, layout)
+    assert fields(bankops.gemm_route(x, w, layout))["b"] == "kn"
+    got = bankops.gemm(x, w, layout)
+    check(got, x, w)
+    assert torch.equal(got, bankops.gemm(x, w, layout)), "the same bits every run"
+    assert torch.equal(got, bankops.gemm(x, w, "swizzle" if layout != "swizzle" else "none")), "every layout"
+    xb = operand(m, k, 3, F32, False)
+    check(bankops.gemm(xb, w.expand(3, k, n), layout), xb, w.expand(3, k, n))
 
 
 @requires_cuda

@@ -3,9 +3,9 @@
 // launcher (launch.h) runs exactly the route, explain() traces exactly the route (trace.h),
 // and torch.ops.bankops._gemm_route prints it (gemm_route_line).
 //
-//   a few rows, k-major -> rows:  the few-rows kernel (rows.h): a weight streamed into registers
-//   (decode)                      (FFMA) or a shared-memory ring (mma.sync), split-K across a
-//                                 cluster (split_k.h)
+//   a few rows (decode) -> rows:  the few-rows kernel (rows.h): a weight streamed into registers
+//                                 (FFMA: along k, or along n for float32) or a shared-memory ring
+//                                 (mma.sync), split-K across a cluster (split_k.h)
 //   float32 / float64   -> ffma:  the FFMA/DFMA kernel (ffma.h): tile, each operand's staging,
 //                                 and for the 128x256 tile the strip and stream-K (ffma_work.h)
 //   float16 / bfloat16  -> wgmma: the Hopper kernel (wgmma.h), swizzle on compute capability
@@ -593,17 +593,23 @@ inline bool split_route(GemmRoute& r, const GemmOptions& opt) {
   return true;
 }
 
-// The few-rows kernel where it takes the call (rows_supports), its k windows split across a
-// cluster on compute capability 9.0 where its blocks would leave SMs idle. mma.sync's splits
-// count one block an SM (the deep ring's); a grid past one wave of them takes the shallow ring
-// at two blocks an SM instead (rows.h's rows_stages).
+// The few-rows kernel where it takes the call (rows_supports), the weight read along k or, for
+// float32, along n; its k windows split across a cluster on compute capability 9.0 where its
+// blocks would leave SMs idle. mma.sync's splits count one block an SM (the deep ring's); a
+// grid past one wave of them takes the shallow ring at two blocks an SM instead (rows.h's
+// rows_stages).
 inline bool rows_route(GemmRoute& r, const GemmOptions& opt) {
   const GemmArgs& g = r.args;
   if (!opt.split_k || !rows_supports(r.dtype, g)) return false;
+  // Past one block of rows only where the FFMA kernel's 64x64 tiles leave SMs idle: where they
+  // fill them they ran faster (bench/RESULTS.md).
+  if (g.m > kRowsMaxM && g.batch * ceil_div(g.m, GemmSmall::kBM) * ceil_div(g.n, GemmSmall::kBN) >= r.device.num_sms)
+    return false;
   r.family = GemmFamily::Rows;
+  r.ops.b_kn = !rows_b_k_vectors(r.dtype, g);  // float32's weight read along n (rows_b_n_vectors)
   r.rows_mma = rows_on_mma(r.dtype, g.m);
   r.rows_tm = rows_tm(g.m, r.rows_mma);
-  const int64_t blocks = g.batch * ceil_div(g.n, rows_bn(r.rows_mma));
+  const int64_t blocks = g.batch * ceil_div(g.m, r.rows_tm) * ceil_div(g.n, rows_bn(r.rows_mma));
   const int64_t windows = ceil_div(g.k, rows_window(r.dtype, r.rows_mma));
   const int per_sm = r.rows_mma ? 1 : rows_ffma_blocks_per_sm(r.rows_tm);
   r.split = r.device.cc < 90 ? 1 : split_k_count(blocks, windows, r.device, per_sm);

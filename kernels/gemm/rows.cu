@@ -36,10 +36,11 @@ constexpr DType dtype_of() {
 // The first COUNT of v summed across the warp's lanes by exchanges over lane bit O, then O / 2,
 // ..: each exchange halves the values a lane keeps (the lane with bit O set keeps the upper
 // half) and adds its partner's copy of them, so N sums take about N shuffles rather than 5N
-// (rows_sum_index says where each sum ends up). Past one value, a plain butterfly.
-template <int COUNT, int O, int N>
+// (rows_sum_index says where each sum ends up). Past one value, a plain butterfly. LAST: the
+// last lane bit exchanged (1: across the whole warp).
+template <int COUNT, int O, int LAST = 1, int N>
 __device__ __forceinline__ void rows_warp_sums(float (&v)[N], int lane) {
-  if constexpr (O >= 1) {
+  if constexpr (O >= LAST) {
     if constexpr (COUNT > 1) {
       constexpr int kHalf = COUNT / 2;
       const bool up = (lane & O) != 0;
@@ -48,24 +49,38 @@ __device__ __forceinline__ void rows_warp_sums(float (&v)[N], int lane) {
         const float send = up ? v[i] : v[i + kHalf], keep = up ? v[i + kHalf] : v[i];
         v[i] = keep + __shfl_xor_sync(0xffffffffu, send, O);
       }
-      rows_warp_sums<kHalf, O / 2>(v, lane);
+      rows_warp_sums<kHalf, O / 2, LAST>(v, lane);
     } else {
       v[0] += __shfl_xor_sync(0xffffffffu, v[0], O);
-      rows_warp_sums<1, O / 2>(v, lane);
+      rows_warp_sums<1, O / 2, LAST>(v, lane);
     }
   }
 }
 
-// A window of A's rows (Tile: TM x window elements) into shared memory by cp.async, 16 bytes a
-// thread at a time; rows past m and k past K are zeros (K is whole 16-byte vectors).
+// Block blockIdx.x's rank in its cluster (split-K's) and its tile's corner (m0, n0): the m
+// tiles over one stretch of the weight are neighbours in the grid, so they run together and
+// the weight comes from memory once.
+struct RowsTile {
+  int rank;
+  int64_t m0, n0;
+};
+template <int TM, int BN>
+__device__ __forceinline__ RowsTile rows_tile(const GemmArgs& g, int splits) {
+  const int64_t tile = blockIdx.x / splits, tiles_m = ceil_div(g.m, int64_t(TM));
+  return RowsTile{static_cast<int>(blockIdx.x % splits), tile % tiles_m * TM, tile / tiles_m * BN};
+}
+
+// A window of A's rows m0.. (a points at row m0; Tile: TM x window elements) into shared memory
+// by cp.async, 16 bytes a thread at a time; rows past m and k past K are zeros (K is whole
+// 16-byte vectors).
 template <class Tile, class T, int TM>
-__device__ __forceinline__ void rows_stage_a(uint32_t dst, const T* a, const GemmArgs& g, int64_t k0) {
+__device__ __forceinline__ void rows_stage_a(uint32_t dst, const T* a, const GemmArgs& g, int64_t m0, int64_t k0) {
   constexpr int V = 16 / sizeof(T), kWin = Tile::kCols, kChunks = TM * kWin / V;
 #pragma unroll
   for (int c = threadIdx.x; c < kChunks; c += kRowsThreads) {
     const int t = c / (kWin / V), kk = c % (kWin / V) * V;
     const int64_t k = k0 + kk;
-    const bool in = t < g.m && k < g.k;
+    const bool in = m0 + t < g.m && k < g.k;
     cp_async16(dst + Tile::offset(t, kk) * sizeof(T), in ? a + t * g.a_sm + k : a, in ? 16 : 0);
   }
 }
@@ -91,11 +106,12 @@ __global__ void __launch_bounds__(kRowsThreads, rows_ffma_blocks_per_sm(TM))
   extern __shared__ __align__(16) unsigned char smem[];  // two windows of A, then the partial tile
   const uint32_t base = smem_u32(smem);
   const int lane = threadIdx.x % 32, row0 = threadIdx.x / 32 * R;
-  const int rank = static_cast<int>(blockIdx.x % splits);
-  const int64_t n0 = int64_t(blockIdx.x / splits) * kRowsBN, windows = ceil_div(g.k, kWin);
+  const RowsTile at = rows_tile<TM, kRowsBN>(g, splits);
+  const int rank = at.rank;
+  const int64_t m0 = at.m0, n0 = at.n0, windows = ceil_div(g.k, kWin);
   const int64_t w0 = split_k_begin(windows, splits, rank), w1 = split_k_begin(windows, splits, rank + 1);
   for (int64_t bz = blockIdx.z; bz < g.batch; bz += gridDim.z) {
-    const T* a = static_cast<const T*>(g.a) + bz * g.a_sb;
+    const T* a = static_cast<const T*>(g.a) + bz * g.a_sb + m0 * g.a_sm;
     const T* w[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) {
@@ -103,11 +119,11 @@ __global__ void __launch_bounds__(kRowsThreads, rows_ffma_blocks_per_sm(TM))
       w[r] = n < g.n ? static_cast<const T*>(g.b) + bz * g.b_sb + n * g.b_sn : nullptr;
     }
     float acc[R][TM] = {};
-    if (w0 < w1) rows_stage_a<XTile, T, TM>(base, a, g, w0 * kWin);
+    if (w0 < w1) rows_stage_a<XTile, T, TM>(base, a, g, m0, w0 * kWin);
     cp_async_commit();
     for (int64_t win = w0; win < w1; ++win) {
       const uint32_t buf = base + (win - w0) % 2 * kWinBytes;
-      if (win + 1 < w1) rows_stage_a<XTile, T, TM>(base + (win + 1 - w0) % 2 * kWinBytes, a, g, (win + 1) * kWin);
+      if (win + 1 < w1) rows_stage_a<XTile, T, TM>(base + (win + 1 - w0) % 2 * kWinBytes, a, g, m0, (win + 1) * kWin);
       cp_async_commit();
       uint4 wv[kRowsUnroll][R];
 #pragma unroll
@@ -155,8 +171,115 @@ __global__ void __launch_bounds__(kRowsThreads, rows_ffma_blocks_per_sm(TM))
       }
     }
     __syncthreads();
-    split_k_store<T, TM, kRowsBN, PTile, kRowsThreads>(part, g, static_cast<T*>(g.c) + bz * g.m * g.n, 0, n0, splits,
+    split_k_store<T, TM, kRowsBN, PTile, kRowsThreads>(part, g, static_cast<T*>(g.c) + bz * g.m * g.n, m0, n0, splits,
                                                        rank, threadIdx.x);
+  }
+}
+
+// FFMA on float32's weight stored (K, N) (x @ W). One block: rows_bn columns (n0..) over its
+// rank's windows of k, for TM rows of A. Lane (q, c) loads columns 4c.. of weight rows k ..
+// k + 3 (k = 4q + 16 warp + 128 j in round j of a window) and x's 16 bytes at k of each row
+// (the warp's four q read 64 contiguous bytes: conflict-free on the dense window, the same
+// words for every c). The q lanes' sums meet by exchanges over lane bits 4 and 3, which leave
+// lane (q, c) column 4c + q; the warps' in RowsWarpSums, added in warp order into the
+// partial tile: the same bits every run.
+template <Layout L, int TM>
+__global__ void __launch_bounds__(kRowsThreads, rows_ffma_blocks_per_sm(TM))
+    rows_kn_kernel(const GemmArgs g, const int splits) {
+  constexpr int kWin = rows_window(DType::F32, false), BN = rows_bn(false), R = kRowsKnRows;
+  constexpr int kRounds = kWin / (kRowsThreads / (BN / 4) * R);  // the windows' weight rows, R a lane a round
+  static_assert(kRounds * kRowsThreads / (BN / 4) * R == kWin && BN / 4 == 8, "a window is whole rounds");
+  using XTile = RowMajor<TM, kWin>;
+  using WSums = RowsWarpSums<TM>;
+  using PTile = SplitTile<L, TM, BN>;
+  constexpr int kWinBytes = TM * kWin * 4;
+  static_assert((WSums::kSize + PTile::kSize) * 4 <= 2 * kWinBytes, "the sums reuse the staged windows");
+  // One block an SM (16 rows or more: a window's FMAs take about as long as its loads): the
+  // weight's next window loads while this one is multiplied, or each window waits out a
+  // memory latency. Two blocks an SM overlap one another's instead, in fewer registers.
+  constexpr bool kAhead = rows_ffma_blocks_per_sm(TM) == 1;
+  extern __shared__ __align__(16) unsigned char smem[];  // two windows of A, then the warps' sums and P
+  const uint32_t base = smem_u32(smem);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, q = lane / 8, c = lane % 8;
+  const int kl = q * R + warp * R * 4;  // the lane's first weight row in round 0 of a window
+  const RowsTile at = rows_tile<TM, BN>(g, splits);
+  const int rank = at.rank;
+  const int64_t m0 = at.m0, n0 = at.n0, windows = ceil_div(g.k, kWin);
+  const int64_t w0 = split_k_begin(windows, splits, rank), w1 = split_k_begin(windows, splits, rank + 1);
+  const bool col_in = n0 + 4 * c < g.n;  // n is whole quads
+  for (int64_t bz = blockIdx.z; bz < g.batch; bz += gridDim.z) {
+    const float* a = static_cast<const float*>(g.a) + bz * g.a_sb + m0 * g.a_sm;
+    const float* b = static_cast<const float*>(g.b) + bz * g.b_sb + n0 + 4 * c;
+    // The lane's weight rows of window win into w.
+    const auto load = [&](int64_t win, float4(&w)[kRounds][R]) {
+#pragma unroll
+      for (int j = 0; j < kRounds; ++j)
+#pragma unroll
+        for (int i = 0; i < R; ++i) {
+          const int64_t k = win * kWin + j * (kWin / kRounds) + kl + i;
+          w[j][i] = col_in && k < g.k ? __ldcs(reinterpret_cast<const float4*>(b + k * g.b_sk))
+                                      : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+    };
+    float acc[4][TM] = {};
+    float4 wv[kRounds][R], next[kRounds][R];
+    if (kAhead && w0 < w1) load(w0, wv);
+    if (w0 < w1) rows_stage_a<XTile, float, TM>(base, a, g, m0, w0 * kWin);
+    cp_async_commit();
+    for (int64_t win = w0; win < w1; ++win) {
+      const uint32_t buf = base + (win - w0) % 2 * kWinBytes;
+      if (win + 1 < w1)
+        rows_stage_a<XTile, float, TM>(base + (win + 1 - w0) % 2 * kWinBytes, a, g, m0, (win + 1) * kWin);
+      cp_async_commit();
+      if (!kAhead) load(win, wv);
+      else if (win + 1 < w1) load(win + 1, next);
+      cp_async_wait<1>();
+      __syncthreads();  // window win of A staged
+#pragma unroll
+      for (int j = 0; j < kRounds; ++j)
+#pragma unroll
+        for (int t = 0; t < TM; ++t) {
+          const uint4 x = lds128(buf + XTile::offset(t, j * (kWin / kRounds) + kl) * 4);
+          const float xs[R] = {__uint_as_float(x.x), __uint_as_float(x.y), __uint_as_float(x.z), __uint_as_float(x.w)};
+#pragma unroll
+          for (int i = 0; i < R; ++i) {
+            acc[0][t] = fmaf(wv[j][i].x, xs[i], acc[0][t]);
+            acc[1][t] = fmaf(wv[j][i].y, xs[i], acc[1][t]);
+            acc[2][t] = fmaf(wv[j][i].z, xs[i], acc[2][t]);
+            acc[3][t] = fmaf(wv[j][i].w, xs[i], acc[3][t]);
+          }
+        }
+      __syncthreads();  // every warp is done with this buffer before window win + 2 fills it
+      if (kAhead) {
+#pragma unroll
+        for (int j = 0; j < kRounds; ++j)
+#pragma unroll
+          for (int i = 0; i < R; ++i) wv[j][i] = next[j][i];
+      }
+    }
+    cp_async_wait<0>();
+    // The q lanes' sums: lane (q, c) keeps column 4c + q's TM (v[0 .. TM)).
+    float v[4 * TM];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int t = 0; t < TM; ++t) v[i * TM + t] = acc[i][t];
+    rows_warp_sums<4 * TM, 16, 8>(v, lane);
+    float* sums = reinterpret_cast<float*>(smem);
+    float* part = sums + WSums::kSize;
+#pragma unroll
+    for (int t = 0; t < TM; ++t) sums[WSums::offset(warp * TM + t, 4 * c + q)] = v[t];
+    __syncthreads();
+    for (int e = threadIdx.x; e < TM * BN; e += kRowsThreads) {
+      const int t = e / BN, col = e % BN;
+      float s = sums[WSums::offset(t, col)];
+#pragma unroll
+      for (int w = 1; w < kRowsWarps; ++w) s += sums[WSums::offset(w * TM + t, col)];
+      part[PTile::offset(t, col)] = s;
+    }
+    __syncthreads();
+    split_k_store<float, TM, BN, PTile, kRowsThreads>(part, g, static_cast<float*>(g.c) + bz * g.m * g.n, m0, n0,
+                                                      splits, rank, threadIdx.x);
   }
 }
 
@@ -200,8 +323,9 @@ __global__ void __launch_bounds__(kRowsThreads, rows_ring_blocks_per_sm<L, TM>(S
   extern __shared__ __align__(16) unsigned char smem[];  // the ring, then the partial tile
   const uint32_t base = smem_u32(smem);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gq = lane / 4, tq = lane % 4;
-  const int rank = static_cast<int>(blockIdx.x % splits);
-  const int64_t n0 = int64_t(blockIdx.x / splits) * BN, windows = ceil_div(g.k, kWin);
+  const RowsTile at = rows_tile<TM, BN>(g, splits);
+  const int rank = at.rank;
+  const int64_t m0 = at.m0, n0 = at.n0, windows = ceil_div(g.k, kWin);
   const int64_t w0 = split_k_begin(windows, splits, rank), w1 = split_k_begin(windows, splits, rank + 1);
   const uint4 zero = make_uint4(0, 0, 0, 0);
   // The lane's offsets in chunk 0 (chunk c joins 32c): its weight row, and rows gq and gq + 8
@@ -213,12 +337,12 @@ __global__ void __launch_bounds__(kRowsThreads, rows_ring_blocks_per_sm<L, TM>(S
 #pragma unroll
     for (int h = 0; h < 2; ++h) xo[i][h] = XTile::offset(16 * i + 8 * h + gq, 8 * tq);
   for (int64_t bz = blockIdx.z; bz < g.batch; bz += gridDim.z) {
-    const T* a = static_cast<const T*>(g.a) + bz * g.a_sb;
+    const T* a = static_cast<const T*>(g.a) + bz * g.a_sb + m0 * g.a_sm;
     const T* b = static_cast<const T*>(g.b) + bz * g.b_sb;
     const auto stage = [&](int64_t win) {
       const uint32_t buf = base + (win - w0) % S * kStage;
       rows_stage_w<WTile, T>(buf, b, g, n0, win * kWin);
-      rows_stage_a<XTile, T, TM>(buf + WTile::kSize * sizeof(T), a, g, win * kWin);
+      rows_stage_a<XTile, T, TM>(buf + WTile::kSize * sizeof(T), a, g, m0, win * kWin);
     };
     float acc[MT][4] = {};
 #pragma unroll
@@ -258,7 +382,7 @@ __global__ void __launch_bounds__(kRowsThreads, rows_ring_blocks_per_sm<L, TM>(S
               make_float2(acc[i][2 * h], acc[i][2 * h + 1]);
       }
     __syncthreads();
-    split_k_store<T, TM, BN, PTile, kRowsThreads>(part, g, static_cast<T*>(g.c) + bz * g.m * g.n, 0, n0, splits, rank,
+    split_k_store<T, TM, BN, PTile, kRowsThreads>(part, g, static_cast<T*>(g.c) + bz * g.m * g.n, m0, n0, splits, rank,
                                                   threadIdx.x);
   }
 }
@@ -268,7 +392,7 @@ cudaError_t start(const GemmRoute& r, int bn, int smem, cudaStream_t stream) {
   const cudaError_t err = raise_smem_once<kernel>(smem);
   if (err != cudaSuccess) return err;
   const GemmArgs& g = r.args;
-  const dim3 grid(static_cast<unsigned>(ceil_div(g.n, bn) * r.split), 1,
+  const dim3 grid(static_cast<unsigned>(ceil_div(g.m, r.rows_tm) * ceil_div(g.n, bn) * r.split), 1,
                   static_cast<unsigned>(g.batch < 65535 ? g.batch : 65535));
   return launch_clustered(kernel, grid, kRowsThreads, smem, r.split, stream, g, r.split);
 }
@@ -280,6 +404,10 @@ cudaError_t run(const GemmRoute& r, cudaStream_t stream) {
     // The blocks rows_tm gives each: FFMA any on float32, up to kRowsFfmaRows on 16 bits; mma.sync 8 and 16.
     constexpr bool kFfma = std::is_same<T, float>::value || TM <= kRowsFfmaRows;
     constexpr bool kMma = !std::is_same<T, float>::value && TM >= 8 && TM <= kRowsMmaMaxM;
+    if constexpr (std::is_same<T, float>::value) {
+      if (r.ops.b_kn)
+        return start<rows_kn_kernel<L, TM>>(r, rows_bn(false), 2 * TM * rows_window(DType::F32, false) * 4, stream);
+    }
     if constexpr (kFfma) {
       if (!r.rows_mma)
         return start<rows_kernel<L, T, TM>>(r, rows_bn(false), 2 * TM * rows_window(dtype_of<T>(), false) * sizeof(T),
@@ -302,7 +430,8 @@ cudaError_t run(const GemmRoute& r, cudaStream_t stream) {
 
 cudaError_t launch_rows(const GemmRoute& r, cudaStream_t stream) {
   const GemmArgs& g = r.args;
-  if (!rows_supports(r.dtype, g) || rows_on_mma(r.dtype, g.m) != r.rows_mma || rows_tm(g.m, r.rows_mma) != r.rows_tm)
+  if (!rows_supports(r.dtype, g) || rows_on_mma(r.dtype, g.m) != r.rows_mma || rows_tm(g.m, r.rows_mma) != r.rows_tm ||
+      r.ops.b_kn != !rows_b_k_vectors(r.dtype, g))
     return cudaErrorInvalidValue;
   if (g.batch == 0 || g.n == 0) return cudaSuccess;
   return with_layout(r.layout, [&](auto tag) {

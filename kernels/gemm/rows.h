@@ -1,10 +1,15 @@
-// The few-rows kernel (rows.cu): C = A @ B for a few rows of A (decode: x, M up to 32 in
-// float32, 16 in 16 bits) against B = W.t(), a weight read in place with k contiguous and
-// streamed once from memory. The products:
+// The few-rows kernel (rows.cu): C = A @ B for a few rows of A (decode: x, M up to 64 in
+// float32, 16 in 16 bits) against a weight read in place and streamed once from memory: B =
+// W.t() with k contiguous, or for float32 also B = W with n contiguous. The products:
 // - FFMA (float32; 16-bit up to kRowsFfmaRows rows): the weight straight into registers by
 //   16-byte loads; each warp takes kRowsPerWarp weight rows, a lane 16 bytes of each per load
 //   (512 contiguous bytes a row); the rows of A go through shared memory a window of k at a
 //   time (cp.async, double-buffered); the lanes' sums meet by halving exchanges (rows_sum_index);
+// - FFMA on a weight stored (K, N) (float32's x @ W): lane (q, c) = (lane / 8, lane % 8) loads
+//   16 bytes (columns 4c..) of weight rows k .. k + 3 (4q + 16 warp + 128 j of each window: each
+//   load a warp takes four whole 128-byte lines) and multiplies them by x's 16 bytes at k of
+//   each row (one LDS.128 for 16 FMAs); the four q lanes' sums meet by two halving exchanges,
+//   the eight warps' in shared memory (rows_kn_kernel);
 // - mma.sync m16n8k16 (16-bit past kRowsFfmaRows rows): windows of the weight (RowsWTile) and
 //   of x (RowsXTile) go through a ring of stages (rows_stages) by cp.async, each warp copying 512
 //   contiguous bytes of one weight row an instruction (whole 128-byte lines: DRAM streams them
@@ -70,11 +75,21 @@ BANKOPS_HD constexpr RowsSum rows_sum_at(int tm, int idx) {
 // FFMA's blocks resident an SM, by registers (32 rows of sums take about 220 a thread).
 BANKOPS_HD constexpr int rows_ffma_blocks_per_sm(int tm) { return tm < 16 ? 2 : 1; }
 
+// The n-major FFMA kernel's weight rows a lane loads per round of a window (k .. k + 3), and
+// its warps' sums before they meet: warp w's TM x rows_bn at rows w * TM.. (dense: a warp
+// stores 32 consecutive columns of a row, and the sums read along rows).
+constexpr int kRowsKnRows = 4;
+template <int TM>
+using RowsWarpSums = RowMajor<kRowsWarps * TM, rows_bn(false)>;
+
 // The rows of A a block takes: the least power of two that covers m, 8 at least on mma.sync
-// (half its m16 tile; the other half is zeros). At most 32 rows on FFMA, 16 on mma.sync (past
-// them the mma.sync kernel's own tiles, split across a cluster, run faster: bench/RESULTS.md).
-constexpr int kRowsMaxM = 32, kRowsMmaMaxM = 16;
-BANKOPS_HD constexpr int rows_max_m(DType t) { return t == DType::F32 ? kRowsMaxM : kRowsMmaMaxM; }
+// (half its m16 tile; the other half is zeros), at most kRowsMaxM. A call takes up to 64 rows
+// on float32 (two blocks of 32 over each stretch of the weight, side by side in the grid so
+// that the weight comes from memory once; route.h's rows_route says where), 16 on 16 bits
+// (past them the mma.sync kernel's own tiles, split across a cluster, run faster:
+// bench/RESULTS.md).
+constexpr int kRowsMaxM = 32, kRowsMmaMaxM = 16, kRowsF32MaxM = 64;
+BANKOPS_HD constexpr int rows_max_m(DType t) { return t == DType::F32 ? kRowsF32MaxM : kRowsMmaMaxM; }
 BANKOPS_HD int rows_tm(int64_t m, bool mma) {
   int tm = mma ? 8 : 1;
   while (tm < m && tm < kRowsMaxM) tm *= 2;
@@ -143,17 +158,27 @@ inline bool rows_vectors(const void* p, int64_t s_unit, int64_t s_row, int64_t r
   return reinterpret_cast<uintptr_t>(p) % 16 == 0 && s_unit == 1 && on16(s_row, rows) && on16(s_batch, batch);
 }
 
+// Whether the weight's rows are 16-byte vectors along k (B = W.t(), W stored (N, K): x @ W.t()).
+inline bool rows_b_k_vectors(DType t, const GemmArgs& g) {
+  return rows_vectors(g.b, g.b_sk, g.b_sn, g.n, g.b_sb, g.batch, rows_elem_bytes(t));
+}
+// Whether float32's FFMA kernel reads the weight along n instead (B = W stored (K, N): x @ W):
+// B's rows 16-byte vectors along n, whole ones (n a multiple of 4).
+inline bool rows_b_n_vectors(DType t, const GemmArgs& g) {
+  return t == DType::F32 && g.n % 4 == 0 && rows_vectors(g.b, g.b_sn, g.b_sk, g.k, g.b_sb, g.batch, 4);
+}
+
 // Whether the few-rows kernel takes a call: float32, float16 or bfloat16, m up to its largest
 // block's rows, k a window or more (shorter products are no stream) and whole 16-byte vectors
-// (the loads take 16 bytes wherever one starts before k ends), A and B's rows as 16-byte
-// vectors along k (B = W.t(): k contiguous).
+// (the loads take 16 bytes wherever one starts before k ends), A's rows as 16-byte vectors
+// along k, and B's along k or, for float32, along n.
 inline bool rows_supports(DType t, const GemmArgs& g) {
   const int e = rows_elem_bytes(t);
   return (t == DType::F32 || t == DType::F16 || t == DType::BF16) && g.m <= rows_max_m(t) &&
          g.k >= rows_window(t, rows_on_mma(t, g.m)) &&
          g.k % (16 / e) == 0 &&
          rows_vectors(g.a, g.a_sk, g.a_sm, g.m, g.a_sb, g.batch, e) &&
-         rows_vectors(g.b, g.b_sk, g.b_sn, g.n, g.b_sb, g.batch, e);
+         (rows_b_k_vectors(t, g) || rows_b_n_vectors(t, g));
 }
 
 }  // namespace bankops

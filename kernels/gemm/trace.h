@@ -15,15 +15,18 @@ namespace bankops {
 // conflict-free on a dense window); mma.sync (16-bit), lane (g, t) 16 bytes at k 8t.. of each chunk
 // of rows g and g + 8 (the layout's RowsXTile). mma.sync stages the weight's window too
 // (RowsWTile: a warp copies 512 bytes of a row, lane (g, t) reads row g's 16 bytes at k 8t..);
-// FFMA loads it straight into registers. Then the warps' sums into the partial tile (FFMA: each
-// lane stores the sums the exchanges leave it; mma.sync: accumulator pairs), and split-K's loads.
-template <Layout L, int TM, bool MMA, DType kType>
+// FFMA loads it straight into registers (along n for float32's x @ W: lane (q, c) reads 16 bytes
+// at k 4q.. of each row of x). Then the warps' sums into the partial tile (FFMA: each lane stores
+// the sums the exchanges leave it, along n first into the warps' sums, added in warp order;
+// mma.sync: accumulator pairs), and split-K's loads.
+template <Layout L, int TM, bool MMA, DType kType, bool KN = false>
 inline void trace_rows_as(const GemmRoute& r, SmemTrace& trace) {
   constexpr int e = rows_elem_bytes(kType), V = 16 / e, kWin = rows_window(kType, MMA), BN = rows_bn(MMA);
   using XTile = std::conditional_t<MMA, RowsXTile<L, TM>, RowMajor<TM, kWin>>;
   using PTile = SplitTile<L, TM, BN>;
   const GemmArgs& g = r.args;
-  const int64_t tiles = g.batch * ceil_div(g.n, BN), windows = tiles * ceil_div(g.k, kWin);  // every rank's
+  const int64_t tiles = g.batch * ceil_div(g.m, TM) * ceil_div(g.n, BN);
+  const int64_t windows = tiles * ceil_div(g.k, kWin);  // every rank's
   const auto x_at = [](int row, int col) { return int64_t(XTile::offset(row, col)) * e; };
   const auto pt = [](int row, int col) { return int64_t(PTile::offset(row, col)) * 4; };
   constexpr int kChunks = TM * kWin / V, kPerRow = kWin / V;
@@ -58,6 +61,27 @@ inline void trace_rows_as(const GemmRoute& r, SmemTrace& trace) {
     SmemInstr& st = trace.instr("gemm_rows", "st.shared.v2 P <- accumulator pairs", SmemOp::St, 8, tiles * r.split);
     for (int row = 0; row < TM; row += 8)
       add_block(st, kRowsThreads, [&](int t) { return pt(row + t % 32 / 4, t / 32 * 8 + 2 * (t % 4)); });
+  } else if constexpr (KN) {
+    // Lane (q, c) of warp w reads x's 16 bytes at k 4q + 16w + 128j of each row, in round j.
+    constexpr int kRounds = kWin / (kRowsThreads / (BN / 4) * kRowsKnRows);
+    for (int j = 0; j < kRounds; ++j)
+      for (int row = 0; row < TM; ++row)
+        add_block(ld, kRowsThreads, [&](int t) { return x_at(row, j * kWin / kRounds + t % 32 / 8 * 4 + t / 32 * 16); });
+    using WSums = RowsWarpSums<TM>;
+    const auto ws = [](int row, int col) { return int64_t(WSums::offset(row, col)) * 4; };
+    SmemInstr& st = trace.instr("gemm_rows", "st.shared sums <- lane (q, c)'s column 4c + q of each row", SmemOp::St,
+                                4, tiles * r.split);
+    for (int row = 0; row < TM; ++row)
+      add_block(st, kRowsThreads, [&](int t) { return ws(t / 32 * TM + row, t % 8 * 4 + t % 32 / 8); });
+    SmemInstr& add = trace.instr("gemm_rows", "ld.shared sums -> the eight warps' sums of an element", SmemOp::Ld, 4,
+                                 tiles * r.split);
+    SmemInstr& sp = trace.instr("gemm_rows", "st.shared P <- the warps' sums added", SmemOp::St, 4, tiles * r.split);
+    for (int e0 = 0; e0 < TM * BN; e0 += kRowsThreads) {
+      const auto in = [&](int t) { return e0 + t < TM * BN; };
+      for (int w = 0; w < kRowsWarps; ++w)
+        add_block(add, kRowsThreads, [&](int t) { return in(t) ? ws(w * TM + (e0 + t) / BN, (e0 + t) % BN) : -1; });
+      add_block(sp, kRowsThreads, [&](int t) { return in(t) ? pt((e0 + t) / BN, (e0 + t) % BN) : -1; });
+    }
   } else {
     for (int u = 0; u < kRowsUnroll; ++u)
       for (int row = 0; row < TM; ++row)
@@ -80,7 +104,8 @@ inline void trace_rows(const GemmRoute& r, SmemTrace& trace) {
     with_rows_tm(r.rows_tm, [&](auto tm) {
       constexpr Layout L = decltype(tag)::value;
       constexpr int TM = decltype(tm)::value;
-      if (r.dtype == DType::F32) trace_rows_as<L, TM, false, DType::F32>(r, trace);
+      if (r.dtype == DType::F32 && r.ops.b_kn) trace_rows_as<L, TM, false, DType::F32, true>(r, trace);
+      else if (r.dtype == DType::F32) trace_rows_as<L, TM, false, DType::F32>(r, trace);
       else if (!r.rows_mma) trace_rows_as<L, TM, false, DType::BF16>(r, trace);
       else if constexpr (TM >= 8 && TM <= kRowsMmaMaxM) trace_rows_as<L, TM, true, DType::BF16>(r, trace);
     });
