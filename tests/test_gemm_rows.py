@@ -96,21 +96,24 @@ def test_explain_partial_tile_per_layout():
 
 
 def test_explain_weight_along_n():
-    """x @ W in float32: lane (q, c) reads x's 16 bytes at k 4q.. of each row (a warp's four q
-    lanes 64 contiguous bytes, one wavefront), the warps lay their sums in a dense tile (32
-    consecutive columns a store), and the sums are added in warp order into the partial tile
-    along its rows: every layout conflict-free, 2 rounds of 8 rows a window, 8 sums a
-    warp, each element's 8 warps read once."""
+    """x @ W in float32: lane (q, c) copies and reads 16 bytes of 4 weight rows a round (a warp
+    four whole 128-byte rows of the dense window), reads x's 16 bytes at k 4q.. of each row (a
+    warp's four q lanes 64 contiguous bytes, one wavefront), the warps lay their sums in a dense
+    tile (32 consecutive columns a store), and the sums are added in warp order into the partial
+    tile along its rows: every layout conflict-free, 2 rounds of 4 weight rows and 8 rows of x a
+    window, 8 sums a warp, each element's 8 warps read once."""
     m, n, k = 8, 4096, 4096
     for layout in LAYOUTS:
         rep = bankops.explain("gemm", layout, F32, m=m, n=n, k=k)
         assert rep.route.startswith("rows 8x32x256 a=mk b=kn"), rep.route
         rows = {r["instruction"].split(" <-")[0].split(" ->")[0]: r for r in rep.rows}
         assert rows["lds.128 x window"]["count"] == 8 * 2 * m  # 8 warps, 2 rounds of m rows
+        assert rows["ldgsts w window"]["count"] == rows["lds.128 w window"]["count"] == 8 * 2 * 4
         assert rows["st.shared sums"]["count"] == 8 * m
         assert rows["ld.shared sums"]["count"] == 8 * m * 32 // 256 * 8  # 8 warps' sums of m x 32 elements
         assert rows["st.shared P"]["count"] == 8 * m * 32 // 256
-        for name in ("lds.128 x window", "st.shared sums", "ld.shared sums", "st.shared P"):
+        for name in ("ldgsts w window", "lds.128 w window", "lds.128 x window", "st.shared sums", "ld.shared sums",
+                     "st.shared P"):
             assert rows[name]["wavefronts"] == rows[name]["ideal"], (layout, rows[name])
         assert rows["lds.128 x window"]["iterations"] == n // 32 * (k // 256)
 

@@ -176,29 +176,61 @@ __global__ void __launch_bounds__(kRowsThreads, rows_ffma_blocks_per_sm(TM))
   }
 }
 
+// The n-major kernel's sums into C (batch bz, tile (m0, n0)): the q lanes' by exchanges over
+// lane bits 4 and 3, which leave lane (q, c) column 4c + q's TM; the warps' in RowsWarpSums at
+// the start of shared memory, added in warp order into the partial tile after them; then
+// split-K's store. Every warp is done with what shared memory held.
+template <Layout L, int TM>
+__device__ __forceinline__ void rows_kn_store(const float (&acc)[4][TM], const GemmArgs& g, int64_t bz, int64_t m0,
+                                              int64_t n0, int splits, int rank) {
+  constexpr int BN = rows_bn(false);
+  using WSums = RowsWarpSums<TM>;
+  using PTile = SplitTile<L, TM, BN>;
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, q = lane / 8, c = lane % 8;
+  float v[4 * TM];
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int t = 0; t < TM; ++t) v[i * TM + t] = acc[i][t];
+  rows_warp_sums<4 * TM, 16, 8>(v, lane);
+  float* sums = reinterpret_cast<float*>(smem);
+  float* part = sums + WSums::kSize;
+#pragma unroll
+  for (int t = 0; t < TM; ++t) sums[WSums::offset(warp * TM + t, 4 * c + q)] = v[t];
+  __syncthreads();
+  for (int e = threadIdx.x; e < TM * BN; e += kRowsThreads) {
+    const int t = e / BN, col = e % BN;
+    float s = sums[WSums::offset(t, col)];
+#pragma unroll
+    for (int w = 1; w < kRowsWarps; ++w) s += sums[WSums::offset(w * TM + t, col)];
+    part[PTile::offset(t, col)] = s;
+  }
+  __syncthreads();
+  split_k_store<float, TM, BN, PTile, kRowsThreads>(part, g, static_cast<float*>(g.c) + bz * g.m * g.n, m0, n0,
+                                                    splits, rank, threadIdx.x);
+}
+
 // FFMA on float32's weight stored (K, N) (x @ W). One block: rows_bn columns (n0..) over its
-// rank's windows of k, for TM rows of A. Lane (q, c) loads columns 4c.. of weight rows k ..
-// k + 3 (k = 4q + 16 warp + 128 j in round j of a window) and x's 16 bytes at k of each row
-// (the warp's four q read 64 contiguous bytes: conflict-free on the dense window, the same
-// words for every c). The q lanes' sums meet by exchanges over lane bits 4 and 3, which leave
-// lane (q, c) column 4c + q; the warps' in RowsWarpSums, added in warp order into the
-// partial tile: the same bits every run.
+// rank's windows of k, for TM rows of A. Windows of the weight (RowsKnWTile) and of x go
+// through a ring of rows_kn_stages stages by cp.async, lane (q, c) copying the 16 bytes at
+// columns 4c.. of weight rows k .. k + 3 (k = 4q + 16 warp + 128 j in round j of a window: four
+// whole 128-byte rows a warp, conflict-free on the dense window) that it then reads, beside
+// x's 16 bytes at k of each row (the warp's four q read 64 contiguous bytes, the same words for
+// every c): 16 FMAs a read of x. rows_kn_store adds the lanes' and warps' sums in a fixed
+// order: the same bits every run.
 template <Layout L, int TM>
 __global__ void __launch_bounds__(kRowsThreads, rows_ffma_blocks_per_sm(TM))
     rows_kn_kernel(const GemmArgs g, const int splits) {
   constexpr int kWin = rows_window(DType::F32, false), BN = rows_bn(false), R = kRowsKnRows;
-  constexpr int kRounds = kWin / (kRowsThreads / (BN / 4) * R);  // the windows' weight rows, R a lane a round
-  static_assert(kRounds * kRowsThreads / (BN / 4) * R == kWin && BN / 4 == 8, "a window is whole rounds");
+  constexpr int kRounds = kWin / (kRowsThreads / (BN / 4) * R), kStep = kWin / kRounds;
+  constexpr int S = rows_kn_stages<TM>(), kStage = rows_kn_stage_bytes<TM>();
+  using WTile = RowsKnWTile;
   using XTile = RowMajor<TM, kWin>;
   using WSums = RowsWarpSums<TM>;
   using PTile = SplitTile<L, TM, BN>;
-  constexpr int kWinBytes = TM * kWin * 4;
-  static_assert((WSums::kSize + PTile::kSize) * 4 <= 2 * kWinBytes, "the sums reuse the staged windows");
-  // One block an SM (16 rows or more: a window's FMAs take about as long as its loads): the
-  // weight's next window loads while this one is multiplied, or each window waits out a
-  // memory latency. Two blocks an SM overlap one another's instead, in fewer registers.
-  constexpr bool kAhead = rows_ffma_blocks_per_sm(TM) == 1;
-  extern __shared__ __align__(16) unsigned char smem[];  // two windows of A, then the warps' sums and P
+  static_assert(S >= 2 && (WSums::kSize + PTile::kSize) * 4 <= S * kStage, "the sums reuse the ring");
+  extern __shared__ __align__(16) unsigned char smem[];  // the ring, then the warps' sums and P
   const uint32_t base = smem_u32(smem);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, q = lane / 8, c = lane % 8;
   const int kl = q * R + warp * R * 4;  // the lane's first weight row in round 0 of a window
@@ -210,76 +242,54 @@ __global__ void __launch_bounds__(kRowsThreads, rows_ffma_blocks_per_sm(TM))
   for (int64_t bz = blockIdx.z; bz < g.batch; bz += gridDim.z) {
     const float* a = static_cast<const float*>(g.a) + bz * g.a_sb + m0 * g.a_sm;
     const float* b = static_cast<const float*>(g.b) + bz * g.b_sb + n0 + 4 * c;
-    // The lane's weight rows of window win into w.
-    const auto load = [&](int64_t win, float4(&w)[kRounds][R]) {
+    const auto stage = [&](int64_t win) {
+      const uint32_t buf = base + (win - w0) % S * kStage;
 #pragma unroll
       for (int j = 0; j < kRounds; ++j)
 #pragma unroll
         for (int i = 0; i < R; ++i) {
-          const int64_t k = win * kWin + j * (kWin / kRounds) + kl + i;
-          w[j][i] = col_in && k < g.k ? __ldcs(reinterpret_cast<const float4*>(b + k * g.b_sk))
-                                      : make_float4(0.f, 0.f, 0.f, 0.f);
+          const int kk = j * kStep + kl + i;
+          const int64_t k = win * kWin + kk;
+          const bool in = col_in && k < g.k;
+          cp_async16(buf + WTile::offset(kk, 4 * c) * 4, in ? b + k * g.b_sk : b, in ? 16 : 0);
         }
+      rows_stage_a<XTile, float, TM>(buf + WTile::kSize * 4, a, g, m0, win * kWin);
     };
     float acc[4][TM] = {};
-    float4 wv[kRounds][R], next[kRounds][R];
-    if (kAhead && w0 < w1) load(w0, wv);
-    if (w0 < w1) rows_stage_a<XTile, float, TM>(base, a, g, m0, w0 * kWin);
-    cp_async_commit();
-    for (int64_t win = w0; win < w1; ++win) {
-      const uint32_t buf = base + (win - w0) % 2 * kWinBytes;
-      if (win + 1 < w1)
-        rows_stage_a<XTile, float, TM>(base + (win + 1 - w0) % 2 * kWinBytes, a, g, m0, (win + 1) * kWin);
-      cp_async_commit();
-      if (!kAhead) load(win, wv);
-      else if (win + 1 < w1) load(win + 1, next);
-      cp_async_wait<1>();
-      __syncthreads();  // window win of A staged
 #pragma unroll
-      for (int j = 0; j < kRounds; ++j)
+    for (int s = 0; s < S - 1; ++s) {
+      if (w0 + s < w1) stage(w0 + s);
+      cp_async_commit();
+    }
+    for (int64_t win = w0; win < w1; ++win) {
+      cp_async_wait<S - 2>();
+      __syncthreads();  // window win staged, and every warp done with window win - 1's stage
+      if (win + S - 1 < w1) stage(win + S - 1);
+      cp_async_commit();
+      const uint32_t wbuf = base + (win - w0) % S * kStage, xbuf = wbuf + WTile::kSize * 4;
+#pragma unroll
+      for (int j = 0; j < kRounds; ++j) {
+        float w[R][4];
+#pragma unroll
+        for (int i = 0; i < R; ++i) {
+          const uint4 v = lds128(wbuf + WTile::offset(j * kStep + kl + i, 4 * c) * 4);
+          w[i][0] = __uint_as_float(v.x), w[i][1] = __uint_as_float(v.y);
+          w[i][2] = __uint_as_float(v.z), w[i][3] = __uint_as_float(v.w);
+        }
 #pragma unroll
         for (int t = 0; t < TM; ++t) {
-          const uint4 x = lds128(buf + XTile::offset(t, j * (kWin / kRounds) + kl) * 4);
+          const uint4 x = lds128(xbuf + XTile::offset(t, j * kStep + kl) * 4);
           const float xs[R] = {__uint_as_float(x.x), __uint_as_float(x.y), __uint_as_float(x.z), __uint_as_float(x.w)};
 #pragma unroll
-          for (int i = 0; i < R; ++i) {
-            acc[0][t] = fmaf(wv[j][i].x, xs[i], acc[0][t]);
-            acc[1][t] = fmaf(wv[j][i].y, xs[i], acc[1][t]);
-            acc[2][t] = fmaf(wv[j][i].z, xs[i], acc[2][t]);
-            acc[3][t] = fmaf(wv[j][i].w, xs[i], acc[3][t]);
-          }
+          for (int i = 0; i < R; ++i)
+#pragma unroll
+            for (int col = 0; col < 4; ++col) acc[col][t] = fmaf(w[i][col], xs[i], acc[col][t]);
         }
-      __syncthreads();  // every warp is done with this buffer before window win + 2 fills it
-      if (kAhead) {
-#pragma unroll
-        for (int j = 0; j < kRounds; ++j)
-#pragma unroll
-          for (int i = 0; i < R; ++i) wv[j][i] = next[j][i];
       }
     }
     cp_async_wait<0>();
-    // The q lanes' sums: lane (q, c) keeps column 4c + q's TM (v[0 .. TM)).
-    float v[4 * TM];
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-#pragma unroll
-      for (int t = 0; t < TM; ++t) v[i * TM + t] = acc[i][t];
-    rows_warp_sums<4 * TM, 16, 8>(v, lane);
-    float* sums = reinterpret_cast<float*>(smem);
-    float* part = sums + WSums::kSize;
-#pragma unroll
-    for (int t = 0; t < TM; ++t) sums[WSums::offset(warp * TM + t, 4 * c + q)] = v[t];
-    __syncthreads();
-    for (int e = threadIdx.x; e < TM * BN; e += kRowsThreads) {
-      const int t = e / BN, col = e % BN;
-      float s = sums[WSums::offset(t, col)];
-#pragma unroll
-      for (int w = 1; w < kRowsWarps; ++w) s += sums[WSums::offset(w * TM + t, col)];
-      part[PTile::offset(t, col)] = s;
-    }
-    __syncthreads();
-    split_k_store<float, TM, BN, PTile, kRowsThreads>(part, g, static_cast<float*>(g.c) + bz * g.m * g.n, m0, n0,
-                                                      splits, rank, threadIdx.x);
+    __syncthreads();  // every warp done with the ring before the sums take it
+    rows_kn_store<L, TM>(acc, g, bz, m0, n0, splits, rank);
   }
 }
 
@@ -406,7 +416,8 @@ cudaError_t run(const GemmRoute& r, cudaStream_t stream) {
     constexpr bool kMma = !std::is_same<T, float>::value && TM >= 8 && TM <= kRowsMmaMaxM;
     if constexpr (std::is_same<T, float>::value) {
       if (r.ops.b_kn)
-        return start<rows_kn_kernel<L, TM>>(r, rows_bn(false), 2 * TM * rows_window(DType::F32, false) * 4, stream);
+        return start<rows_kn_kernel<L, TM>>(r, rows_bn(false), rows_kn_stages<TM>() * rows_kn_stage_bytes<TM>(),
+                                                 stream);
     }
     if constexpr (kFfma) {
       if (!r.rows_mma)

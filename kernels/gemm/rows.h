@@ -5,9 +5,10 @@
 //   16-byte loads; each warp takes kRowsPerWarp weight rows, a lane 16 bytes of each per load
 //   (512 contiguous bytes a row); the rows of A go through shared memory a window of k at a
 //   time (cp.async, double-buffered); the lanes' sums meet by halving exchanges (rows_sum_index);
-// - FFMA on a weight stored (K, N) (float32's x @ W): lane (q, c) = (lane / 8, lane % 8) loads
-//   16 bytes (columns 4c..) of weight rows k .. k + 3 (4q + 16 warp + 128 j of each window: each
-//   load a warp takes four whole 128-byte lines) and multiplies them by x's 16 bytes at k of
+// - FFMA on a weight stored (K, N) (float32's x @ W): windows of the weight and of x go
+//   through a ring of stages by cp.async; lane (q, c) = (lane / 8, lane % 8) copies and reads
+//   16 bytes (columns 4c..) of weight rows k .. k + 3 (4q + 16 warp + 128 j of each window: a
+//   warp's copy takes four whole 128-byte lines) and multiplies them by x's 16 bytes at k of
 //   each row (one LDS.128 for 16 FMAs); the four q lanes' sums meet by two halving exchanges,
 //   the eight warps' in shared memory (rows_kn_kernel);
 // - mma.sync m16n8k16 (16-bit past kRowsFfmaRows rows): windows of the weight (RowsWTile) and
@@ -75,8 +76,8 @@ BANKOPS_HD constexpr RowsSum rows_sum_at(int tm, int idx) {
 // FFMA's blocks resident an SM, by registers (32 rows of sums take about 220 a thread).
 BANKOPS_HD constexpr int rows_ffma_blocks_per_sm(int tm) { return tm < 16 ? 2 : 1; }
 
-// The n-major FFMA kernel's weight rows a lane loads per round of a window (k .. k + 3), and
-// its warps' sums before they meet: warp w's TM x rows_bn at rows w * TM.. (dense: a warp
+// The n-major FFMA kernel's weight rows a lane copies and reads per round of a window (k ..
+// k + 3), and its warps' sums before they meet: warp w's TM x rows_bn at rows w * TM.. (dense: a warp
 // stores 32 consecutive columns of a row, and the sums read along rows).
 constexpr int kRowsKnRows = 4;
 template <int TM>
@@ -127,6 +128,20 @@ constexpr int rows_stages(bool deep) {
 template <Layout L, int TM>
 constexpr int rows_ring_blocks_per_sm(int S) {
   return 2 * (S * rows_stage_bytes<L, TM>() + 1024) <= kRowsSmemPerSM ? 2 : 1;
+}
+
+// The n-major kernel's ring: stages of the weight's window (its rows k of 32 floats, dense:
+// lane (q, c) copies and reads 16 bytes of four whole 128-byte rows a warp) then x's, as many
+// as the block's share of shared memory fits (at most the 163 KB of compute capability 8.x
+// at one block an SM, half an SM's at two), up to four.
+using RowsKnWTile = RowMajor<rows_window(DType::F32, false), rows_bn(false)>;
+template <int TM>
+constexpr int rows_kn_stage_bytes() { return (RowsKnWTile::kSize + TM * rows_window(DType::F32, false)) * 4; }
+template <int TM>
+constexpr int rows_kn_stages() {
+  const int fit = (rows_ffma_blocks_per_sm(TM) == 1 ? kRowsSmemPerBlock : kRowsSmemPerSM / 2 - 1024) /
+                  rows_kn_stage_bytes<TM>();
+  return fit < kRowsMaxStages ? fit : kRowsMaxStages;
 }
 
 // f(std::integral_constant<int, TM>{}) for a block's rows of A (rows_tm): the one switch that

@@ -15,10 +15,11 @@ namespace bankops {
 // conflict-free on a dense window); mma.sync (16-bit), lane (g, t) 16 bytes at k 8t.. of each chunk
 // of rows g and g + 8 (the layout's RowsXTile). mma.sync stages the weight's window too
 // (RowsWTile: a warp copies 512 bytes of a row, lane (g, t) reads row g's 16 bytes at k 8t..);
-// FFMA loads it straight into registers (along n for float32's x @ W: lane (q, c) reads 16 bytes
-// at k 4q.. of each row of x). Then the warps' sums into the partial tile (FFMA: each lane stores
-// the sums the exchanges leave it, along n first into the warps' sums, added in warp order;
-// mma.sync: accumulator pairs), and split-K's loads.
+// FFMA along k loads it straight into registers; along n (float32's x @ W) it goes through the
+// ring too (RowsKnWTile: lane (q, c) copies and reads 16 bytes of four rows), and lane (q, c)
+// reads 16 bytes at k 4q.. of each row of x. Then the warps' sums into the partial tile (FFMA
+// along k: each lane stores the sums the exchanges leave it; along n: into the warps' sums
+// first, added in warp order; mma.sync: accumulator pairs), and split-K's loads.
 template <Layout L, int TM, bool MMA, DType kType, bool KN = false>
 inline void trace_rows_as(const GemmRoute& r, SmemTrace& trace) {
   constexpr int e = rows_elem_bytes(kType), V = 16 / e, kWin = rows_window(kType, MMA), BN = rows_bn(MMA);
@@ -44,6 +45,22 @@ inline void trace_rows_as(const GemmRoute& r, SmemTrace& trace) {
                                 windows);
     for (int c = 0; c < kRowsMmaChunks; ++c)
       add_block(lw, kRowsThreads, [&](int t) { return w_at(t / 32 * 8 + t % 32 / 4, 32 * c + 8 * (t % 4)); });
+  } else if constexpr (KN) {
+    // Lane (q, c) of warp w copies, then reads, columns 4c.. of weight rows 4q + 16w + 128j + i.
+    using WTile = RowsKnWTile;
+    constexpr int kStep = kRowsThreads / (BN / 4) * kRowsKnRows;
+    const auto row = [](int t, int j, int i) { return j * kStep + t % 32 / 8 * kRowsKnRows + t / 32 * 16 + i; };
+    SmemInstr& cw = trace.instr("gemm_rows", "ldgsts w window <- 16 bytes of a weight row a lane", SmemOp::Ldgsts, 16,
+                                windows);
+    cw.zero_fill = false;  // as the x window's, below
+    SmemInstr& lw = trace.instr("gemm_rows", "lds.128 w window -> the lane's 16 bytes of a weight row", SmemOp::Ld, 16,
+                                windows);
+    for (int j = 0; j < kWin / kStep; ++j)
+      for (int i = 0; i < kRowsKnRows; ++i) {
+        const auto at = [&](int t) { return int64_t(WTile::offset(row(t, j, i), t % 8 * 4)) * 4; };
+        add_block(cw, kRowsThreads, at, [&](int t) { return (row(t, j, i) * g.b_sk + t % 8 * 4) * 4; });
+        add_block(lw, kRowsThreads, at);
+      }
   }
   SmemInstr& cp = trace.instr("gemm_rows", "ldgsts x window <- rows of A", SmemOp::Ldgsts, 16, windows);
   // Not the zero-filling form's cost: the kernel's source size is 16 or 0, which Nsight Compute
@@ -63,10 +80,10 @@ inline void trace_rows_as(const GemmRoute& r, SmemTrace& trace) {
       add_block(st, kRowsThreads, [&](int t) { return pt(row + t % 32 / 4, t / 32 * 8 + 2 * (t % 4)); });
   } else if constexpr (KN) {
     // Lane (q, c) of warp w reads x's 16 bytes at k 4q + 16w + 128j of each row, in round j.
-    constexpr int kRounds = kWin / (kRowsThreads / (BN / 4) * kRowsKnRows);
-    for (int j = 0; j < kRounds; ++j)
+    constexpr int kStep = kRowsThreads / (BN / 4) * kRowsKnRows;
+    for (int j = 0; j < kWin / kStep; ++j)
       for (int row = 0; row < TM; ++row)
-        add_block(ld, kRowsThreads, [&](int t) { return x_at(row, j * kWin / kRounds + t % 32 / 8 * 4 + t / 32 * 16); });
+        add_block(ld, kRowsThreads, [&](int t) { return x_at(row, j * kStep + t % 32 / 8 * 4 + t / 32 * 16); });
     using WSums = RowsWarpSums<TM>;
     const auto ws = [](int row, int col) { return int64_t(WSums::offset(row, col)) * 4; };
     SmemInstr& st = trace.instr("gemm_rows", "st.shared sums <- lane (q, c)'s column 4c + q of each row", SmemOp::St,
