@@ -611,7 +611,9 @@ inline bool rows_route(GemmRoute& r, const GemmOptions& opt) {
   r.rows_tm = rows_tm(g.m, r.rows_mma);
   const int64_t blocks = g.batch * ceil_div(g.m, r.rows_tm) * ceil_div(g.n, rows_bn(r.rows_mma));
   const int64_t windows = ceil_div(g.k, rows_window(r.dtype, r.rows_mma));
-  const int per_sm = r.rows_mma ? 1 : rows_ffma_blocks_per_sm(r.rows_tm);
+  const int per_sm = r.rows_mma   ? 1
+                     : r.ops.b_kn ? rows_kn_blocks_per_sm(r.rows_tm)
+                                  : rows_ffma_blocks_per_sm(r.rows_tm);
   r.split = r.device.cc < 90 ? 1 : split_k_count(blocks, windows, r.device, per_sm);
   if (r.rows_mma)
     r.rows_stages = rows_ring_stages(r.layout, r.rows_tm, blocks * r.split <= cluster_room(r.device, r.split, 1));

@@ -220,7 +220,7 @@ __device__ __forceinline__ void rows_kn_store(const float (&acc)[4][TM], const G
 // every c): 16 FMAs a read of x. rows_kn_store adds the lanes' and warps' sums in a fixed
 // order: the same bits every run.
 template <Layout L, int TM>
-__global__ void __launch_bounds__(kRowsThreads, rows_ffma_blocks_per_sm(TM))
+__global__ void __launch_bounds__(kRowsThreads, rows_kn_blocks_per_sm(TM))
     rows_kn_kernel(const GemmArgs g, const int splits) {
   constexpr int kWin = rows_window(DType::F32, false), BN = rows_bn(false), R = kRowsKnRows;
   constexpr int kRounds = kWin / (kRowsThreads / (BN / 4) * R), kStep = kWin / kRounds;

@@ -75,6 +75,9 @@ BANKOPS_HD constexpr RowsSum rows_sum_at(int tm, int idx) {
 }
 // FFMA's blocks resident an SM, by registers (32 rows of sums take about 220 a thread).
 BANKOPS_HD constexpr int rows_ffma_blocks_per_sm(int tm) { return tm < 16 ? 2 : 1; }
+// The n-major kernel's: two up to 16 rows (its ring holds the weight, not registers; 16 rows at
+// two blocks an SM measured up to 17% faster than at one: bench/RESULTS.md).
+BANKOPS_HD constexpr int rows_kn_blocks_per_sm(int tm) { return tm <= 16 ? 2 : 1; }
 
 // The n-major FFMA kernel's weight rows a lane copies and reads per round of a window (k ..
 // k + 3), and its warps' sums before they meet: warp w's TM x rows_bn at rows w * TM.. (dense: a warp
@@ -139,7 +142,7 @@ template <int TM>
 constexpr int rows_kn_stage_bytes() { return (RowsKnWTile::kSize + TM * rows_window(DType::F32, false)) * 4; }
 template <int TM>
 constexpr int rows_kn_stages() {
-  const int fit = (rows_ffma_blocks_per_sm(TM) == 1 ? kRowsSmemPerBlock : kRowsSmemPerSM / 2 - 1024) /
+  const int fit = (rows_kn_blocks_per_sm(TM) == 1 ? kRowsSmemPerBlock : kRowsSmemPerSM / 2 - 1024) /
                   rows_kn_stage_bytes<TM>();
   return fit < kRowsMaxStages ? fit : kRowsMaxStages;
 }
