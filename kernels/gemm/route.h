@@ -77,7 +77,8 @@ BANKOPS_HD int gemm_strip_cols(int acc_bytes, int64_t batch, int64_t m, int64_t 
 //  1. Small when the 128x128 grid leaves an SM without a block, or m or n fits one 64 tile;
 //     but Wide where stream-K deals a long k out to the SMs and m is past one 64 tile (a
 //     product of 128 rows against a weight), or past half of one where Small's own grid leaves
-//     SMs idle (33-64 rows against a (4096, 4096) weight: 64 blocks, unsplit).
+//     SMs idle (33-64 rows of a transposed x against a (4096, 4096) weight: 64 blocks, unsplit;
+//     a row-major x takes the few-rows kernel there).
 //  2. BigScalar when an operand stages through registers element by element (Scalar).
 //  3. Wide (Vector or Async4 staging) when its grid fills the SMs (gemm_wide_fills), over all
 //     of C or over all but a strip (gemm_strip_cols), or stream-K evens out its last wave.
