@@ -18,8 +18,9 @@ def rows_of(line):
 
 
 @pytest.mark.parametrize("dtype,m,tile", [(F32, 1, "1x32x256"), (F32, 3, "4x32x256"), (F32, 32, "32x32x256"),
-                                          (F32, 33, "32x32x256"), (F32, 64, "32x32x256"), (BF16, 1, "1x32x512"), (F16, 4, "4x32x512"), (BF16, 5, "8x64x256"),
-                                          (BF16, 9, "16x64x256"), (F16, 16, "16x64x256")])
+                                          (F32, 33, "32x32x256"), (F32, 64, "32x32x256"), (BF16, 1, "1x32x512"),
+                                          (F16, 4, "4x32x512"), (BF16, 5, "8x64x256"), (BF16, 9, "16x64x256"),
+                                          (F16, 16, "16x64x256")])
 def test_route(dtype, m, tile):
     line = route(meta(m, 4096, dtype=dtype), meta(4096, 4096, dtype=dtype).t())
     assert line.startswith(f"rows {tile} a=mk b=nk split="), line
@@ -30,7 +31,7 @@ def test_route(dtype, m, tile):
 def test_route_weight_along_n(m, split):
     """float32's x @ W with W stored (K, N): the FFMA kernel reads the weight along n (b=kn), 32
     columns a block, one block per 32 rows of x (two past 32 rows, side by side in the grid),
-    split 2 ways where 128 blocks of fewer than 16 rows (two an SM) would leave SMs idle."""
+    split 2 ways where 128 blocks of up to 16 rows (two an SM) would leave SMs idle."""
     line = route(meta(m, 4096, dtype=F32), meta(4096, 4096, dtype=F32), device=(*H100, H100_ROOM))
     tm = min(32, 1 << (m - 1).bit_length())
     assert line.startswith(f"rows {tm}x32x256 a=mk b=kn split={split} "), line

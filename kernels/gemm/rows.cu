@@ -241,7 +241,7 @@ __global__ void __launch_bounds__(kRowsThreads, rows_kn_blocks_per_sm(TM))
   const bool col_in = n0 + 4 * c < g.n;  // n is whole quads
   for (int64_t bz = blockIdx.z; bz < g.batch; bz += gridDim.z) {
     const float* a = static_cast<const float*>(g.a) + bz * g.a_sb + m0 * g.a_sm;
-    const float* b = static_cast<const float*>(g.b) + bz * g.b_sb + n0 + 4 * c;
+    const float* b = static_cast<const float*>(g.b) + bz * g.b_sb + n0 + 4 * c;  // read only where col_in
     const auto stage = [&](int64_t win) {
       const uint32_t buf = base + (win - w0) % S * kStage;
 #pragma unroll
@@ -417,7 +417,7 @@ cudaError_t run(const GemmRoute& r, cudaStream_t stream) {
     if constexpr (std::is_same<T, float>::value) {
       if (r.ops.b_kn)
         return start<rows_kn_kernel<L, TM>>(r, rows_bn(false), rows_kn_stages<TM>() * rows_kn_stage_bytes<TM>(),
-                                                 stream);
+                                            stream);
     }
     if constexpr (kFfma) {
       if (!r.rows_mma)

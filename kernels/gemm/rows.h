@@ -80,8 +80,8 @@ BANKOPS_HD constexpr int rows_ffma_blocks_per_sm(int tm) { return tm < 16 ? 2 : 
 BANKOPS_HD constexpr int rows_kn_blocks_per_sm(int tm) { return tm <= 16 ? 2 : 1; }
 
 // The n-major FFMA kernel's weight rows a lane copies and reads per round of a window (k ..
-// k + 3), and its warps' sums before they meet: warp w's TM x rows_bn at rows w * TM.. (dense: a warp
-// stores 32 consecutive columns of a row, and the sums read along rows).
+// k + 3), and its warps' sums before they meet: warp w's TM x rows_bn at rows w * TM.. (dense:
+// a warp stores 32 consecutive columns of a row, and the sums read along rows).
 constexpr int kRowsKnRows = 4;
 template <int TM>
 using RowsWarpSums = RowMajor<kRowsWarps * TM, rows_bn(false)>;
@@ -186,8 +186,8 @@ inline bool rows_b_n_vectors(DType t, const GemmArgs& g) {
   return t == DType::F32 && g.n % 4 == 0 && rows_vectors(g.b, g.b_sn, g.b_sk, g.k, g.b_sb, g.batch, 4);
 }
 
-// Whether the few-rows kernel takes a call: float32, float16 or bfloat16, m up to its largest
-// block's rows, k a window or more (shorter products are no stream) and whole 16-byte vectors
+// Whether the few-rows kernel takes a call: float32, float16 or bfloat16, m up to rows_max_m
+// (float32: two blocks of rows), k a window or more (shorter products are no stream) and whole 16-byte vectors
 // (the loads take 16 bytes wherever one starts before k ends), A's rows as 16-byte vectors
 // along k, and B's along k or, for float32, along n.
 inline bool rows_supports(DType t, const GemmArgs& g) {
