@@ -343,35 +343,24 @@ def test_cuda_wgmma_broad(views, dtype, batch, m, n, k):
     check_wgmma_call(views, dtype, batch, m, n, k, "gemm_wgmma", tile=(128, 192), persistent=True)
 
 
-# The 128 x 144 tiles (persistent blocks, A and B k-major), where wider ones leave SMs idle: m and
-# n edges with a k tail, in pairs; 7 m tiles, unpaired; 3 batches of 4 m tiles; 2 k-tiles, C's
-# last tile column whole.
-WGMMA_SLIM_SHAPES = [(None, 1156, 3712, 1000), (None, 856, 2512, 1000), (3, 456, 1512, 1000), (None, 1536, 1584, 72)]
+# The tiles for A and B k-major (persistent blocks), where wider ones leave SMs idle. 128 x 144:
+# m and n edges with a k tail, in pairs; 7 m tiles, unpaired; 3 batches of 4 m tiles; 2 k-tiles,
+# C's last tile column whole. 192 x 96 (three consumers, unpaired): m, n and k edges over 79
+# k-tiles; batches of 4 x 4 x 8 and 2 x 8 x 8 tiles; 2 k-tiles; a walk of 256 tiles over 132
+# blocks with m, n and k edges.
+WGMMA_K_MAJOR_SHAPES = [((128, 144), s) for s in ((None, 1156, 3712, 1000), (None, 856, 2512, 1000),
+                                                  (3, 456, 1512, 1000), (None, 1536, 1584, 72))] + \
+                       [((192, 96), s) for s in ((None, 3000, 760, 5000), (4, 760, 760, 1000), (2, 1500, 760, 1000),
+                                                 (None, 1500, 1536, 72), (None, 1500, 3000, 504))]
 
 
 @requires_cuda
 @requires_hopper
-@pytest.mark.parametrize("batch,m,n,k", WGMMA_SLIM_SHAPES, ids=shape_ids(WGMMA_SLIM_SHAPES))
+@pytest.mark.parametrize("tile,shape", WGMMA_K_MAJOR_SHAPES,
+                         ids=[f"{t[0]}x{t[1]}-" + shape_ids([s])[0] for t, s in WGMMA_K_MAJOR_SHAPES])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_cuda_wgmma_slim(dtype, batch, m, n, k):
-    check_wgmma_call(("contiguous", "transposed"), dtype, batch, m, n, k, "gemm_wgmma", tile=(128, 144),
-                     persistent=True)
-
-
-# The 192 x 96 tiles (three consumers, persistent blocks, unpaired, A and B k-major), where the
-# wider ones leave SMs idle: m, n and k edges over 79 k-tiles; batches of 4 x 4 x 8 and 2 x 8 x 8
-# tiles; 2 k-tiles; a walk of 256 tiles over 132 blocks with m, n and k edges.
-WGMMA_TALL_SHAPES = [(None, 3000, 760, 5000), (4, 760, 760, 1000), (2, 1500, 760, 1000), (None, 1500, 1536, 72),
-                     (None, 1500, 3000, 504)]
-
-
-@requires_cuda
-@requires_hopper
-@pytest.mark.parametrize("batch,m,n,k", WGMMA_TALL_SHAPES, ids=shape_ids(WGMMA_TALL_SHAPES))
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_cuda_wgmma_tall(dtype, batch, m, n, k):
-    check_wgmma_call(("contiguous", "transposed"), dtype, batch, m, n, k, "gemm_wgmma", tile=(192, 96),
-                     persistent=True)
+def test_cuda_wgmma_k_major_tiles(dtype, tile, shape):
+    check_wgmma_call(("contiguous", "transposed"), dtype, *shape, "gemm_wgmma", tile=tile, persistent=True)
 
 
 # The 128 x 64 tiles (grids of 128 or more, too few 128 x 128 ones): 1024^3; m and n edges

@@ -176,6 +176,26 @@ __global__ void __launch_bounds__(kRowsThreads, rows_ffma_blocks_per_sm(TM))
   }
 }
 
+// A ring of S stages over windows [w0, w1) (stage(win) issues window win's copies into its
+// stage): the first S - 1 windows in flight, a cp.async group each.
+template <int S, class Stage>
+__device__ __forceinline__ void rows_ring_fill(int64_t w0, int64_t w1, const Stage& stage) {
+#pragma unroll
+  for (int s = 0; s < S - 1; ++s) {
+    if (w0 + s < w1) stage(w0 + s);
+    cp_async_commit();
+  }
+}
+// Before window win is read: it is staged, every warp is done with window win - 1's stage, and
+// window win + S - 1 goes into that stage.
+template <int S, class Stage>
+__device__ __forceinline__ void rows_ring_next(int64_t win, int64_t w1, const Stage& stage) {
+  cp_async_wait<S - 2>();
+  __syncthreads();
+  if (win + S - 1 < w1) stage(win + S - 1);
+  cp_async_commit();
+}
+
 // The n-major kernel's sums into C (batch bz, tile (m0, n0)): the q lanes' by exchanges over
 // lane bits 4 and 3, which leave lane (q, c) column 4c + q's TM; the warps' in RowsWarpSums at
 // the start of shared memory, added in warp order into the partial tile after them; then
@@ -223,7 +243,8 @@ template <Layout L, int TM>
 __global__ void __launch_bounds__(kRowsThreads, rows_kn_blocks_per_sm(TM))
     rows_kn_kernel(const GemmArgs g, const int splits) {
   constexpr int kWin = rows_window(DType::F32, false), BN = rows_bn(false), R = kRowsKnRows;
-  constexpr int kRounds = kWin / (kRowsThreads / (BN / 4) * R), kStep = kWin / kRounds;
+  constexpr int kStep = kRowsKnStep, kRounds = kWin / kStep;
+  static_assert(kWin % kStep == 0 && BN / 4 == 8, "a window is whole rounds, 8 lanes a weight row");
   constexpr int S = rows_kn_stages<TM>(), kStage = rows_kn_stage_bytes<TM>();
   using WTile = RowsKnWTile;
   using XTile = RowMajor<TM, kWin>;
@@ -256,16 +277,9 @@ __global__ void __launch_bounds__(kRowsThreads, rows_kn_blocks_per_sm(TM))
       rows_stage_a<XTile, float, TM>(buf + WTile::kSize * 4, a, g, m0, win * kWin);
     };
     float acc[4][TM] = {};
-#pragma unroll
-    for (int s = 0; s < S - 1; ++s) {
-      if (w0 + s < w1) stage(w0 + s);
-      cp_async_commit();
-    }
+    rows_ring_fill<S>(w0, w1, stage);
     for (int64_t win = w0; win < w1; ++win) {
-      cp_async_wait<S - 2>();
-      __syncthreads();  // window win staged, and every warp done with window win - 1's stage
-      if (win + S - 1 < w1) stage(win + S - 1);
-      cp_async_commit();
+      rows_ring_next<S>(win, w1, stage);
       const uint32_t wbuf = base + (win - w0) % S * kStage, xbuf = wbuf + WTile::kSize * 4;
 #pragma unroll
       for (int j = 0; j < kRounds; ++j) {
@@ -355,16 +369,9 @@ __global__ void __launch_bounds__(kRowsThreads, rows_ring_blocks_per_sm<L, TM>(S
       rows_stage_a<XTile, T, TM>(buf + WTile::kSize * sizeof(T), a, g, m0, win * kWin);
     };
     float acc[MT][4] = {};
-#pragma unroll
-    for (int s = 0; s < S - 1; ++s) {
-      if (w0 + s < w1) stage(w0 + s);
-      cp_async_commit();
-    }
+    rows_ring_fill<S>(w0, w1, stage);
     for (int64_t win = w0; win < w1; ++win) {
-      cp_async_wait<S - 2>();
-      __syncthreads();  // window win staged, and every warp done with window win - 1's stage
-      if (win + S - 1 < w1) stage(win + S - 1);
-      cp_async_commit();
+      rows_ring_next<S>(win, w1, stage);
       const uint32_t wbuf = base + (win - w0) % S * kStage, xbuf = wbuf + WTile::kSize * sizeof(T);
 #pragma unroll
       for (int c = 0; c < kRowsMmaChunks; ++c) {

@@ -83,6 +83,8 @@ BANKOPS_HD constexpr int rows_kn_blocks_per_sm(int tm) { return tm <= 16 ? 2 : 1
 // k + 3), and its warps' sums before they meet: warp w's TM x rows_bn at rows w * TM.. (dense:
 // a warp stores 32 consecutive columns of a row, and the sums read along rows).
 constexpr int kRowsKnRows = 4;
+// The weight rows a round covers (8 warps x 4 q lanes x kRowsKnRows: 128): a window is two.
+constexpr int kRowsKnStep = kRowsThreads / (rows_bn(false) / 4) * kRowsKnRows;
 template <int TM>
 using RowsWarpSums = RowMajor<kRowsWarps * TM, rows_bn(false)>;
 

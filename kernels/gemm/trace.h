@@ -48,7 +48,7 @@ inline void trace_rows_as(const GemmRoute& r, SmemTrace& trace) {
   } else if constexpr (KN) {
     // Lane (q, c) of warp w copies, then reads, columns 4c.. of weight rows 4q + 16w + 128j + i.
     using WTile = RowsKnWTile;
-    constexpr int kStep = kRowsThreads / (BN / 4) * kRowsKnRows;
+    constexpr int kStep = kRowsKnStep;
     const auto row = [](int t, int j, int i) { return j * kStep + t % 32 / 8 * kRowsKnRows + t / 32 * 16 + i; };
     SmemInstr& cw = trace.instr("gemm_rows", "ldgsts w window <- 16 bytes of a weight row a lane", SmemOp::Ldgsts, 16,
                                 windows);
@@ -80,7 +80,7 @@ inline void trace_rows_as(const GemmRoute& r, SmemTrace& trace) {
       add_block(st, kRowsThreads, [&](int t) { return pt(row + t % 32 / 4, t / 32 * 8 + 2 * (t % 4)); });
   } else if constexpr (KN) {
     // Lane (q, c) of warp w reads x's 16 bytes at k 4q + 16w + 128j of each row, in round j.
-    constexpr int kStep = kRowsThreads / (BN / 4) * kRowsKnRows;
+    constexpr int kStep = kRowsKnStep;
     for (int j = 0; j < kWin / kStep; ++j)
       for (int row = 0; row < TM; ++row)
         add_block(ld, kRowsThreads, [&](int t) { return x_at(row, j * kStep + t % 32 / 8 * 4 + t / 32 * 16); });
