@@ -14,7 +14,7 @@ from . import _C  # noqa: F401
 
 __all__ = ["explain", "gemm_route", "Report"]
 
-_STATS = ("op", "width", "count", "wavefronts", "ideal", "iterations", "worst_wavefronts")
+_STATS = ("op", "width", "count", "wavefronts", "ideal", "iterations", "worst_wavefronts", "peer")
 # kernels/smem_trace.h's SmemOp, as Nsight Compute names the kinds: lds, sts, ldmatrix and
 # cp.async's write into shared memory.
 OPS = ("ld", "st", "ldsm", "ldgsts")
@@ -116,6 +116,19 @@ def problem_of(op, shape=None, dim=None, m=None, n=None, k=None, batch=1, a_tran
     raise ValueError(f"explain: unknown op '{op}'; expected one of: reduce_sum, transpose, gemm")
 
 
+def totals_of(rows):
+    """Per-launch instructions, wavefronts and ideal of report rows, by kind ("ld" and "st" always,
+    any other kind the rows issue)."""
+    totals = {}
+    for kind in OPS:
+        of_kind = [r for r in rows if r["op"] == kind]
+        if not of_kind and kind not in ("ld", "st"):
+            continue
+        totals[kind] = {key: sum(r[key] * r["iterations"] for r in of_kind) for key in ("count", "wavefronts", "ideal")}
+        totals[kind]["instructions"] = totals[kind].pop("count")
+    return totals
+
+
 class Report:
     """The shared-memory instructions of one operator call, predicted by the bank model.
 
@@ -123,7 +136,9 @@ class Report:
     with ``kernel``, ``instruction``, ``op`` (one of OPS), ``width`` (bytes per lane),
     ``count`` (warp-level executions per iteration), ``wavefronts`` and ``ideal`` (per
     iteration; ideal = no conflict), ``per_instruction`` (wavefronts / count),
-    ``iterations`` (per launch) and ``conflicts`` (wavefronts - ideal, per launch).
+    ``iterations`` (per launch), ``conflicts`` (wavefronts - ideal, per launch) and ``peer``
+    (True: the instruction reaches a cluster peer's shared memory, distributed shared memory,
+    whose banks are that SM's; Nsight Compute's shared-memory counters count it on neither).
     ``totals``: per launch, for "ld", "st" and any other kind the kernels issue: instructions,
     wavefronts, ideal.
     """
@@ -149,17 +164,10 @@ class Report:
                     "iterations": s["iterations"],
                     "conflicts": (s["wavefronts"] - s["ideal"]) * s["iterations"],
                     "worst_wavefronts": s["worst_wavefronts"],
+                    "peer": bool(s["peer"]),
                 }
             )
-        self.totals = {}
-        for kind in OPS:
-            rows = [r for r in self.rows if r["op"] == kind]
-            if not rows and kind not in ("ld", "st"):
-                continue
-            self.totals[kind] = {
-                key: sum(r[key] * r["iterations"] for r in rows) for key in ("count", "wavefronts", "ideal")
-            }
-            self.totals[kind]["instructions"] = self.totals[kind].pop("count")
+        self.totals = totals_of(self.rows)
 
     @property
     def conflicts(self):

@@ -1,11 +1,10 @@
 """Modules built on bankops' operators."""
 import torch
 
+from . import linear
 from ._layouts import LAYOUTS, unknown_layout
 
 __all__ = ["Linear"]
-
-_linear = torch.ops.bankops.linear.default  # the overload itself: no per-call lookup
 
 
 class Linear(torch.nn.Linear):
@@ -40,7 +39,7 @@ class Linear(torch.nn.Linear):
             raise RuntimeError(
                 f"Linear: input has shape {tuple(x.shape)}; expected its last dim to be in_features={self.in_features}"
             )
-        return _linear(x, self.weight, self.bias, self.layout)
+        return linear(x, self.weight, self.bias, self.layout)
 
     def extra_repr(self):
         return f"{super().extra_repr()}, layout={self.layout!r}"

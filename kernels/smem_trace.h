@@ -32,6 +32,9 @@ struct SmemInstr {
   SmemOp op = SmemOp::Ld;
   int width = 4;            // bytes per lane
   bool zero_fill = false;   // a cp.async in the zero-filling form (source size in a register)
+  // Another block's shared memory (distributed shared memory, cluster peers): the accesses
+  // land on that SM's banks, and Nsight Compute's shared-memory counters count them on neither.
+  bool peer = false;
   int64_t count = 0;        // warp-level executions per iteration (all warps of a block)
   int64_t wavefronts = 0;   // predicted, summed over those executions
   int64_t ideal = 0;        // with no bank conflict
@@ -86,11 +89,12 @@ void add_warp(SmemInstr& row, int warp, F&& byte_of, G&& src_of, int64_t times =
   }
 }
 
-// Adds every warp of a block of `threads` threads (src_of: as for add_warp, cp.async only).
+// Adds every warp of a block of `threads` threads (src_of: as for add_warp, cp.async only),
+// `times` times.
 template <class F, class G>
-void add_block(SmemInstr& row, int threads, F&& byte_of, G&& src_of) {
+void add_block(SmemInstr& row, int threads, F&& byte_of, G&& src_of, int64_t times = 1) {
   for (int w = 0; w * kWarpLanes < threads; ++w)
-    add_warp(row, w, [&](int t) { return t < threads ? byte_of(t) : int64_t(-1); }, src_of);
+    add_warp(row, w, [&](int t) { return t < threads ? byte_of(t) : int64_t(-1); }, src_of, times);
 }
 template <class F>
 void add_block(SmemInstr& row, int threads, F&& byte_of) {

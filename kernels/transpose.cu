@@ -1,3 +1,5 @@
+#include <type_traits>
+
 #include "transpose_launch.h"
 #include "transpose_regs.cuh"
 
@@ -82,13 +84,13 @@ __global__ void __launch_bounds__(kTransposeTile * kTransposeRowGroups, 4) trans
 template <class Tile, int E, bool kInterior>
 __device__ __forceinline__ void realign_load_words(const TransposeArgs& a, const char* seg0, int64_t lrow, int64_t i0,
                                                    int t, char* tile) {
-  using P = TransposeVec<E>;
+  using P = TransposeVec<E, true>;
   constexpr int V = P::kVec, kWords = E >= 4 ? 4 : 5;
   // Bytes: 16 vectors of five words would not fit in registers beside the addresses: two
   // batches, in a loop that is not unrolled.
   constexpr int kBatch = E == 1 ? V / 2 : V;
   // Every vector of this lane sits at the same column, kIGroups rows further each time.
-  const TileCoord c0 = transpose_vec_load<E>(t, 0);
+  const TileCoord c0 = transpose_vec_load<E, true>(t, 0);
   const int pos = c0.c * E;  // the lane's vector, from the segment's start
   const bool col_whole = kInterior || pos + 16 <= lrow;
   // The fifth word reaches up to 4 - E bytes past the vector: at a row's end (maybe the
@@ -133,23 +135,23 @@ __device__ __forceinline__ void realign_load_words(const TransposeArgs& a, const
       const int64_t i = i0 + c0.r + (k0 + b) * P::kIGroups;
       if (!kInterior && !col_whole && i >= 0 && i < a.n_i && pos < lrow)
         vec = load_partial<E>(seg0 + i * a.in_si * E + pos, (lrow - pos) / E);
-      const TileCoord c = transpose_vec_load<E>(t, k0 + b);
-      *reinterpret_cast<uint4*>(tile + Tile::offset(transpose_vec_row<E>(c.r), c.c) * E) = vec.v;
+      const TileCoord c = transpose_vec_load<E, true>(t, k0 + b);
+      *reinterpret_cast<uint4*>(tile + Tile::offset(transpose_vec_row<E, true>(c.r), c.c) * E) = vec.v;
     }
   }
 }
 
 // Store phase, first half: the thread's micro-tile rows out of the tile (once every lane has
 // stored its load-phase vectors), transposed in registers: w[c] is output row c's vector.
-template <class Tile, int E>
+template <class Tile, int E, bool R>
 __device__ __forceinline__ void read_micro_tile(const char* tile, int t, Vec16 (&w)[16 / E]) {
   constexpr int V = 16 / E;
   Vec16 v[V];
   __syncthreads();
 #pragma unroll
   for (int k = 0; k < V; ++k) {
-    const TileCoord c = transpose_vec_read<E>(t, k);
-    v[k].v = *reinterpret_cast<const uint4*>(tile + Tile::offset(transpose_vec_row<E>(c.r), c.c) * E);
+    const TileCoord c = transpose_vec_read<E, R>(t, k);
+    v[k].v = *reinterpret_cast<const uint4*>(tile + Tile::offset(transpose_vec_row<E, R>(c.r), c.c) * E);
   }
   __syncthreads();  // the tile is free for the next iteration once everything is in registers
   transpose_regs<E>(v, w);
@@ -167,7 +169,7 @@ __device__ __forceinline__ void read_micro_tile(const char* tile, int t, Vec16 (
 // group's start, capped at 32; exists: the output row exists. kInterior: see realign_tile.
 template <int E, bool kInterior>
 __device__ __forceinline__ void realign_store_chunk(char* row, const Vec16& w, int64_t i, int g, int room, bool exists) {
-  using P = TransposeVec<E>;
+  using P = TransposeVec<E, true>;
   const int mis = static_cast<int>(reinterpret_cast<uintptr_t>(row) & 15);
   // Group g - 1's vector, or this lane's own when the row starts on 16 bytes (then the
   // chunk is this lane's vector: shift_bytes by 16 - 0 keeps lo).
@@ -206,10 +208,10 @@ __device__ __forceinline__ void realign_store_chunk(char* row, const Vec16& w, i
 template <class Tile, int E, bool kInterior>
 __device__ __forceinline__ void realign_tile(const TransposeArgs& a, const char* in, char* out, int64_t i0,
                                              int64_t j0, int t, char* tile) {
-  using P = TransposeVec<E>;
+  using P = TransposeVec<E, true>;
   constexpr int V = P::kVec;
   realign_load_words<Tile, E, kInterior>(a, in + j0 * E, (a.n_j - j0) * E, i0, t, tile);
-  const TileCoord c0 = transpose_vec_read<E>(t, 0);
+  const TileCoord c0 = transpose_vec_read<E, true>(t, 0);
   const int64_t i = i0 + c0.r, jb = j0 + c0.c;
   const int g = c0.r / V;
   const int64_t left = (a.n_i - i) * E;
@@ -228,7 +230,7 @@ __device__ __forceinline__ void realign_tile(const TransposeArgs& a, const char*
     // 0.0363 ms).
     static_assert((P::kIGroups & (P::kIGroups - 1)) == 0 && (2 * P::kIGroups) % Tile::kRowPeriod == 0,
                   "byte micro-tile rows: a join, then steps of the layout's period");
-    const int row_g = transpose_vec_row<1>(c0.r);
+    const int row_g = transpose_vec_row<1, true>(c0.r);
     const int base[2] = {Tile::offset(row_g, c0.c), Tile::join(Tile::offset(row_g, c0.c), Tile::offset(P::kIGroups, 0))};
     __syncthreads();
 #pragma unroll 1
@@ -251,7 +253,7 @@ __device__ __forceinline__ void realign_tile(const TransposeArgs& a, const char*
     __syncthreads();  // every lane is done reading the tile before the next tile's loads
   } else {
     Vec16 w[V];
-    read_micro_tile<Tile, E>(tile, t, w);
+    read_micro_tile<Tile, E, true>(tile, t, w);
     // The row pointer's form is the one that leaves each kernel unspilled (ptxas, float32 at
     // 64 registers and 16-bit at 96: 24 and 32 bytes of spills the other way round).
     char* row = row0;
@@ -288,23 +290,24 @@ __device__ __forceinline__ void realign_tile(const TransposeArgs& a, const char*
 // phase's shared-memory stores are the same in both; the store phase of realigned bytes reads
 // words (transpose_vec_byte_word).
 template <class Tile, int E, bool kRealign>
-__global__ void __launch_bounds__(TransposeVec<E>::kThreads, transpose_vec_min_blocks<E>(kRealign)) transpose_vec_kernel(const TransposeArgs a) {
-  using P = TransposeVec<E>;
+__global__ void __launch_bounds__(TransposeVec<E, kRealign>::kThreads, transpose_vec_min_blocks<E, kRealign>())
+    transpose_vec_kernel(const TransposeArgs a) {
+  using P = TransposeVec<E, kRealign>;
   constexpr int V = P::kVec;
   __shared__ uint4 tile_storage[Tile::kSize * E / 16];
   char* const tile = reinterpret_cast<char*>(tile_storage);
   const char* __restrict__ in = static_cast<const char*>(a.in);
   char* __restrict__ out = static_cast<char*>(a.out);
   const int t = threadIdx.x;
-  constexpr int kStep = transpose_vec_step<E>(kRealign);
-  const int64_t tiles_i = transpose_vec_tiles_i<E>(a.n_i, kRealign);
+  constexpr int kStep = transpose_vec_step<E, kRealign>();
+  const int64_t tiles_i = transpose_vec_tiles_i<E, kRealign>(a.n_i);
   const int64_t j0 = int64_t(blockIdx.x) * P::kCols;
 
   for (int64_t b = blockIdx.z; b < a.batch; b += gridDim.z) {
     int64_t in_base, out_base;
     plane_bases(a, b, in_base, out_base);
     for (int64_t ti = blockIdx.y; ti < tiles_i; ti += gridDim.y) {
-      const int64_t i0 = ti * kStep - transpose_vec_overlap<E>(kRealign);  // the tile's first plane row (< 0: zeros)
+      const int64_t i0 = ti * kStep - transpose_vec_overlap<E, kRealign>();  // the tile's first plane row (< 0: zeros)
       if constexpr (kRealign) {
         const bool interior = i0 > 0 && i0 + P::kRows + V <= a.n_i && (a.n_j - j0) * E >= P::kCols * E + 16;
         if (interior) {
@@ -319,7 +322,7 @@ __global__ void __launch_bounds__(TransposeVec<E>::kThreads, transpose_vec_min_b
       Vec16 v[V];
 #pragma unroll
       for (int k = 0; k < V; ++k) {
-        const TileCoord c = transpose_vec_load<E>(t, k);
+        const TileCoord c = transpose_vec_load<E, kRealign>(t, k);
         const int64_t i = i0 + c.r, j = j0 + c.c;
         v[k].v = make_uint4(0, 0, 0, 0);
         if (i < a.n_i && j < a.n_j) {
@@ -333,12 +336,12 @@ __global__ void __launch_bounds__(TransposeVec<E>::kThreads, transpose_vec_min_b
       }
 #pragma unroll
       for (int k = 0; k < V; ++k) {
-        const TileCoord c = transpose_vec_load<E>(t, k);
-        *reinterpret_cast<uint4*>(tile + Tile::offset(transpose_vec_row<E>(c.r), c.c) * E) = v[k].v;
+        const TileCoord c = transpose_vec_load<E, kRealign>(t, k);
+        *reinterpret_cast<uint4*>(tile + Tile::offset(transpose_vec_row<E, kRealign>(c.r), c.c) * E) = v[k].v;
       }
       Vec16 w[V];
-      read_micro_tile<Tile, E>(tile, t, w);
-      const TileCoord c0 = transpose_vec_read<E>(t, 0);
+      read_micro_tile<Tile, E, kRealign>(tile, t, w);
+      const TileCoord c0 = transpose_vec_read<E, kRealign>(t, 0);
       const int64_t i = i0 + c0.r, jb = j0 + c0.c;
       if (i < a.n_i) {
 #pragma unroll
@@ -381,16 +384,16 @@ cudaError_t launch_transpose(Layout layout, const TransposeArgs& a, cudaStream_t
     return with_layout(layout, [&](auto tag) {
       return with_bytes(a.elem_bytes, [&](auto e) {
         constexpr int kE = sizeof(e);
-        using P = TransposeVec<kE>;
-        using Tile = TransposeVecTile<decltype(tag)::value, kE>;
-        const dim3 grid(static_cast<unsigned>((a.n_j + P::kCols - 1) / P::kCols),
-                        clamp_grid(transpose_vec_tiles_i<kE>(a.n_i, !aligned)),
-                        clamp_grid(a.batch));
-        if (aligned) {
-          transpose_vec_kernel<Tile, kE, false><<<grid, P::kThreads, 0, stream>>>(a);
-        } else if constexpr (kE < 16) {
-          transpose_vec_kernel<Tile, kE, true><<<grid, P::kThreads, 0, stream>>>(a);
-        }
+        const auto run = [&](auto realign) {
+          constexpr bool R = decltype(realign)::value;
+          using P = TransposeVec<kE, R>;
+          using Tile = TransposeVecTile<decltype(tag)::value, kE, R>;
+          const dim3 grid(static_cast<unsigned>((a.n_j + P::kCols - 1) / P::kCols),
+                          clamp_grid(transpose_vec_tiles_i<kE, R>(a.n_i)), clamp_grid(a.batch));
+          transpose_vec_kernel<Tile, kE, R><<<grid, P::kThreads, 0, stream>>>(a);
+        };
+        if (aligned) run(std::false_type{});
+        else if constexpr (kE < 16) run(std::true_type{});
         return cudaGetLastError();
       });
     });

@@ -63,49 +63,52 @@ BANKOPS_HD TileCoord transpose_out(int tx, int ty, int k) {
 // so the 8 lanes of one 16-byte phase of a store-phase load (8 neighbouring micro-tiles)
 // read 8 consecutive tile rows, which pad (16 bytes per row) and BankSwizzle (unit ^= row)
 // spread over the 8 bank groups, and which `none` piles onto one (8 wavefronts a phase).
-template <int E>
+// R: the realigning kernel's form (rows that start anywhere; see transpose_vec_kernel).
+template <int E, bool R>
 struct TransposeVec {
   static_assert(E == 1 || E == 2 || E == 4 || E == 8 || E == 16, "element size");
   static constexpr int kVec = 16 / E;                 // elements per 16-byte vector
   static constexpr int kUnits = 16;                   // 16-byte units per tile row
-  // Micro-tiles along i: 8 for 1- and 2-byte elements, whose 16x16 and 8x8 micro-tiles
-  // take 80-128 registers a thread (smaller blocks, more of them per SM), else 16.
-  static constexpr int kIGroups = E <= 2 ? 8 : 16;
+  // Micro-tiles along i: 16, or 8 for bytes and the realigning kernel's 2-byte elements,
+  // whose 16x16 and 8x8 micro-tiles take 80-128 registers a thread (smaller blocks, more of
+  // them per SM). Aligned 2-byte elements ran faster on 16 groups at two blocks an SM (92
+  // registers); realigned ones slower (bench/RESULTS.md).
+  static constexpr int kIGroups = E == 1 || (E == 2 && R) ? 8 : 16;
   static constexpr int kThreads = kIGroups * kUnits;  // one micro-tile per thread
   static constexpr int kRows = kIGroups * kVec;       // tile rows: plane rows i
   static constexpr int kCols = kUnits * kVec;         // tile columns: elements along j
 };
 // Blocks per SM the register budget must allow: with the load phase of several blocks in
-// flight, an SM keeps 64 KB or more of reads outstanding. 2-byte elements fit five (95
-// registers): H100, float16 4097 x 8191, 0.81 -> 0.85 of copy, aligned rows unchanged; six
-// needed their loads in two batches and ran slower (0.81). The realigning kernel's bytes fit
-// five too (96 registers; its store phase holds a quarter of the micro-tile at a time):
-// int8 4097 x 8191, 0.0380 ms at five, 0.0404 at six (80 registers).
-template <int E>
-BANKOPS_HD constexpr int transpose_vec_min_blocks(bool realign) {
-  return E == 2 || (E == 1 && realign) ? 5 : 4;
+// flight, an SM keeps 64 KB or more of reads outstanding. The realigning kernel's 2-byte
+// elements fit five (95 registers): H100, float16 4097 x 8191, 0.81 -> 0.85 of copy; six
+// needed their loads in two batches and ran slower (0.81). Its bytes fit five too (96
+// registers; its store phase holds a quarter of the micro-tile at a time): int8 4097 x 8191,
+// 0.0380 ms at five, 0.0404 at six (80 registers). Aligned 2-byte elements: two blocks of 256.
+template <int E, bool R>
+BANKOPS_HD constexpr int transpose_vec_min_blocks() {
+  return E == 2 ? (R ? 5 : 2) : E == 1 && R ? 5 : 4;
 }
 
-template <Layout L, int E>
-using TransposeVecTile = TileLayout<L, TransposeVec<E>::kRows, TransposeVec<E>::kCols, E, 16>;
+template <Layout L, int E, bool R>
+using TransposeVecTile = TileLayout<L, TransposeVec<E, R>::kRows, TransposeVec<E, R>::kCols, E, 16>;
 
 // Tile row holding tile-local plane row i.
-template <int E>
+template <int E, bool R>
 BANKOPS_HD int transpose_vec_row(int i) {
-  using P = TransposeVec<E>;
+  using P = TransposeVec<E, R>;
   return (i % P::kVec) * P::kIGroups + i / P::kVec;
 }
 // Load phase, thread t's k-th vector (k < kVec): tile-local plane (i, first j).
-template <int E>
+template <int E, bool R>
 BANKOPS_HD TileCoord transpose_vec_load(int t, int k) {
-  using P = TransposeVec<E>;
+  using P = TransposeVec<E, R>;
   return {t / P::kUnits + k * P::kIGroups, (t % P::kUnits) * P::kVec};
 }
 // Store phase, thread t's micro-tile: plane (i, first j) of its k-th row; its output
 // vectors are out[j + c][i - k .. i - k + V) for c < V.
-template <int E>
+template <int E, bool R>
 BANKOPS_HD TileCoord transpose_vec_read(int t, int k) {
-  using P = TransposeVec<E>;
+  using P = TransposeVec<E, R>;
   return {(t % P::kIGroups) * P::kVec + k, (t / P::kIGroups) * P::kVec};
 }
 
@@ -117,25 +120,25 @@ BANKOPS_HD TileCoord transpose_vec_read(int t, int k) {
 // column (the lanes whose output chunks meet) read the same word, i.e. serve the same four
 // output rows, in a pass.
 BANKOPS_HD int transpose_vec_byte_word(int t, int q) {
-  return (q + transpose_vec_read<1>(t, 0).c / TransposeVec<1>::kVec) & 3;
+  return (q + transpose_vec_read<1, true>(t, 0).c / TransposeVec<1, true>::kVec) & 3;
 }
 
 // Rows between consecutive tiles along i, and the tiles. The realigning kernel's tiles
 // overlap by two groups of V rows, one 32-byte sector of an output row (see
 // transpose_vec_kernel): tile ti covers rows [ti S - 2V, ti S + S), S = kRows - 2V, and owns
 // the output sectors that start in (ti S - 2V, ti S + S - 2V], as 16-byte chunks.
-template <int E>
-BANKOPS_HD constexpr int transpose_vec_overlap(bool realign) {
-  return realign ? 2 * TransposeVec<E>::kVec : 0;
+template <int E, bool R>
+BANKOPS_HD constexpr int transpose_vec_overlap() {
+  return R ? 2 * TransposeVec<E, R>::kVec : 0;
 }
-template <int E>
-BANKOPS_HD constexpr int transpose_vec_step(bool realign) {
-  return TransposeVec<E>::kRows - transpose_vec_overlap<E>(realign);
+template <int E, bool R>
+BANKOPS_HD constexpr int transpose_vec_step() {
+  return TransposeVec<E, R>::kRows - transpose_vec_overlap<E, R>();
 }
-template <int E>
-BANKOPS_HD int64_t transpose_vec_tiles_i(int64_t n_i, bool realign) {
-  const int overlap = transpose_vec_overlap<E>(realign);
-  return ceil_div(n_i + (overlap > 0 ? overlap - 1 : 0), transpose_vec_step<E>(realign));
+template <int E, bool R>
+BANKOPS_HD int64_t transpose_vec_tiles_i(int64_t n_i) {
+  constexpr int overlap = transpose_vec_overlap<E, R>();
+  return ceil_div(n_i + (overlap > 0 ? overlap - 1 : 0), transpose_vec_step<E, R>());
 }
 
 struct TransposeArgs {

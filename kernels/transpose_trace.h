@@ -1,5 +1,7 @@
 // The shared-memory instructions of the transpose kernels, replayed on the host (smem_trace.h).
 #pragma once
+#include <type_traits>
+
 #include "smem_trace.h"
 #include "transpose.h"
 
@@ -20,24 +22,25 @@ inline TransposeArgs contiguous_transpose_args(int elem_bytes, int64_t batch, in
 // The vector kernel, per tile: kVec 16-byte stores of input rows into the tile, then kVec
 // 16-byte loads of micro-tile rows, or for realigned bytes 4 passes of 16 4-byte loads (one
 // word of each micro-tile row). Every lane issues them all, also past the plane's edges.
-template <Layout L, int E>
-void trace_transpose_vec(int64_t tiles, bool realign, SmemTrace& trace) {
-  using P = TransposeVec<E>;
-  using Tile = TransposeVecTile<L, E>;
-  const auto byte_of = [](TileCoord c) { return int64_t(Tile::offset(transpose_vec_row<E>(c.r), c.c)) * E; };
+// R: the realigning kernel.
+template <Layout L, int E, bool R>
+void trace_transpose_vec(int64_t tiles, SmemTrace& trace) {
+  using P = TransposeVec<E, R>;
+  using Tile = TransposeVecTile<L, E, R>;
+  const auto byte_of = [](TileCoord c) { return int64_t(Tile::offset(transpose_vec_row<E, R>(c.r), c.c)) * E; };
   SmemInstr& st = trace.instr("transpose", "sts tile[i][16 B at j] <- input row vectors", SmemOp::St, 16, tiles);
-  for (int k = 0; k < P::kVec; ++k) add_block(st, P::kThreads, [&](int t) { return byte_of(transpose_vec_load<E>(t, k)); });
-  if (E == 1 && realign) {
+  for (int k = 0; k < P::kVec; ++k) add_block(st, P::kThreads, [&](int t) { return byte_of(transpose_vec_load<E, R>(t, k)); });
+  if (E == 1 && R) {
     SmemInstr& ld = trace.instr("transpose", "lds tile[i + k][word of 16 B at j] -> micro-tile row k, pass q",
                                 SmemOp::Ld, 4, tiles);
     for (int q = 0; q < 4; ++q)
       for (int k = 0; k < P::kVec; ++k)
         add_block(ld, P::kThreads,
-                  [&](int t) { return byte_of(transpose_vec_read<E>(t, k)) + 4 * transpose_vec_byte_word(t, q); });
+                  [&](int t) { return byte_of(transpose_vec_read<E, R>(t, k)) + 4 * transpose_vec_byte_word(t, q); });
     return;
   }
   SmemInstr& ld = trace.instr("transpose", "lds tile[i + k][16 B at j] -> micro-tile row k", SmemOp::Ld, 16, tiles);
-  for (int k = 0; k < P::kVec; ++k) add_block(ld, P::kThreads, [&](int t) { return byte_of(transpose_vec_read<E>(t, k)); });
+  for (int k = 0; k < P::kVec; ++k) add_block(ld, P::kThreads, [&](int t) { return byte_of(transpose_vec_read<E, R>(t, k)); });
 }
 
 // The scalar kernel, per tile: rows / 8 element stores of input rows, as many element
@@ -69,11 +72,16 @@ inline void trace_transpose(Layout layout, int elem_bytes, int64_t batch, int64_
     with_elem_bytes(elem_bytes, [&](auto e) {
       constexpr Layout L = decltype(tag)::value;
       constexpr int E = decltype(e)::value;
-      if (vec) {
-        using P = TransposeVec<E>;
+      const auto vec_tiles = [&](auto realign) {
+        constexpr bool R = decltype(realign)::value;
         // The realigning kernel's tiles overlap by two groups of rows: more of them.
-        const int64_t tiles_i = transpose_vec_tiles_i<E>(n_i, !aligned);
-        trace_transpose_vec<L, E>(batch * tiles_i * ceil_div(n_j, P::kCols), !aligned, trace);
+        const int64_t tiles = batch * transpose_vec_tiles_i<E, R>(n_i) * ceil_div(n_j, TransposeVec<E, R>::kCols);
+        trace_transpose_vec<L, E, R>(tiles, trace);
+      };
+      if (vec && aligned) {
+        vec_tiles(std::false_type{});
+      } else if (vec) {
+        vec_tiles(std::true_type{});
       } else {
         trace_transpose_scalar<L, E>(batch * ceil_div(n_i, transpose_tile_rows(E)) * ceil_div(n_j, kTransposeTile), trace);
       }

@@ -8,6 +8,7 @@ import torch
 
 import bankops
 from conftest import LAYOUTS, assert_close_bound, eps, requires_cuda, with_room_for
+from test_gemm_route import fields
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
 
@@ -197,19 +198,18 @@ ROUTES = [
     ((None, 1600, 1430, 1029), "gemm/128x256"),  # 78 tiles shared by k: Big's 156 blocks fill 59% of 264
     ((None, 3072, 768, 16384), "gemm/128x256"),  # a weight gradient: 72 tiles, 2048 k tiles each
     ((None, 1024, 1024, 1024), "gemm/64x64"),    # 64 128x128 blocks: fewer than the SMs
-    ((None, 48, 4096, 4096), "gemm_rows"),       # 33-64 rows of a row-major x: the few-rows kernel where
-    ((None, 64, 14336, 4096), "gemm/64x64"),     # 64x64's blocks leave SMs idle (64 here), else 64x64 (224)
+    ((None, 48, 4096, 4096), "gemm/64x64"),      # 33-64 rows: 64-row tiles split across a cluster, 64x64
+    ((None, 64, 14336, 4096), "gemm/64x128"),    # or 64x128 where its split grid keeps 2.5 blocks an SM
     ((None, 32, 4096, 4096), "gemm_rows"),       # 32 or fewer: the few-rows kernel
 ]
 
 
 # Transposed views whose contiguous dim has odd rows stage element by element through
 # registers (the 128x128 tile of 256 threads): explain traces the route the call takes. A
-# transposed x (m contiguous) leaves few rows to the FFMA kernel: 33-64 rows run 128x256 with
-# stream-K where 64x64's blocks would leave SMs idle (48 x 4096: 64 blocks, unsplit), 64x64
-# where they fill them (64 x 14336: 224) or m is 32 or less (most of a 128-row tile past m).
+# transposed x (m contiguous) leaves few rows to the FFMA kernel: up to 64 rows take its 64-row
+# tiles split across a cluster (48 x 4096: 64 blocks of 64x64, split 8 ways).
 TRANSPOSED_ROUTES = {(None, 4095, 4097, 4093): "gemm/128x128/256", (None, 1600, 1430, 1029): "gemm/128x128/256",
-                     (None, 48, 4096, 4096): "gemm/128x256", (None, 32, 4096, 4096): "gemm/64x64"}
+                     (None, 48, 4096, 4096): "gemm/64x64", (None, 32, 4096, 4096): "gemm/64x64"}
 
 
 @pytest.mark.parametrize("shape,kernel", ROUTES, ids=["x".join(str(v) for v in s if v is not None) for s, _ in ROUTES])
@@ -466,21 +466,51 @@ def test_cuda_stream_k_without_scratch_memory(capfd):
 
 
 @requires_cuda
+@pytest.mark.parametrize("a_view", ["contiguous", "transposed"])
 @pytest.mark.parametrize("b_view", ["contiguous", "transposed"])
-@pytest.mark.parametrize("m", [40, 64])
-def test_cuda_few_rows_on_wide(m, b_view):
-    """33-64 rows of a transposed x (m contiguous: not the few-rows kernel's) against a weight
-    that 64x64 tiles would cover in fewer blocks than SMs run the 128x256 tile with stream-K:
-    most of each tile's rows lie past m, computed and never stored (poisoned outputs; every
-    layout the same bits)."""
-    skip_unless_132_sms("a shape chosen for stream-K on 132 SMs")
-    assert route(None, m, 4096, 2056, ("transposed", b_view)) == "gemm/128x256"
-    a = operand(m, 2056, None, torch.float32, "cuda", "transposed")
-    b = operand(2056, 4096, None, torch.float32, "cuda", b_view)
+@pytest.mark.parametrize("m,n", [(40, 4096), (64, 4096), (33, 14336), (64, 14336)])
+def test_cuda_few_rows_split(m, n, a_view, b_view):
+    """33-64 rows take the FFMA kernel's 64-row tiles, k split across a cluster whose partial
+    tiles are summed in rank order (64x64 against 4096 columns, 64x128 against 14336): most of
+    each tile's rows lie past m, computed and never stored (poisoned outputs), every layout and
+    every run the same bits, batched against a broadcast weight too; a transposed x of 33 rows
+    (rows off 16 bytes) stages element by element and runs unsplit."""
+    skip_unless_132_sms("shapes chosen for the split tiles on 132 SMs")
+    # Only 16-byte vector staging splits: 33 rows of a transposed x stage element by element.
+    vector = not (a_view == "transposed" and m % 4)
+    assert route(None, m, n, 2056, (a_view, b_view)) == ("gemm/64x128" if n == 14336 and vector else "gemm/64x64")
+    a = operand(m, 2056, None, torch.float32, "cuda", a_view)
+    b = operand(2056, n, None, torch.float32, "cuda", b_view)
+    assert (int(fields(bankops.gemm_route(a, b))["split"]) > 1) == vector, bankops.gemm_route(a, b)
     got = {layout: bankops.gemm(a, b, layout) for layout in LAYOUTS}
     check_against_float64(got["swizzle"], a, b)
     for layout in LAYOUTS:
         assert torch.equal(got[layout].view(torch.int32), got["swizzle"].view(torch.int32)), layout
+    assert torch.equal(bankops.gemm(a, b).view(torch.int32), got["swizzle"].view(torch.int32)), "every run"
+    ab = operand(m, 2056, 3, torch.float32, "cuda", a_view)
+    check_against_float64(bankops.gemm(ab, b.expand(3, 2056, n)), ab, b.expand(3, 2056, n))
+    if b_view == "transposed":  # a Linear layer's weight, and its bias added by the rank that stores
+        bias = torch.randn(n, device="cuda")
+        want = a.double() @ b.double() + bias.double()
+        torch.testing.assert_close(bankops.linear(a, b.t(), bias).double(), want, rtol=1e-4, atol=1e-3)
+
+
+def test_explain_few_rows_split_partial():
+    """The split tile's partial sums: each thread stores its 8 accumulator rows as 16-byte
+    vectors, a warp 4 rows 4 apart, two of them a quarter-warp phase (64 bytes each): on the same
+    banks under none (2-way), apart under pad and swizzle. Then every rank's rows are read back
+    from its own partial and, through distributed shared memory, the peers'."""
+    for layout, ways in (("none", 2), ("pad", 1), ("swizzle", 1)):
+        rep = bankops.explain("gemm", layout, torch.float32, m=64, n=4096, k=4096, b_transposed=True)
+        split = int(fields(rep.route).get("split", 1))
+        assert rep.route.startswith("ffma 64x64x8 small") and split > 1, rep.route
+        st = [r for r in rep.rows if r["instruction"].startswith("st.shared.v4 P")][0]
+        assert st["count"] == 4 * 8 and st["iterations"] == 64 * split, st  # 4 warps x 8 rows; tiles x ranks
+        assert st["wavefronts"] == ways * st["ideal"], (layout, st)
+        own, peers = [r for r in rep.rows if r["instruction"].startswith("ld.shared::cluster")]
+        assert own["iterations"] == peers["iterations"] == 64, (own, peers)  # an iteration: a tile's cluster
+        assert peers["count"] == (split - 1) * own["count"], (own, peers)
+        assert own["wavefronts"] == own["ideal"] and peers["peer"], (layout, own, peers)
 
 
 @requires_cuda

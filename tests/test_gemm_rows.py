@@ -1,8 +1,9 @@
 """The few-rows kernel (kernels/gemm/rows.h, rows.cu): x (M, K) @ W.t(), and in float32 x @ W too, for M up
-to 64 in float32 (blocks of 32 rows) and 16 in 16 bits, the weight streamed once, into registers for FFMA
-(float32; 16-bit up to 4 rows) or through a ring in shared memory for mma.sync (16-bit) products, split-K
-across a cluster on compute capability 9.0: every M, views and batches, the bias, the same bits every run and
-on every layout, and where the route sends it."""
+to 32 in float32 (64 below compute capability 9.0, blocks of 32 rows) and 16 in 16 bits, the weight streamed
+once, into registers for FFMA (float32; 16-bit up to 4 rows) or through a ring in shared memory (float32's x @ W
+and 16-row blocks of x @ W.t(); mma.sync's 16-bit products), split-K across a cluster on compute capability
+9.0; 33-64 float32 rows there take the FFMA kernel's 64-row tiles split across a cluster: every M, views and
+batches, the bias, the same bits every run and on every layout, and where the route sends it."""
 import pytest
 import torch
 
@@ -17,25 +18,47 @@ def rows_of(line):
     return line.split()[0] == "rows", int(fields(line).get("split", 1))
 
 
-@pytest.mark.parametrize("dtype,m,tile", [(F32, 1, "1x32x256"), (F32, 3, "4x32x256"), (F32, 32, "32x32x256"),
-                                          (F32, 33, "32x32x256"), (F32, 64, "32x32x256"), (BF16, 1, "1x32x512"),
-                                          (F16, 4, "4x32x512"), (BF16, 5, "8x64x256"), (BF16, 9, "16x64x256"),
-                                          (F16, 16, "16x64x256")])
+@pytest.mark.parametrize("dtype,m,tile", [(F32, 1, "1x32x256"), (F32, 3, "4x32x256"), (F32, 12, "16x32x256 ring"),
+                                          (F32, 32, "32x32x256"), (BF16, 1, "1x32x512"), (F16, 4, "4x32x512"),
+                                          (BF16, 5, "8x64x256"), (BF16, 9, "16x64x256"), (F16, 16, "16x64x256")])
 def test_route(dtype, m, tile):
+    """x @ W.t(): float32's weight into registers, but through the ring in blocks of 16 rows."""
     line = route(meta(m, 4096, dtype=dtype), meta(4096, 4096, dtype=dtype).t())
-    assert line.startswith(f"rows {tile} a=mk b=nk split="), line
+    tile, ring = tile.split()[0], tile.endswith("ring")
+    assert line.startswith(f"rows {tile} a=mk b=nk {'ring ' if ring else ''}split="), line
     assert rows_of(route(meta(m, 4096, dtype=dtype), meta(4096, 4096, dtype=dtype).t(), device=A100)) == (True, 1)
 
 
-@pytest.mark.parametrize("m,split", [(1, 2), (8, 2), (32, 1), (33, 1), (64, 1)])
+@pytest.mark.parametrize("m,split", [(1, 2), (8, 2), (16, 2), (32, 1)])
 def test_route_weight_along_n(m, split):
-    """float32's x @ W with W stored (K, N): the FFMA kernel reads the weight along n (b=kn), 32
-    columns a block, one block per 32 rows of x (two past 32 rows, side by side in the grid),
-    split 2 ways where 128 blocks of up to 16 rows (two an SM) would leave SMs idle."""
+    """float32's x @ W with W stored (K, N): the FFMA kernel reads the weight along n (b=kn)
+    through the ring, 32 columns a block, split 2 ways where 128 blocks of up to 16 rows (two an
+    SM) would leave SMs idle."""
     line = route(meta(m, 4096, dtype=F32), meta(4096, 4096, dtype=F32), device=(*H100, H100_ROOM))
     tm = min(32, 1 << (m - 1).bit_length())
-    assert line.startswith(f"rows {tm}x32x256 a=mk b=kn split={split} "), line
-    assert fields(line)["blocks"] == str(-(-m // 32) * 128 * split), line
+    assert line.startswith(f"rows {tm}x32x256 a=mk b=kn ring split={split} "), line
+    assert fields(line)["blocks"] == str(128 * split), line
+
+
+@pytest.mark.parametrize("w_kn", [False, True])
+@pytest.mark.parametrize("m", [33, 48, 64])
+def test_route_33_to_64_rows(m, w_kn):
+    """33-64 float32 rows: on compute capability 9.0 the FFMA kernel's 64-row tiles, k split
+    across a cluster (64 x 64, or 64 x 128 where its split grid keeps 2.5 blocks an SM: a
+    (4096, 14336) weight); below it the few-rows kernel's two blocks of 32 side by side, where
+    64x64 tiles would leave SMs idle (the blocks of 64x64 cover the weight's 4096 columns: 64)."""
+    for (k, n), cfg in (((4096, 4096), "64x64x8 small"), ((4096, 14336), "64x128x8 mid"),
+                        ((14336, 4096), "64x64x8 small")):
+        w = meta(k, n, dtype=F32) if w_kn else meta(n, k, dtype=F32).t()
+        line = route(meta(m, k, dtype=F32), w, device=(*H100, H100_ROOM))
+        assert line.startswith(f"ffma {cfg} a=kvec b={'xasync' if w_kn else 'kvec'}"), line
+        split, bn = int(fields(line)["split"]), int(cfg.split("x")[1])
+        assert split > 1 and fields(line)["blocks"] == str(n // bn * split), line
+        assert bn == 64 or 2 * int(fields(line)["blocks"]) >= 5 * 132, line
+    line = route(meta(m, 4096, dtype=F32), meta(4096, 4096, dtype=F32) if w_kn else meta(4096, 4096, dtype=F32).t(),
+                 device=A100)
+    assert line.startswith(f"rows 32x32x256 a=mk b={'kn ring' if w_kn else 'nk'} split=1"), line
+    assert fields(line)["blocks"] == "256", line
 
 
 def test_mma_rows_split_to_one_block_an_sm():
@@ -59,8 +82,9 @@ def test_route_leaves_what_it_does_not_take():
     assert route(meta(65, 4096, dtype=F32), w).startswith("ffma")
     assert route(meta(33, 4096, dtype=F32), meta(14336, 4096, dtype=F32).t()).startswith("ffma"), "64x64 fill the SMs"
     assert route(meta(64, 4096, dtype=F32), meta(4096, 8448, dtype=F32)).startswith("ffma"), "132 blocks of 64x64"
-    assert route(meta(64, 4096, dtype=F32), meta(4096, 8384, dtype=F32)).startswith("rows"), "131 blocks of 64x64"
-    assert route(meta(17, 4096, dtype=BF16), meta(4096, 4096, dtype=BF16).t()).startswith("mma"), "16-bit: 17 or more"
+    assert route(meta(64, 4096, dtype=F32), meta(4096, 6912, dtype=F32), device=A100).startswith("ffma"), "108 blocks"
+    assert route(meta(64, 4096, dtype=F32), meta(4096, 6848, dtype=F32), device=A100).startswith("rows"), "107 blocks"
+    assert not route(meta(17, 4096, dtype=BF16), meta(4096, 4096, dtype=BF16).t()).startswith("rows"), "16-bit: 17+"
     assert not route(meta(4, 4096, dtype=BF16), meta(4096, 4096, dtype=BF16)).startswith("rows"), "16-bit: k-major W"
     assert route(meta(4, 4096, dtype=F32), meta(4096, 4100, dtype=F32)[:, :4094]).startswith("ffma"), "n: whole quads"
     assert route(meta(4, 4096, dtype=F32), meta(4096, 4099, dtype=F32)[:, :4096]).startswith("ffma"), "rows off 16 B"
@@ -119,6 +143,27 @@ def test_explain_weight_along_n():
         assert rows["lds.128 x window"]["iterations"] == n // 32 * (k // 256)
 
 
+def test_explain_weight_along_k_ring():
+    """x @ W.t() in float32, 16 rows: the ring takes the weight's window, a warp copying 512
+    contiguous bytes of a row (4 wavefronts, any layout but pad, whose 16-byte shifted rows
+    straddle lines), and lane (q, c) reads 16 bytes at k 4q.. of rows c, c + 8, ..: 8 rows a
+    phase, 1 KB apart, on the same banks under none (8-way); pad's 16 bytes a row and
+    swizzle's XOR spread them. x's reads and the sums as along n."""
+    m, n, k = 16, 4096, 4096
+    for layout, ways in (("none", 8), ("pad", 1), ("swizzle", 1)):
+        rep = bankops.explain("gemm", layout, F32, m=m, n=n, k=k, b_transposed=True)
+        assert rep.route.startswith("rows 16x32x256 a=mk b=nk ring"), rep.route
+        rows = {r["instruction"].split(" <-")[0].split(" ->")[0]: r for r in rep.rows}
+        cw, lw = rows["ldgsts w window"], rows["lds.128 w window"]
+        assert cw["count"] == 8 * 32 * 64 // 256 and lw["count"] == 8 * 2 * 4  # 32 rows x 64 chunks; 2 rounds x 4
+        assert lw["wavefronts"] == ways * lw["ideal"], (layout, lw)
+        if layout != "pad":
+            assert cw["wavefronts"] == cw["ideal"], (layout, cw)
+        for name in ("lds.128 x window", "st.shared sums", "ld.shared sums", "st.shared P"):
+            assert rows[name]["wavefronts"] == rows[name]["ideal"], (layout, rows[name])
+        assert rows["lds.128 x window"]["count"] == 8 * 2 * m
+
+
 @pytest.mark.parametrize("dtype", [F32, BF16], ids=str)
 def test_explain_stages_x_by_windows(dtype):
     """The rows of x go through shared memory a window at a time: explain lists the cp.async of
@@ -175,13 +220,14 @@ def test_cuda_k_off_whole_vectors(m, dtype):
 @requires_cuda
 @pytest.mark.parametrize("dtype,w_kn", [(F32, False), (F32, True), (BF16, False), (F16, False)], ids=str)
 def test_cuda_every_m(dtype, w_kn):
-    """M from 1 to the kernel's largest call (float32: 64 rows, two blocks of 32) and past it, N
-    off the 32-row blocks; float32's weight stored (K, N) too."""
+    """M from 1 to the kernel's largest call and past it, N off the 32-row blocks; float32's
+    weight stored (K, N) too. float32 up to 66 rows: past 32 the FFMA kernel's split 64-row tiles
+    on compute capability 9.0 (two blocks of 32 rows below it), past 64 two of its tiles."""
     top = 66 if dtype == F32 else 18
     w = operand(2048, 1000 if not w_kn else 1004, None, dtype, not w_kn)  # W.t(): k contiguous, or W
     for m in range(1, top + 1):
         x = operand(m, 2048, None, dtype, False)
-        if m <= (64 if dtype == F32 else 16):
+        if m <= (32 if dtype == F32 else 16):
             assert bankops.gemm_route(x, w).startswith("rows"), (m, bankops.gemm_route(x, w))
         check(bankops.gemm(x, w), x, w)
 
@@ -191,11 +237,13 @@ def test_cuda_every_m(dtype, w_kn):
 @pytest.mark.parametrize("m,n,k", [(1, 4096, 4096), (7, 36, 1032), (2, 4100, 8192), (16, 640, 14336),
                                    (32, 640, 14336), (40, 4000, 1040), (64, 4096, 2056)])
 def test_cuda_weight_along_n(layout, m, n, k):
-    """float32's x @ W on the kernel that reads W along n: against the reference, bit-equal over
-    runs and layouts, and batched against a broadcast weight."""
+    """float32's x @ W on the kernel that reads W along n (40 and 64 rows: the FFMA kernel's split
+    64-row tiles on compute capability 9.0): against the reference, bit-equal over runs and
+    layouts, and batched against a broadcast weight."""
     x, w = operand(m, k, None, F32, False), operand(k, n, None, F32, False)
-    assert bankops.gemm_route(x, w, layout).startswith("rows"), bankops.gemm_route(x, w, layout)
-    assert fields(bankops.gemm_route(x, w, layout))["b"] == "kn"
+    if m <= 32:
+        assert bankops.gemm_route(x, w, layout).startswith("rows"), bankops.gemm_route(x, w, layout)
+        assert fields(bankops.gemm_route(x, w, layout))["b"] == "kn"
     got = bankops.gemm(x, w, layout)
     check(got, x, w)
     assert torch.equal(got, bankops.gemm(x, w, layout)), "the same bits every run"

@@ -18,18 +18,51 @@ from test_gemm_route import F32, H100, A100, fields, meta, route, switch
 BF16, F16 = torch.bfloat16, torch.float16
 
 
-@pytest.mark.parametrize("m,tile,split,b_t", [(9, "32x128x128", 4, False), (17, "32x128x128", 4, True),
-                                              (32, "32x128x128", 4, True),
-                                              (33, "64x128x64", 8, True), (64, "64x128x64", 8, True)])
-def test_decode_routes_split(m, tile, split, b_t):
+@pytest.mark.parametrize("m,b_t", [(9, False), (17, True), (32, True), (33, True), (64, True), (64, False)])
+def test_decode_routes_split(m, b_t):
     """x (M, 4096) @ W.t() with W (4096, 4096) past the few-rows kernel's 16 rows, and x @ W
-    (B n-major, which the few-rows kernel does not take) below them: the smallest mma.sync
-    tile covering M, its 32 n tiles times `split` blocks filling the H100's block slots (132
-    of the one-a-SM Rows tile, 264 of the others)."""
+    (B n-major, which the few-rows kernel does not take) below them: up to 32 rows mma.sync's
+    32 x 128 tile, its 32 n tiles split 4 ways (132 slots of one block an SM); 33 to 64 the
+    Hopper kernel's thin tile (64 x 128), its 32 tiles split 4 ways too. Off the Hopper route
+    (pad) 33-64 rows take mma.sync's 64 x 128 tile split 8 ways (264 slots of two an SM)."""
     w = meta(4096, 4096)
-    line = route(meta(m, 4096), w.t() if b_t else w)
-    assert line.startswith(f"mma {tile} fill=cp.async a=mk b={'nk' if b_t else 'kn'} split={split}"), line
-    assert fields(line)["blocks"] == str(32 * split), line
+    b, major = (w.t(), "nk") if b_t else (w, "kn")
+    line = route(meta(m, 4096), b)
+    want = "mma 32x128x128 fill=cp.async" if m <= 32 else "wgmma 64x128x64 producer=tma"
+    assert line.startswith(f"{want} a=mk b={major}") and split_of(line) == 4, line
+    assert fields(line)["blocks"] == "128", line
+    if m > 32:
+        line = route(meta(m, 4096), b, "pad")
+        assert line.startswith(f"mma 64x128x64 fill=cp.async a=mk b={major} split=8"), line
+
+
+def test_thin_route_takes_what_it_can():
+    """The thin tile: 33-64 rows a batch (65: the Hopper plan's 128-row tiles), and 1-32 where
+    mma.sync's split tiles find no split (a (14336, 4096) weight's 112 tiles), x k-major (an
+    m-major A: split_route), rows 16 bytes apart (odd k: the realigning fills), the swizzle
+    layout on compute capability 9.0 with the Hopper kernel on, a grid of half the SMs or more
+    (k = 256 over 32 tiles: the Hopper plan's 128 x 64 tiles, 64 blocks). Its split: up to a
+    block an SM within the room of one a SM (an H100 holds 120 in clusters of 3, 110 of 4:
+    3 ways); a batch of x against one weight counts each batch's tiles."""
+    w, dev = meta(4096, 4096).t(), (*H100, H100_ROOM)
+    thin = "wgmma 64x128x64 producer=tma a=mk b=nk repack=none"
+    line = route(meta(64, 4096), w, device=dev)
+    assert line.startswith(thin) and split_of(line) == 3 and fields(line)["blocks"] == "96", line
+    assert route(meta(32, 4096), w, device=dev).startswith("mma 32x128x128"), "32 rows: mma.sync's split"
+    assert route(meta(32, 4096), meta(14336, 4096).t(), device=dev).startswith(thin + " split=1")
+    assert route(meta(1, 4096), meta(4096, 14336), device=dev).startswith(thin.replace("b=nk", "b=kn"))
+    assert not route(meta(65, 4096), w).startswith(thin)
+    assert not route(meta(4096, 48).t(), w).startswith(thin), "A m-major"
+    assert not route(meta(48, 4095), meta(4096, 4095).t()).startswith(thin), "rows off 16 bytes"
+    assert route(meta(48, 256), meta(4096, 256).t()).startswith("wgmma 128x64x64"), "32 blocks"
+    assert not route(meta(48, 4096), w, "pad").startswith(thin)
+    assert not route(meta(48, 4096), w, device=A100).startswith(thin)
+    with switch("wgmma", False):
+        assert route(meta(48, 4096), w).startswith("mma ")
+    line = route(meta(3, 48, 4096), w.expand(3, 4096, 4096), device=dev)
+    assert line.startswith(thin + " split=1") and fields(line)["blocks"] == "96", line
+    with switch("split_k", False):
+        assert route(meta(48, 4096), meta(8192, 4096).t()).startswith(thin + " split=1")
 
 
 def split_of(line):
@@ -61,9 +94,9 @@ def test_splits_fit_the_clusters_a_gpu_holds():
     second wave of 16 blocks, so it splits 7 ways (224 blocks, one wave). A room of every slot
     plans as no room at all."""
     x, w = meta(64, 4096), meta(4096, 4096).t()
-    assert route(x, w) == route(x, w, device=(*H100, ideal_room()))
-    assert split_of(route(x, w)) == 8
-    line = route(x, w, device=(*H100, ideal_room(short={(2, 8): 240})))
+    assert route(x, w, "pad") == route(x, w, "pad", device=(*H100, ideal_room()))
+    assert split_of(route(x, w, "pad")) == 8
+    line = route(x, w, "pad", device=(*H100, ideal_room(short={(2, 8): 240})))
     assert split_of(line) == 7 and fields(line)["blocks"] == str(32 * 7), line
     # The few-rows kernel plans the same way: 64 rows of (4096, 4096) float32 at 2 blocks an SM.
     xf, wf = meta(8, 4096, dtype=F32), meta(4096, 4096, dtype=F32).t()
@@ -77,23 +110,23 @@ H100_ROOM = [132, 117, 120, 110, 102, 105, 120, 264, 237, 248, 235, 234, 224, 24
              396, 372, 368, 345, 372, 329, 360, 528, 489, 496, 470, 474, 483, 496]
 
 
-def test_few_rows_without_a_split_take_the_hopper_plan():
-    """32 rows against a (14336, 4096) weight: on an H100's room no split of the 112 Rows
-    tiles saves a tenth, and the unsplit call takes the Hopper kernel's 128 x 128 tile (its TMA
-    rings stream the weight faster than mma.sync's 64-row tile, though 3/4 of its rows are
-    zeros), as the same call with a batch of 2, or 65 rows, does. Off the Hopper route (pad, an
+def test_few_rows_of_a_wide_weight_take_the_thin_tile_unsplit():
+    """32 rows against a (14336, 4096) weight: its 112 thin tiles give most SMs a block
+    unsplit, as does the same call with a batch of 2 (224 blocks, two an SM); 65 rows take the
+    Hopper plan's 128 x 128 tile. Off the Hopper route (pad, an
     A100, the wgmma switch off) it stays on mma.sync's tiles."""
     w = meta(14336, 4096).t()
     dev = (*H100, H100_ROOM)
     line = route(meta(32, 4096), w, device=dev)
-    assert line.startswith("wgmma 128x128x64 producer=tma a=mk b=nk repack=none split=1"), line
-    assert route(meta(2, 32, 4096), w.expand(2, 4096, 14336), device=dev).startswith("wgmma")
+    assert line.startswith("wgmma 64x128x64 producer=tma a=mk b=nk repack=none split=1"), line
+    line = route(meta(2, 32, 4096), w.expand(2, 4096, 14336), device=dev)
+    assert line.startswith("wgmma 64x128x64") and fields(line)["blocks"] == "224", line
     assert route(meta(65, 4096), w, device=dev).startswith("wgmma 128x128x64"), "65 rows"
     assert route(meta(32, 4096), w, "pad", device=dev).startswith("mma 64x128x64 fill=cp.async a=mk b=nk split=1")
     assert route(meta(32, 4096), w, device=A100).startswith("mma "), "no Hopper kernel below 9.0"
     with switch("split_k", False):
         assert route(meta(65, 4096), w).startswith("wgmma")
-        assert route(meta(64, 4096), w).startswith("wgmma"), "no split: the Hopper plan, unsplit"
+        assert route(meta(64, 4096), w).startswith("wgmma 64x128x64"), "no split: the thin tile, unsplit"
     with switch("wgmma", False):
         assert route(meta(32, 4096), w, device=dev).startswith("mma 64x128x64")
 
@@ -201,8 +234,24 @@ def test_explain_shows_the_hopper_partial_tile():
     for r in rep.rows:
         names[r["kernel"]].append(r["instruction"])
     assert list(names) == ["gemm_wgmma"], str(rep)
-    assert [n.split(" P")[0] for n in names["gemm_wgmma"]] == ["st.shared.v2", "ld.shared::cluster.v4"], str(rep)
+    assert [n.split(" P")[0] for n in names["gemm_wgmma"]] == ["st.shared.v2"] + ["ld.shared::cluster.v4"] * 2, str(rep)
     assert rep.conflicts == 0, str(rep)
+
+
+@pytest.mark.parametrize("dtype,m", [(BF16, 128), (BF16, 16), (torch.float32, 8), (torch.float32, 64)])
+def test_explain_marks_the_peers_shared_memory(dtype, m):
+    """Split-K's sums read the rank's rows from its own partial tile and, through distributed
+    shared memory, from each peer's: two rows, the second marked peer (its banks are the peer
+    SM's, and Nsight Compute's shared-memory counters count it on neither), splits - 1 times
+    as many a tile; every other instruction stays in the block's own shared memory."""
+    rep = bankops.explain("gemm", "swizzle", dtype, m=m, n=4096, k=4096, b_transposed=True, hopper=True)
+    split = split_of(rep.route)
+    assert split > 1, rep.route
+    own, peers = [r for r in rep.rows if r["instruction"].startswith("ld.shared::cluster")]
+    assert not own["peer"] and peers["peer"] and own["instruction"].endswith("its own partial"), (own, peers)
+    assert peers["iterations"] == own["iterations"] and peers["count"] == (split - 1) * own["count"]
+    assert peers["wavefronts"] == (split - 1) * own["wavefronts"]
+    assert [r["instruction"] for r in rep.rows if r["peer"]] == [peers["instruction"]]
 
 
 @pytest.mark.parametrize("room,match", [([264] * 27, "room must hold 28"), ([-2] * 28, "multiple of 2"),

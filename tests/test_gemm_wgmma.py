@@ -25,6 +25,7 @@ def _kernels(rep):
 
 C_ROWS, C_ELEMENTS = "lds C tile -> 16-byte rows of C", "lds C tile -> elements of C (rows off 16 bytes)"
 C_PAIRS, C_TMA = "sts C tile <- accumulator pairs", "sts C tile <- accumulator pairs, for TMA stores"
+EDGE = ", edge tiles (reads past C skipped)"  # the epilogue's reads on tiles that reach past C
 
 
 def _tile(rep):
@@ -157,6 +158,26 @@ def test_explain_tall_c_tile():
     assert rep.conflicts == 0 and rep.rows[0]["iterations"] == 128, str(rep)
 
 
+@pytest.mark.parametrize("b_t", [False, True], ids=["b", "b^T"])
+def test_explain_thin_tile(b_t):
+    """The thin tile (64 x 128, one consumer warpgroup of 4 warps). 64 rows against a (14336,
+    4096) weight, unsplit (112 tiles): the C tile written as pairs and read back in 16-byte
+    rows, conflict-free (40 rows: those read back). Against a (4096, 4096) weight split
+    4 ways: each block's partial tile stored as pairs, summed through the cluster once a tile,
+    conflict-free."""
+    rep = bankops.explain("gemm", "swizzle", torch.bfloat16, m=64, n=14336, k=4096, b_transposed=b_t, hopper=True)
+    assert _tile(rep) == (64, 128) and fields(rep.route)["split"] == "1", str(rep)
+    assert [r["instruction"] for r in rep.rows] == [C_PAIRS, C_ROWS], str(rep)
+    assert _count(rep, C_PAIRS) == 4 * 128 // 8 * 2 and _count(rep, C_ROWS) == 64 * 128 // 8 // 32
+    assert rep.conflicts == 0 and {r["iterations"] for r in rep.rows} == {112}, str(rep)
+    rep = bankops.explain("gemm", "swizzle", torch.bfloat16, m=40, n=14336, k=4096, b_transposed=b_t, hopper=True)
+    assert rep.rows[-1]["instruction"] == C_ROWS + EDGE and rep.rows[-1]["count"] == 112 * 20, str(rep)  # 40 of 64
+    rep = bankops.explain("gemm", "swizzle", torch.bfloat16, m=64, n=4096, k=4096, b_transposed=b_t, hopper=True)
+    assert _tile(rep) == (64, 128) and fields(rep.route)["split"] == "4", str(rep)
+    assert [r["instruction"].split(" P")[0] for r in rep.rows] == ["st.shared.v2"] + ["ld.shared::cluster.v4"] * 2
+    assert rep.conflicts == 0 and [r["iterations"] for r in rep.rows] == [128, 32, 32], str(rep)  # blocks, tiles
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("m,n,k,bn", [(4096, 4096, 4093, 256), (4095, 4097, 4093, 128)], ids=["128x256", "128x128"])
 def test_explain_realigned_stores(m, n, k, bn, dtype):
@@ -183,15 +204,18 @@ def test_explain_repacked(m, n, k, bn, b_t):
     aligned one (TMA, no shared-memory instruction of the warps but the epilogue's, at the
     aligned shape's tile), and the copy itself uses no shared memory. C's rows 16 bytes
     apart: persistent blocks, TMA stores of C. Odd N: a block a tile, whose epilogue reads the
-    C tile an element a lane, lanes along a row, conflict-free too."""
+    C tile an element a lane, lanes along a row, conflict-free too, and on the tiles that reach
+    past C's last row or column only what lies inside C."""
     rep = bankops.explain("gemm", "swizzle", torch.bfloat16, m=m, n=n, k=k, b_transposed=b_t, hopper=True)
     assert _kernels(rep) == {"gemm_wgmma/repacked"}, str(rep)
-    epilogue = [C_TMA] if n % 8 == 0 else [C_PAIRS, C_ELEMENTS]
+    epilogue = [C_TMA] if n % 8 == 0 else [C_PAIRS, C_ELEMENTS, C_ELEMENTS + EDGE]
     assert [r["instruction"] for r in rep.rows] == epilogue, str(rep)
     assert fields(rep.route)["persistent"] == str(int(n % 8 == 0)), rep.route
     assert _tile(rep) == (128, bn)
     assert rep.conflicts == 0, str(rep)
-    assert {r["iterations"] for r in rep.rows} == {-(-m // 128) * -(-n // bn)}
+    assert rep.rows[0]["iterations"] == -(-m // 128) * -(-n // bn), str(rep)
+    if n % 8:  # the reads of the whole tiles, then those of the edge tiles, counted a launch at a time
+        assert (rep.rows[1]["iterations"], rep.rows[2]["iterations"]) == ((m // 128) * (n // bn), 1), str(rep)
 
 
 def launched_kernels(fn):
@@ -213,9 +237,9 @@ def launched_kernels(fn):
 # Grids of 128 or more 128 x 256 tiles: whole tiles, m and n edges (one row past whole
 # tiles too), a k tail of 8 past whole 64-wide k-tiles, k below one k-tile, more k-tiles than
 # the 4-stage ring, batches that reach the tile count only together (200 one-tile matrices
-# of a row or a few: every chunk an edge).
+# of a row or a few: every chunk an edge; matrices of 64 rows or fewer take the thin tile).
 # The 128 x 128 tiles (grids of 128 or more, too few 128 x 256 ones): 8 k-tiles that wrap its
-# 6-stage ring, m and n edges, a batch, one-row matrices.
+# 6-stage ring, m and n edges, a batch, one-row matrices (the thin tile).
 WGMMA_SHAPES = [
     (None, 2048, 2048, 128), (None, 2040, 2056, 200), (None, 2049, 4096, 72), (None, 2048, 2048, 8),
     (4, 512, 2048, 520), (200, 1, 8, 8), (130, 33, 136, 40),
@@ -323,7 +347,7 @@ def check_wgmma_call(views, dtype, batch, m, n, k, route, tile=None, persistent=
     assert tile is None or _tile(rep) == tile, str(rep)
     if persistent is not None:  # on: where the grid is more than a wave of 132 SMs, or 128 x 192, 144, 192 x 96
         bm, bn = _tile(rep)
-        persistent = persistent and ((batch or 1) * -(-m // bm) * -(-n // bn) > 132 or bn in (96, 144, 192))
+        persistent = persistent and bm > 64 and ((batch or 1) * -(-m // bm) * -(-n // bn) > 132 or bn in (96, 144, 192))
         assert fields(rep.route)["persistent"] == str(int(persistent)), rep.route
     check_route(lambda: bankops.gemm(a, b), False, persistent)
     check_against_float64(bankops.gemm(a, b), a, b)
@@ -364,11 +388,12 @@ def test_cuda_wgmma_k_major_tiles(dtype, tile, shape):
 
 
 # The 128 x 64 tiles (grids of 128 or more, too few 128 x 128 ones): 1024^3; m and n edges
-# with a k tail; k below one k-tile; a batch; 17-row matrices whose second tile holds 8
-# columns. (65 k-tiles that wrap the 8-stage ring: test_cuda_wgmma_narrow_long_k.)
+# with a k tail; k below one k-tile; a batch; 80-row matrices whose second tile holds 8
+# columns (17-row ones take the thin tile). (65 k-tiles that wrap the 8-stage ring:
+# test_cuda_wgmma_narrow_long_k.)
 WGMMA_NARROW_SHAPES = [
     (None, 1024, 1024, 1024), (None, 1000, 1000, 1032), (None, 1024, 1024, 24), (4, 512, 512, 1024),
-    (64, 17, 72, 520),
+    (64, 80, 72, 520),
 ]
 WGMMA_NARROW_IDS = shape_ids(WGMMA_NARROW_SHAPES)
 
@@ -629,3 +654,65 @@ def test_cuda_layouts_give_the_same_bits(case, shape, dtype):
             continue
         same = got[layout].view(torch.int16) == got["swizzle"].view(torch.int16)
         assert same.all(), f"{layout} vs swizzle: {int((~same).sum())} of {same.numel()} elements differ"
+
+
+# The thin tile (64 x 128, one consumer warpgroup; route.h's wgmma_thin_route): a few rows
+# against a weight, split across a cluster where its tiles alone leave SMs idle.
+@requires_cuda
+@requires_hopper
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("b_view", ["contiguous", "transposed"])
+@pytest.mark.parametrize("k,n", [(1032, 13000), (2048, 4200)], ids=["unsplit", "split"])
+def test_cuda_thin_every_m(k, n, dtype, b_view):
+    """Every m from 1 to 65 against a (k, n) B: 13000 columns (102 n tiles, the last of 72
+    columns; 16 k-tiles and a tail of 8) on the thin tile unsplit up to 64 rows (x @ W.t() of
+    16 rows or fewer: the few-rows kernel); 4200 (33 tiles) split 3 ways on an H100 from 33
+    rows (fewer: mma.sync's split tiles); float64's values, the same bits every run."""
+    b = operand(k, n, None, dtype, b_view)
+    for m in range(1, 66):
+        a = operand(m, k, None, dtype, "contiguous")
+        line = bankops.gemm_route(a, b)
+        if m > 32 or (n == 13000 and (m > 16 or b_view == "contiguous")):
+            assert line.startswith("wgmma 64x128x64") == (m <= 64), line
+            assert m > 64 or (int(fields(line)["split"]) > 1) == (n == 4200), line
+        got = bankops.gemm(a, b)
+        check_against_float64(got, a, b)
+        assert torch.equal(got, bankops.gemm(a, b)), ("the same bits every run", line)
+
+
+# k under one k-tile (102 tiles, unsplit); a k tail past 32 k-tiles (112 tiles); batches of x
+# against batched B (99 and 112 tiles); 32 tiles split, with a k tail; 2 batches of 16 tiles, split.
+THIN_SHAPES = [(None, 48, 13000, 40), (None, 33, 14336, 2056), (3, 20, 4200, 1024), (16, 64, 896, 512),
+               (None, 40, 4096, 2056), (2, 64, 2048, 1024)]
+
+
+@requires_cuda
+@requires_hopper
+@pytest.mark.parametrize("batch,m,n,k", THIN_SHAPES, ids=shape_ids(THIN_SHAPES))
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("views", WGMMA_VIEWS, ids="-".join)
+def test_cuda_wgmma_thin(views, dtype, batch, m, n, k):
+    check_wgmma_call(views, dtype, batch, m, n, k, "gemm_wgmma", tile=(64, 128), persistent=False)
+    a, b = operand(m, k, batch, dtype, views[0]), operand(k, n, batch, dtype, views[1])
+    assert torch.equal(bankops.gemm(a, b), bankops.gemm(a, b)), "the same bits every run"
+
+
+@requires_cuda
+@requires_hopper
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_cuda_thin_linear_and_broadcast(dtype):
+    """bankops.linear's bias, added once in the split sums (48 rows against a (4200, 2048)
+    weight: 33 tiles, split), and a batch of x against one weight (a B batch stride of 0; 99
+    tiles, unsplit)."""
+    x = torch.randn(2, 24, 2048, device="cuda").to(dtype)
+    w = torch.randn(4200, 2048, device="cuda").to(dtype)
+    bias = torch.randn(4200, device="cuda").to(dtype)
+    line = bankops.gemm_route(x.reshape(48, 2048), w.t())
+    assert line.startswith("wgmma 64x128x64") and int(fields(line)["split"]) > 1, line
+    got = bankops.linear(x, w, bias)
+    ref = x.double() @ w.double().t() + bias.double()
+    bound = 2 * torch.finfo(torch.float32).eps * 2048 ** 0.5 * (x.double().abs() @ w.double().abs().t() + 1)
+    assert ((got.double() - ref).abs() <= bound + torch.finfo(dtype).eps * ref.abs()).all()
+    xs, wb = torch.randn(3, 20, 2048, device="cuda").to(dtype), w.t().expand(3, 2048, 4200)
+    assert bankops.gemm_route(xs, wb).startswith("wgmma 64x128x64")
+    check_against_float64(bankops.gemm(xs, wb), xs, wb)

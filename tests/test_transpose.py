@@ -22,6 +22,7 @@ CASES = [
     ((5,), 0, 0), ((), 0, -1), ((4, 5), 1, 1), ((70_000, 2, 3), -2, -1),
     ((16, 16), 0, 1), ((48, 80), 0, 1), ((272, 528), 1, 0), ((3, 48, 80), -2, -1),
     ((2, 32, 3, 16), 1, 3), ((5, 16, 2, 32), 1, 3),
+    ((2, 392, 136), -2, -1),  # aligned rows past whole tiles of 128 (2-byte elements) and of 64 rows
 ]
 CASE_IDS = [f"{'x'.join(map(str, s)) or 'scalar'}-{a}-{b}" for s, a, b in CASES]
 
@@ -141,7 +142,7 @@ def test_realigned_byte_passes_bank_model(layout):
 
 
 def vec_params(elem_bytes):
-    """TransposeVec<E>: (V, kRows, kThreads) of the vector kernel (transpose.h)."""
+    """TransposeVec<E, true>: (V, kRows, kThreads) of the realigning vector kernel (transpose.h)."""
     v = 16 // elem_bytes
     groups = 8 if elem_bytes <= 2 else 16
     return v, groups * v, groups * 16

@@ -18,6 +18,7 @@
 #include "ffma_strip.cuh"
 #include "ffma_work.h"
 #include "launch.h"
+#include "split_k.cuh"
 
 namespace bankops {
 namespace {
@@ -140,7 +141,7 @@ __device__ __forceinline__ void ffma_store_c(const Acc (&acc)[S::kTM][S::kTN], c
     if (whole && vec_out) {
 #pragma unroll
       for (int i = 0; i < S::kTM; ++i) {
-        T* dst = row + ((i / V) * S::kQuad + i % V) * ldc;
+        T* dst = row + gemm_frag_row<S>(i) * ldc;
 #pragma unroll
         for (int q = 0; q < S::kQN; ++q) out_vec(i, q, dst + q * S::kQuad);
       }
@@ -149,7 +150,7 @@ __device__ __forceinline__ void ffma_store_c(const Acc (&acc)[S::kTM][S::kTN], c
   }
 #pragma unroll
   for (int i = 0; i < S::kTM; ++i) {
-    const int dm = (i / V) * S::kQuad + i % V;
+    const int dm = gemm_frag_row<S>(i);
     if (m0 + am + dm < g.m) {
 #pragma unroll
       for (int q = 0; q < S::kQN; ++q) {
@@ -186,18 +187,35 @@ __device__ __forceinline__ void ffma_add_bias(Acc (&acc)[S::kTM][S::kTN], const 
     }
 }
 
+// A thread's accumulators into Small's or Mid's split-K partial tile (PTile: BM x BN floats at
+// `part`): row i of the micro-tile, QN 16-byte vectors, where ffma_store_c puts them in C.
+template <class S, class PTile>
+__device__ __forceinline__ void ffma_store_partial(const float (&acc)[S::kTM][S::kTN], float* part, int am, int bn) {
+  constexpr int V = S::kVec;
+  static_assert(V == 4, "float32 accumulators");
+#pragma unroll
+  for (int i = 0; i < S::kTM; ++i)
+#pragma unroll
+    for (int q = 0; q < S::kQN; ++q) {
+      const float v[V] = {acc[i][q * V], acc[i][q * V + 1], acc[i][q * V + 2], acc[i][q * V + 3]};
+      st16(part + PTile::offset(am + gemm_frag_row<S>(i), bn + q * S::kQuad), v);
+    }
+}
+
 // ldc: C's row stride. Wide kernels run a one-dimensional grid that w maps to work
 // (ffma_work.h): strip blocks for C's `strip` columns past g.n (gemm_strip_rows, in shared
 // memory laid out as TileS), stream-K blocks (partial sums in `partials`, one tile of
 // accumulators and one of `flags` per block) and a block per tile. The other configurations
-// take a block per tile of a (n, m, batch) grid.
-template <class S, class TileA, class TileB, class TileS, class T, class Acc, int MODE_A, int MODE_B>
+// take a block per tile of a (n, m, batch) grid; Small's and Mid's float32 tiles split k across
+// a cluster of `splits` blocks along x, whose partial tiles (TileP) split_k_store adds.
+template <class S, class TileA, class TileB, class TileS, class TileP, class T, class Acc, int MODE_A, int MODE_B>
 __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
     ffma_kernel(const GemmArgs g, const GemmStage mode_a, const GemmStage mode_b, const int64_t ldc, const int strip,
-                const GemmWork w, Acc* const partials, int* const flags) {
+                const GemmWork w, Acc* const partials, int* const flags, const int splits) {
   constexpr int V = S::kVec, kStages = S::kStages, kStageA = TileA::kSize, kStageB = TileB::kSize;
   static_assert(kStageA % V == 0 && kStageB % V == 0, "stages start on 16-byte boundaries");
   constexpr bool kWide = std::is_same<S, GemmWide>::value && std::is_same<T, float>::value;
+  constexpr bool kSplits = ffma_splits<S>() && std::is_same<Acc, float>::value;
   Acc* const sa0 = reinterpret_cast<Acc*>(gemm_smem);
   Acc* const sb0 = sa0 + kStages * kStageA;
   using StA = Stager<typename S::OpA, TileA, T, Acc, MODE_A>;
@@ -358,15 +376,29 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
     if constexpr (kWide) {
       if (ffma_share<S, MODE_B>(acc, pc, partials, flags)) return;
     }
+    if constexpr (kSplits) {
+      if (splits > 1) {
+        float* const part = reinterpret_cast<float*>(gemm_smem);
+        ffma_store_partial<S, TileP>(acc, part, am, bn);
+        split_k_store<T, S::kBM, S::kBN, TileP, S::kThreads>(part, g, static_cast<T*>(g.c) + bz * g.m * ldc, m0, n0,
+                                                             splits, static_cast<int>(blockIdx.x % splits), t);
+        return;
+      }
+    }
     ffma_add_bias<S, T>(acc, g, n0 + bn);
     ffma_store_c<S, T>(acc, g, ldc, bz, m0, n0, am, bn, whole_a && whole_b);
   };
 
   if constexpr (!kWide) {
+    // A split tile's cluster: consecutive blocks in x, rank r taking k tiles [kb, ke).
     const int64_t tiles_m = ceil_div(g.m, S::kBM);
+    const int rank = kSplits ? static_cast<int>(blockIdx.x % splits) : 0;
+    const int64_t tn = kSplits ? blockIdx.x / splits : blockIdx.x;
+    const int kb = kSplits ? static_cast<int>(split_k_begin(tiles_k, splits, rank)) : 0;
+    const int ke = kSplits ? static_cast<int>(split_k_begin(tiles_k, splits, rank + 1)) : tiles_k;
     for (int64_t bz = blockIdx.z; bz < g.batch; bz += gridDim.z)
       for (int64_t tm = blockIdx.y; tm < tiles_m; tm += gridDim.y)
-        tile(GemmPiece{bz, tm, blockIdx.x, 0, tiles_k, false, -1, 0, 0});
+        tile(GemmPiece{bz, tm, tn, kb, ke, false, -1, 0, 0});
   } else {
     const int64_t u = blockIdx.x;
     if (u < w.strip_blocks) {
@@ -407,28 +439,48 @@ cudaError_t run(const GemmRoute& r, void* workspace, cudaStream_t stream) {
   const int64_t ldc = g.n;
   if (kWide) g.n -= r.strip;
   if (kWide && w.blocks() > INT_MAX) return cudaErrorInvalidValue;  // C would hold 2^31 tiles: not in memory
+  const int split = r.split;  // Small's and Mid's clusters along x (1 elsewhere)
   const dim3 grid = kWide ? dim3(static_cast<unsigned>(w.blocks()))
-                          : dim3(static_cast<unsigned>(ceil_div(g.n, S::kBN)), clamp(ceil_div(g.m, S::kBM)), clamp(g.batch));
+                          : dim3(static_cast<unsigned>(ceil_div(g.n, S::kBN) * split), clamp(ceil_div(g.m, S::kBM)),
+                                 clamp(g.batch));
   using TA = GemmTileOf<L, typename S::OpA>;  // (BK, BM) of Acc: A transposed
   using TB = GemmTileOf<L, typename S::OpB>;  // (BK, BN) of Acc
   using TS = StripTile<L>;                    // (strip columns, kStripK) floats
-  auto* kernel = ffma_kernel<S, TA, TB, TS, T, Acc, kAnyMode, kAnyMode>;
+  using TP = FfmaSplitTile<L, S::kBN>;        // Small's and Mid's split-K partial tile, floats
+  // The kernel for staging modes (MA, MB), fixed at compile time.
+  const auto modes = [](auto ma_, auto mb_) {
+    return ffma_kernel<S, TA, TB, TS, TP, T, Acc, decltype(ma_)::value, decltype(mb_)::value>;
+  };
+  using Any = std::integral_constant<int, kAnyMode>;
+  using Kernel = void (*)(GemmArgs, GemmStage, GemmStage, int64_t, int, GemmWork, Acc*, int*, int);
+  Kernel kernel = nullptr;
+  // Mid runs vector staging only (route.h splits no other): no run-time-mode kernel.
+  if constexpr (!std::is_same<S, GemmMid>::value) kernel = modes(Any{}, Any{});
   if constexpr (SPECIALIZE && sizeof(T) == sizeof(Acc)) {
     constexpr int kK = gemm_copies_a_k<S>(GemmStage::XAsync) ? kKUnit : kKVec;  // A beside an x-major B
-    if (ma == GemmStage::KVec && mb == GemmStage::XAsync) kernel = ffma_kernel<S, TA, TB, TS, T, Acc, kK, kXAsync>;
-    if (ma == GemmStage::XAsync && mb == GemmStage::XAsync) kernel = ffma_kernel<S, TA, TB, TS, T, Acc, kXAsync, kXAsync>;
-    if (ma == GemmStage::KVec && mb == GemmStage::KVec) kernel = ffma_kernel<S, TA, TB, TS, T, Acc, kKVec, kKVec>;
-    if (ma == GemmStage::XAsync && mb == GemmStage::KVec) kernel = ffma_kernel<S, TA, TB, TS, T, Acc, kXAsync, kKVec>;
+    using K = std::integral_constant<int, kK>;
+    using KVec = std::integral_constant<int, kKVec>;
+    using XAsync = std::integral_constant<int, kXAsync>;
+    using KUnit = std::integral_constant<int, kKUnit>;
+    using XUnit = std::integral_constant<int, kXUnit>;
+    if (ma == GemmStage::KVec && mb == GemmStage::XAsync) kernel = modes(K{}, XAsync{});
+    if (ma == GemmStage::XAsync && mb == GemmStage::XAsync) kernel = modes(XAsync{}, XAsync{});
+    if (ma == GemmStage::KVec && mb == GemmStage::KVec) kernel = modes(KVec{}, KVec{});
+    if (ma == GemmStage::XAsync && mb == GemmStage::KVec) kernel = modes(XAsync{}, KVec{});
     if constexpr (ASYNC4) {
       if (r.staging == GemmStaging::Async4) {
         const bool ka = ma == GemmStage::KScalar, xb = mb == GemmStage::XScalar;  // the unit-scalar ones
-        if (ka && xb) kernel = ffma_kernel<S, TA, TB, TS, T, Acc, kKUnit, kXUnit>;
-        if (ka && !xb) kernel = ffma_kernel<S, TA, TB, TS, T, Acc, kKUnit, kXAsync>;
-        if (!ka && xb) kernel = ffma_kernel<S, TA, TB, TS, T, Acc, kK, kXUnit>;
+        if (ka && xb) kernel = modes(KUnit{}, XUnit{});
+        if (ka && !xb) kernel = modes(KUnit{}, XAsync{});
+        if (!ka && xb) kernel = modes(K{}, XUnit{});
       }
     }
   }
-  constexpr int kSmem = S::kStages * (TA::kSize + TB::kSize) * int(sizeof(Acc));
+  constexpr bool kSplits = ffma_splits<S>() && sizeof(Acc) == 4;  // as the kernel's
+  constexpr int kStages = S::kStages * (TA::kSize + TB::kSize) * int(sizeof(Acc));
+  static_assert(!kSplits || (TP::kRows == S::kBM && TP::kCols == S::kBN), "a partial tile is a block tile");
+  constexpr int kPart = kSplits ? TP::kSize * 4 : 0;
+  constexpr int kSmem = kStages > kPart ? kStages : kPart;  // the partial tile reuses the stages
   // Past 48 KB the launch would need cudaFuncSetAttribute first; no configuration comes near.
   static_assert(kSmem <= 48 * 1024, "a configuration's stages exceed the default dynamic shared memory");
   // The workspace: the stream-K blocks' partial sums, then their flags, which start clear.
@@ -438,7 +490,11 @@ cudaError_t run(const GemmRoute& r, void* workspace, cudaStream_t stream) {
     const cudaError_t err = cudaMemsetAsync(flags, 0, sizeof(int) * w.sk_blocks, stream);
     if (err != cudaSuccess) return err;
   }
-  kernel<<<grid, S::kThreads, kSmem, stream>>>(g, ma, mb, ldc, r.strip, w, partials, flags);
+  if (kernel == nullptr || (split > 1 && !kSplits)) return cudaErrorInvalidValue;
+  if (split > 1)
+    return launch_clustered(kernel, grid, S::kThreads, kSmem, split, stream, g, ma, mb, ldc, r.strip, w, partials,
+                            flags, split);
+  kernel<<<grid, S::kThreads, kSmem, stream>>>(g, ma, mb, ldc, r.strip, w, partials, flags, split);
   return cudaGetLastError();
 }
 

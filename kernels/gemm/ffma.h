@@ -67,7 +67,11 @@ struct GemmShape {
 //    k-major operands through registers.
 //  - BigScalar: 128x128, 256 threads, 8x8 per thread, for operands staged element by element
 //    through registers (strided or transposed misaligned views).
-//  - Small: 64x64, 128 threads, 8x4 per thread: four times the blocks, for small grids.
+//  - Small: 64x64, 128 threads, 8x4 per thread: four times the blocks, for small grids; float32
+//    products of up to 64 rows (vector staging) split k across a cluster on compute capability
+//    9.0 (route.h).
+//  - Mid: 64x128, 128 threads, 8x8 per thread, three blocks an SM: such split products where
+//    its own split grid keeps 2.5 blocks an SM (a few rows against a weight 14336 wide).
 //  - float64: 64x64, 256 threads, 4x4 doubles per thread (DFMA; registers allow no more).
 template <int ACC_BYTES>
 struct GemmBigOf {
@@ -82,9 +86,21 @@ using GemmBig = typename GemmBigOf<ACC_BYTES>::type;
 using GemmWide = GemmShape<4, 4, 2, 2, 4, 1, kGemmBK, 3>;
 using GemmBigScalar = GemmShape<4, 2, 2, 4, 2, 2>;
 using GemmSmall = GemmShape<4, 2, 1, 2, 2, 4>;
+using GemmMid = GemmShape<4, 2, 2, 2, 2, 3>;
 static_assert(GemmWide::kBM == 128 && GemmWide::kBN == 256 && GemmWide::kThreads == 256, "cuBLAS's tile, transposed");
 
-enum class GemmConfig : int { Big = 0, BigScalar = 1, Small = 2, Wide = 3 };
+enum class GemmConfig : int { Big = 0, BigScalar = 1, Small = 2, Wide = 3, Mid = 4 };
+
+// Small's and Mid's split-K (split_k.h): a cluster's blocks share a tile's k tiles, 32 or more
+// each (a block's prologue and its partial tile cost about as much as that many tiles' FMAs).
+constexpr int kFfmaSplitMinK = 32;
+// Their partial tile (BM x BN floats). A warp stores 16-byte vectors of rows 4 apart, two rows a
+// quarter-warp phase, 64 bytes each: `pad`'s 16 bytes a row and `swizzle`'s XOR of row bits into
+// the 16-byte unit put the two on different banks; `none` leaves them on the same (2-way).
+template <Layout L, int BN = 64>
+using FfmaSplitTile = TileLayout<L, 64, BN, 4, 16>;
+template <class S>
+constexpr bool ffma_splits() { return std::is_same<S, GemmSmall>::value || std::is_same<S, GemmMid>::value; }
 
 // How a call's operands reach shared memory (gemm_staging):
 //  - Vector: both with 16-byte vectors (KVec / XAsync).
@@ -226,6 +242,12 @@ BANKOPS_HD constexpr int gemm_frag_n(int t, int q) {
   const int warp_n = ((t >> 5) / S::kWarpsM) & (S::kWarpsN - 1);
   const int lane = gemm_lane_n(t);
   return warp_n * S::kWN + (lane & 3) * S::kVec + q * S::kQuad + (lane >> 2) * (S::kQuad * S::kQN);
+}
+// Row i of a thread's micro-tile, from its first (gemm_frag_m's quadrant 0): quadrant i / VEC,
+// row i % VEC of it.
+template <class S>
+BANKOPS_HD constexpr int gemm_frag_row(int i) {
+  return (i / S::kVec) * S::kQuad + i % S::kVec;
 }
 
 // Whether every fragment read is the thread's row-0 offset plus a constant: offset(kk, x + q *

@@ -4,14 +4,16 @@
 // and torch.ops.bankops._gemm_route prints it (gemm_route_line).
 //
 //   a few rows (decode) -> rows:  the few-rows kernel (rows.h): a weight streamed into registers
-//                                 (FFMA: along k, or along n for float32) or a shared-memory ring
-//                                 (mma.sync), split-K across a cluster (split_k.h)
+//                                 (FFMA along k) or a shared-memory ring (float32 along n, and
+//                                 16-row blocks along k; mma.sync), split-K across a cluster (split_k.h)
 //   float32 / float64   -> ffma:  the FFMA/DFMA kernel (ffma.h): tile, each operand's staging,
-//                                 and for the 128x256 tile the strip and stream-K (ffma_work.h)
+//                                 for the 128x256 tile the strip and stream-K (ffma_work.h), for
+//                                 64-row tiles of up to 64 rows split-K across a cluster
 //   float16 / bfloat16  -> wgmma: the Hopper kernel (wgmma.h), swizzle on compute capability
-//                                 9.0: tile and split (wgmma_tma_plan), TMA or realigning
-//                                 producers, copies of misaligned operands into aligned rows
-//                                 first (repack.h), persistent blocks (wgmma_persists)
+//                                 9.0: tile and split (wgmma_tma_plan; a few rows: the thin
+//                                 tile, wgmma_thin_route), TMA or realigning producers, copies
+//                                 of misaligned operands into aligned rows first (repack.h),
+//                                 persistent blocks (wgmma_persists)
 //                       -> mma:   the mma.sync kernel (mma.h) otherwise: tile and fill; a few
 //                                 rows against a weight split k across a cluster (split_k.h)
 #pragma once
@@ -77,8 +79,8 @@ BANKOPS_HD int gemm_strip_cols(int acc_bytes, int64_t batch, int64_t m, int64_t 
 //  1. Small when the 128x128 grid leaves an SM without a block, or m or n fits one 64 tile;
 //     but Wide where stream-K deals a long k out to the SMs and m is past one 64 tile (a
 //     product of 128 rows against a weight), or past half of one where Small's own grid leaves
-//     SMs idle (33-64 rows of a transposed x against a (4096, 4096) weight: 64 blocks, unsplit;
-//     a row-major x takes the few-rows kernel there).
+//     SMs idle (33-64 rows against a (4096, 4096) weight: 64 blocks, unsplit), unless
+//     ffma_route splits Small's k instead (stream_k off: compute capability 9.0).
 //  2. BigScalar when an operand stages through registers element by element (Scalar).
 //  3. Wide (Vector or Async4 staging) when its grid fills the SMs (gemm_wide_fills), over all
 //     of C or over all but a strip (gemm_strip_cols), or stream-K evens out its last wave.
@@ -156,9 +158,12 @@ inline bool gemm_mma_supports(DType dtype, const GemmArgs& g) {
          ceil_div(g.k, MmaSmall::kBK) <= 0x7fffffff;
 }
 
-// Whether a grid of bm x bn tiles gives about every SM a block (31/32 of them: 128 on 132).
+// About every SM: 31/32 of them (128 on 132), the blocks a grid must give to fill the GPU.
+inline int64_t most_sms(int num_sms) { return (int64_t(num_sms) * 31 + 31) / 32; }
+
+// Whether a grid of bm x bn tiles gives about every SM a block (most_sms).
 inline bool mma_fills(const GemmArgs& g, int bm, int bn, int num_sms) {
-  const int64_t want = (int64_t(num_sms) * 31 + 31) / 32;
+  const int64_t want = most_sms(num_sms);
   return g.batch > 0 && ceil_div(g.m, bm) * ceil_div(g.n, bn) >= ceil_div(want, g.batch);
 }
 
@@ -264,7 +269,7 @@ inline double wgmma_plan_time(const GemmArgs& g, const DeviceInfo& d, int split,
 // smaller tiles take the call.
 inline WgmmaPlan wgmma_tma_plan(const GemmArgs& g, const DeviceInfo& d, bool split_k, bool persistent,
                                 bool k_major) {
-  const int64_t want = (int64_t(d.num_sms) * 31 + 31) / 32;  // about every SM (128 of 132): mma_fills
+  const int64_t want = most_sms(d.num_sms);
   WgmmaPlan best;
   double best_time = 0;
   const auto consider = [&](WgmmaShape shape, auto config, int split) {
@@ -336,6 +341,7 @@ struct GemmRoute {
   int rows_tm = 1;        // rows: the rows of A a block takes
   int rows_stages = 0;    // rows on mma.sync: its ring's stages (rows_stages: deep or shallow)
   bool rows_mma = false;  // rows: mma.sync products (16-bit, more than a few rows), else FFMA
+  bool rows_ring = false; // rows, FFMA: the weight through a ring in shared memory, else registers
   WgmmaShape wgmma = WgmmaShape::None;
   bool persistent = false;  // wgmma: persistent blocks walk the tiles (wgmma_persists)
   int multicast = 1;        // wgmma persistent: the blocks (a cluster) that share each B tile
@@ -376,6 +382,7 @@ decltype(auto) with_ffma_config(const GemmRoute& r, F&& f) {
     case GemmConfig::Wide: return f(GemmWide{});
     case GemmConfig::BigScalar: return f(GemmBigScalar{});
     case GemmConfig::Small: return f(GemmSmall{});
+    case GemmConfig::Mid: return f(GemmMid{});
     case GemmConfig::Big:
     default: return f(GemmBig<4>{});
   }
@@ -398,6 +405,7 @@ decltype(auto) with_wgmma_config(const GemmRoute& r, F&& f) {
     case WgmmaShape::Broad: return f(WgmmaBroad{});
     case WgmmaShape::Slim: return f(WgmmaSlim{});
     case WgmmaShape::Tall: return f(WgmmaTall{});
+    case WgmmaShape::Thin: return f(WgmmaThin{});
     case WgmmaShape::Medium:
     default: return r.ops.fill == MmaFill::Async ? f(WgmmaMedium{}) : f(WgmmaMediumRealign{});
   }
@@ -469,6 +477,23 @@ inline int64_t wgmma_tail(const GemmRoute& r) {
 
 namespace route_detail {
 
+// Small's or Mid's split-K across a cluster (split_k_count), each rank 32 k tiles or more.
+template <class S>
+inline int ffma_split_count(const GemmRoute& r) {
+  const GemmArgs& g = r.args;
+  const int64_t tiles = g.batch * ceil_div(g.m, S::kBM) * ceil_div(g.n, S::kBN);
+  return split_k_count(tiles, ceil_div(g.k, S::kBK), r.device, S::kMinBlocks, kFfmaSplitMinK);
+}
+// Whether Mid's grid, split `split` ways, keeps 2.5 blocks an SM or more (10 warps): there its
+// 8x8 threads ran faster than Small's 8x4 (64 rows against (4096, 14336): 2.5 blocks an SM, 210
+// against 254 us); at 1.9 blocks an SM (against (4096, 4096)) slower (84 against 79;
+// bench/RESULTS.md).
+inline bool ffma_mid_fills(const GemmRoute& r, int split) {
+  const GemmArgs& g = r.args;
+  const int64_t blocks = g.batch * ceil_div(g.m, GemmMid::kBM) * ceil_div(g.n, GemmMid::kBN) * split;
+  return 2 * blocks >= 5 * int64_t(r.device.num_sms);
+}
+
 inline void ffma_route(GemmRoute& r, const GemmOptions& opt) {
   const GemmArgs& g = r.args;
   const int eb = r.dtype == DType::F64 ? 8 : 4;
@@ -480,7 +505,18 @@ inline void ffma_route(GemmRoute& r, const GemmOptions& opt) {
   const int sms = r.device.num_sms;
   // k tiles are counted in int: K up to 2^34 (no tensor that fits a GPU comes near it).
   const bool stream_k = opt.stream_k && eb == 4 && ceil_div(g.k, kGemmBK) <= 0x7fffffff;
-  r.config = gemm_config(eb, g.batch, g.m, g.n, g.k, sms, r.staging, stream_k);
+  // float32 products of up to 64 rows, both operands staged by 16-byte vectors, split k across a
+  // cluster (compute capability 9.0), in place of Wide's stream-K over tiles half empty. (The
+  // element-staged forms were not measured split: they keep the rule below.)
+  const bool splits = eb == 4 && r.device.cc >= 90 && opt.split_k && g.m <= GemmSmall::kBM &&
+                      r.staging == GemmStaging::Vector;
+  r.config = gemm_config(eb, g.batch, g.m, g.n, g.k, sms, r.staging, stream_k && !splits);
+  if (r.config == GemmConfig::Small && splits) {
+    const int mid = ffma_split_count<GemmMid>(r);
+    const bool takes_mid = g.n >= GemmMid::kBN && ffma_mid_fills(r, mid);
+    r.config = takes_mid ? GemmConfig::Mid : GemmConfig::Small;
+    r.split = takes_mid ? mid : ffma_split_count<GemmSmall>(r);
+  }
   if (r.config != GemmConfig::Wide) return;
   r.strip = gemm_strip_cols(eb, g.batch, g.m, g.n, sms, r.staging);
   r.work = gemm_work(g.batch, g.m, g.n - r.strip, g.k, r.strip, sms, stream_k);
@@ -504,7 +540,8 @@ inline bool wgmma_persists(const GemmRoute& r, const GemmOptions& opt) {
   return with_wgmma_config(r, [&](auto config) {
     using C = decltype(config);
     const int64_t tiles = g.batch * ceil_div(g.m, C::kBM) * ceil_div(g.n, C::kBN);
-    return (tiles > r.device.num_sms || C::kPersistentOnly) && wgmma_walk_fits<C>(g, tiles, r.device.num_sms);
+    return !C::kFewRows && (tiles > r.device.num_sms || C::kPersistentOnly) &&
+           wgmma_walk_fits<C>(g, tiles, r.device.num_sms);
   });
 }
 
@@ -602,37 +639,66 @@ inline bool split_route(GemmRoute& r, const GemmOptions& opt) {
 inline bool rows_route(GemmRoute& r, const GemmOptions& opt) {
   const GemmArgs& g = r.args;
   if (!opt.split_k || !rows_supports(r.dtype, g)) return false;
-  // Past one block of rows only where the FFMA kernel's 64x64 tiles leave SMs idle: where they
-  // fill them they ran faster (bench/RESULTS.md).
-  if (g.m > kRowsMaxM && g.batch * ceil_div(g.m, GemmSmall::kBM) * ceil_div(g.n, GemmSmall::kBN) >= r.device.num_sms)
-    return false;
+  // Past one block of rows only where the FFMA kernel cannot split k (below compute capability
+  // 9.0) and its 64x64 tiles leave SMs idle: where they fill them, or split, they ran faster
+  // (bench/RESULTS.md).
+  const bool small_fills = g.batch * ceil_div(g.m, GemmSmall::kBM) * ceil_div(g.n, GemmSmall::kBN) >= r.device.num_sms;
+  if (g.m > kRowsMaxM && (r.device.cc >= 90 || small_fills)) return false;
   r.family = GemmFamily::Rows;
   r.ops.b_kn = !rows_b_k_vectors(r.dtype, g);  // float32's weight read along n (rows_b_n_vectors)
   r.rows_mma = rows_on_mma(r.dtype, g.m);
   r.rows_tm = rows_tm(g.m, r.rows_mma);
+  r.rows_ring = rows_takes_ring(r.dtype, r.rows_tm, r.ops.b_kn);
   const int64_t blocks = g.batch * ceil_div(g.m, r.rows_tm) * ceil_div(g.n, rows_bn(r.rows_mma));
   const int64_t windows = ceil_div(g.k, rows_window(r.dtype, r.rows_mma));
-  const int per_sm = r.rows_mma   ? 1
-                     : r.ops.b_kn ? rows_kn_blocks_per_sm(r.rows_tm)
-                                  : rows_ffma_blocks_per_sm(r.rows_tm);
+  const int per_sm = r.rows_mma    ? 1
+                     : r.rows_ring ? rows_ffma_ring_blocks_per_sm(r.rows_tm)
+                                   : rows_ffma_blocks_per_sm(r.rows_tm);
   r.split = r.device.cc < 90 ? 1 : split_k_count(blocks, windows, r.device, per_sm);
   if (r.rows_mma)
     r.rows_stages = rows_ring_stages(r.layout, r.rows_tm, blocks * r.split <= cluster_room(r.device, r.split, 1));
   return true;
 }
 
-// 64 or fewer rows a batch try mma.sync's split tiles first (split_route), then, where no split
-// helps (the tiles alone fill the SMs, or k is short), the Hopper plan: its 128-row tiles are
-// half zeros or more, but so thin a call is bound by reading the weight, which its TMA rings
-// stream faster than mma.sync's tiles (bench/RESULTS.md). More rows try the Hopper plan first
-// (its own split), then split_route, then mma.sync's tiles.
+// A few rows against a weight (x k-major, rows 16 bytes apart) on the Hopper kernel's thin tile
+// (64 x 128, one consumer warpgroup, eight stages): such a call is bound by reading the weight,
+// which TMA rings stream faster than mma.sync's tiles, and 64-row tiles waste no ring on rows
+// past C (the 128-row plans' half or more). Its k splits across a cluster up to a block an SM,
+// within the clusters the GPU holds (cluster_room): more blocks never read faster. Grids of
+// fewer than half the SMs (a short k, a narrow weight) stay on the other routes.
+inline bool wgmma_thin_route(GemmRoute& r, const GemmOptions& opt, bool hopper) {
+  const GemmArgs& g = r.args;
+  if (!hopper || !opt.tma || g.m > WgmmaThin::kBM || g.batch < 1 || g.batch > 65535 ||
+      r.ops.fill != MmaFill::Async || r.ops.a_km || !wgmma_tma_ok(g, false, r.ops.b_kn))
+    return false;
+  const int64_t tiles = g.batch * ceil_div(g.n, WgmmaThin::kBN), nk = ceil_div(g.k, WgmmaThin::kBK);
+  int split = 1;
+  for (int s = 2; opt.split_k && s <= kMaxSplit && nk >= int64_t(s) * kSplitMinK; ++s)
+    if (tiles * s <= r.device.num_sms && cluster_room(r.device, s, 1) >= tiles * s) split = s;
+  if (2 * tiles * split < most_sms(r.device.num_sms)) return false;  // as wgmma_tma_plan's
+  wgmma_route(r, WgmmaPlan{WgmmaShape::Thin, split}, opt);
+  return true;
+}
+
+// A few rows against a weight on the Hopper route: 33-64 rows a batch take the thin tile
+// (wgmma_thin_route); 32 or fewer mma.sync's 32-row split tiles (split_route: they ran a few
+// percent faster there in streams of calls), or the thin tile where those find no split (the
+// tiles alone fill the SMs). Then, where neither takes a call (a short k, an m-major A), the
+// Hopper plan: its 128-row tiles are half zeros or more, but so thin a call is bound by reading
+// the weight, which its TMA rings stream faster than mma.sync's tiles. More rows try the Hopper
+// plan first (its own split), then split_route, then mma.sync's tiles.
 inline void tensor_core_route(GemmRoute& r, const GemmOptions& opt) {
   const GemmArgs& g = r.args;
   r.ops = mma_operands(g);
   r.out_vec = mma_aligned16(g.c) && g.n % kMmaChunk == 0;
   const bool few_rows = g.m <= MmaNarrow::kBM;
-  if (few_rows && split_route(r, opt)) return;
   const bool hopper = opt.wgmma && r.device.cc == 90 && r.layout == Layout::Swizzle;
+  if (few_rows) {
+    const bool thin_first = g.m > MmaRows::kBM;
+    if (thin_first && wgmma_thin_route(r, opt, hopper)) return;
+    if (split_route(r, opt)) return;
+    if (!thin_first && wgmma_thin_route(r, opt, hopper)) return;
+  }
   if (hopper && opt.repack && opt.tma && repack_route(r, opt)) return;
   const WgmmaPlan plan = wgmma_plan(g, r.ops, hopper, opt.tma, opt.split_k, wgmma_may_persist(r, opt), r.device);
   if (plan.shape != WgmmaShape::None) return wgmma_route(r, plan, opt);
@@ -671,7 +737,7 @@ inline GemmRoute gemm_route(const GemmArgs& g, DType dtype, Layout layout, const
 inline std::string gemm_route_line(const GemmRoute& r) {
   static const char* kStage[] = {"kvec", "kscalar", "xasync", "xscalar"};
   static const char* kStaging[] = {"vector", "async4", "scalar"};
-  static const char* kConfig[] = {"big", "big_scalar", "small", "wide"};
+  static const char* kConfig[] = {"big", "big_scalar", "small", "wide", "mid"};
   static const char* kFill[] = {"cp.async", "realign", "registers"};
   const GemmTileDims t = gemm_tile_dims(r);
   const std::string tile = std::to_string(t.bm) + "x" + std::to_string(t.bn) + "x" + std::to_string(t.bk);
@@ -684,9 +750,10 @@ inline std::string gemm_route_line(const GemmRoute& r) {
       if (r.config == GemmConfig::Wide)
         s += " stream_k=" + std::to_string(r.work.sk_blocks) + "/" + std::to_string(r.work.sk_tiles) +
              " strip=" + std::to_string(r.strip);
+      if (r.config == GemmConfig::Small || r.config == GemmConfig::Mid) s += " split=" + std::to_string(r.split);
       break;
     case GemmFamily::Rows:
-      s = "rows " + tile + ab + " split=" + std::to_string(r.split);
+      s = "rows " + tile + ab + (r.rows_ring ? " ring" : "") + " split=" + std::to_string(r.split);
       if (r.rows_mma) s += " stages=" + std::to_string(r.rows_stages);
       break;
     case GemmFamily::Mma:

@@ -196,13 +196,14 @@ __device__ __forceinline__ void rows_ring_next(int64_t win, int64_t w1, const St
   cp_async_commit();
 }
 
-// The n-major kernel's sums into C (batch bz, tile (m0, n0)): the q lanes' by exchanges over
-// lane bits 4 and 3, which leave lane (q, c) column 4c + q's TM; the warps' in RowsWarpSums at
-// the start of shared memory, added in warp order into the partial tile after them; then
-// split-K's store. Every warp is done with what shared memory held.
-template <Layout L, int TM>
-__device__ __forceinline__ void rows_kn_store(const float (&acc)[4][TM], const GemmArgs& g, int64_t bz, int64_t m0,
-                                              int64_t n0, int splits, int rank) {
+// The ring FFMA kernel's sums into C (batch bz, tile (m0, n0)): lane (q, c) of warp w holds TM
+// rows of 4 columns; the q lanes' meet by exchanges over lane bits 4 and 3, which leave lane
+// (q, c) column rows_ring_col(KN, c, q); the warps' in RowsWarpSums at the start of shared
+// memory, added in warp order into the partial tile after them; then split-K's store. Every
+// warp is done with what shared memory held.
+template <Layout L, bool KN, int TM>
+__device__ __forceinline__ void rows_ring_store(const float (&acc)[4][TM], const GemmArgs& g, int64_t bz, int64_t m0,
+                                                int64_t n0, int splits, int rank) {
   constexpr int BN = rows_bn(false);
   using WSums = RowsWarpSums<TM>;
   using PTile = SplitTile<L, TM, BN>;
@@ -217,7 +218,7 @@ __device__ __forceinline__ void rows_kn_store(const float (&acc)[4][TM], const G
   float* sums = reinterpret_cast<float*>(smem);
   float* part = sums + WSums::kSize;
 #pragma unroll
-  for (int t = 0; t < TM; ++t) sums[WSums::offset(warp * TM + t, 4 * c + q)] = v[t];
+  for (int t = 0; t < TM; ++t) sums[WSums::offset(warp * TM + t, rows_ring_col(KN, c, q))] = v[t];
   __syncthreads();
   for (int e = threadIdx.x; e < TM * BN; e += kRowsThreads) {
     const int t = e / BN, col = e % BN;
@@ -231,22 +232,24 @@ __device__ __forceinline__ void rows_kn_store(const float (&acc)[4][TM], const G
                                                     splits, rank, threadIdx.x);
 }
 
-// FFMA on float32's weight stored (K, N) (x @ W). One block: rows_bn columns (n0..) over its
-// rank's windows of k, for TM rows of A. Windows of the weight (RowsKnWTile) and of x go
-// through a ring of rows_kn_stages stages by cp.async, lane (q, c) copying the 16 bytes at
-// columns 4c.. of weight rows k .. k + 3 (k = 4q + 16 warp + 128 j in round j of a window: four
-// whole 128-byte rows a warp, conflict-free on the dense window) that it then reads, beside
-// x's 16 bytes at k of each row (the warp's four q read 64 contiguous bytes, the same words for
-// every c): 16 FMAs a read of x. rows_kn_store adds the lanes' and warps' sums in a fixed
-// order: the same bits every run.
-template <Layout L, int TM>
-__global__ void __launch_bounds__(kRowsThreads, rows_kn_blocks_per_sm(TM))
-    rows_kn_kernel(const GemmArgs g, const int splits) {
-  constexpr int kWin = rows_window(DType::F32, false), BN = rows_bn(false), R = kRowsKnRows;
-  constexpr int kStep = kRowsKnStep, kRounds = kWin / kStep;
+// FFMA on float32 through a ring (rows.h): x @ W of a weight stored (K, N) (KN), or x @ W.t()
+// of one stored (N, K). One block: rows_bn columns (n0..) over its rank's windows of k, for TM
+// rows of A. Windows of the weight (RowsRingWTile) and of x go through a ring of
+// rows_ffma_ring_stages stages by cp.async. Warp w takes k slice w of each round: lane (q, c)
+// reads 4 k (4q + 16w + 128j ..) of 4 columns, KN: 16 bytes at columns 4c.. of each of those
+// weight rows (the bytes it copied: four whole 128-byte rows a warp, conflict-free on the dense
+// window); k-major: 16 bytes at those k of weight rows c, c + 8, c + 16, c + 24 (the window
+// copied 512 contiguous bytes of a row a warp). Beside them x's 16 bytes at those k of each row
+// (the warp's four q read 64 contiguous bytes, the same words for every c): 16 FMAs a read of
+// x. rows_ring_store adds the lanes' and warps' sums in a fixed order: the same bits every run.
+template <Layout L, bool KN, int TM>
+__global__ void __launch_bounds__(kRowsThreads, rows_ffma_ring_blocks_per_sm(TM))
+    rows_ring_kernel(const GemmArgs g, const int splits) {
+  constexpr int kWin = rows_window(DType::F32, false), BN = rows_bn(false), R = kRowsRingK;
+  constexpr int kStep = kRowsRingStep, kRounds = kWin / kStep;
   static_assert(kWin % kStep == 0 && BN / 4 == 8, "a window is whole rounds, 8 lanes a weight row");
-  constexpr int S = rows_kn_stages<TM>(), kStage = rows_kn_stage_bytes<TM>();
-  using WTile = RowsKnWTile;
+  constexpr int S = rows_ffma_ring_stages<L, KN, TM>(), kStage = rows_ffma_ring_stage_bytes<L, KN, TM>();
+  using WTile = RowsRingWTile<L, KN>;
   using XTile = RowMajor<TM, kWin>;
   using WSums = RowsWarpSums<TM>;
   using PTile = SplitTile<L, TM, BN>;
@@ -254,26 +257,38 @@ __global__ void __launch_bounds__(kRowsThreads, rows_kn_blocks_per_sm(TM))
   extern __shared__ __align__(16) unsigned char smem[];  // the ring, then the warps' sums and P
   const uint32_t base = smem_u32(smem);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, q = lane / 8, c = lane % 8;
-  const int kl = q * R + warp * R * 4;  // the lane's first weight row in round 0 of a window
+  const int kl = q * R + warp * R * 4;  // the lane's first k in round 0 of a window
   const RowsTile at = rows_tile<TM, BN>(g, splits);
   const int rank = at.rank;
   const int64_t m0 = at.m0, n0 = at.n0, windows = ceil_div(g.k, kWin);
   const int64_t w0 = split_k_begin(windows, splits, rank), w1 = split_k_begin(windows, splits, rank + 1);
-  const bool col_in = n0 + 4 * c < g.n;  // n is whole quads
+  const bool col_in = n0 + 4 * c < g.n;  // KN: n is whole quads
   for (int64_t bz = blockIdx.z; bz < g.batch; bz += gridDim.z) {
     const float* a = static_cast<const float*>(g.a) + bz * g.a_sb + m0 * g.a_sm;
-    const float* b = static_cast<const float*>(g.b) + bz * g.b_sb + n0 + 4 * c;  // read only where col_in
+    const float* b = static_cast<const float*>(g.b) + bz * g.b_sb;
     const auto stage = [&](int64_t win) {
       const uint32_t buf = base + (win - w0) % S * kStage;
+      if constexpr (KN) {
 #pragma unroll
-      for (int j = 0; j < kRounds; ++j)
+        for (int j = 0; j < kRounds; ++j)
 #pragma unroll
-        for (int i = 0; i < R; ++i) {
-          const int kk = j * kStep + kl + i;
-          const int64_t k = win * kWin + kk;
-          const bool in = col_in && k < g.k;
-          cp_async16(buf + WTile::offset(kk, 4 * c) * 4, in ? b + k * g.b_sk : b, in ? 16 : 0);
+          for (int i = 0; i < R; ++i) {
+            const int kk = j * kStep + kl + i;
+            const int64_t k = win * kWin + kk;
+            const bool in = col_in && k < g.k;
+            cp_async16(buf + WTile::offset(kk, 4 * c) * 4, in ? b + k * g.b_sk + n0 + 4 * c : b, in ? 16 : 0);
+          }
+      } else {
+        // A warp copies 512 contiguous bytes of a weight row an instruction (zeros past n and k).
+        constexpr int kPerRow = kWin / 4;
+#pragma unroll
+        for (int e = threadIdx.x; e < BN * kPerRow; e += kRowsThreads) {
+          const int row = e / kPerRow, kk = e % kPerRow * 4;
+          const int64_t n = n0 + row, k = win * kWin + kk;
+          const bool in = n < g.n && k < g.k;
+          cp_async16(buf + WTile::offset(row, kk) * 4, in ? b + n * g.b_sn + k : b, in ? 16 : 0);
         }
+      }
       rows_stage_a<XTile, float, TM>(buf + WTile::kSize * 4, a, g, m0, win * kWin);
     };
     float acc[4][TM] = {};
@@ -283,12 +298,17 @@ __global__ void __launch_bounds__(kRowsThreads, rows_kn_blocks_per_sm(TM))
       const uint32_t wbuf = base + (win - w0) % S * kStage, xbuf = wbuf + WTile::kSize * 4;
 #pragma unroll
       for (int j = 0; j < kRounds; ++j) {
-        float w[R][4];
+        float w[R][4];  // w[i][col]: k kl + i of the lane's column col
 #pragma unroll
-        for (int i = 0; i < R; ++i) {
-          const uint4 v = lds128(wbuf + WTile::offset(j * kStep + kl + i, 4 * c) * 4);
-          w[i][0] = __uint_as_float(v.x), w[i][1] = __uint_as_float(v.y);
-          w[i][2] = __uint_as_float(v.z), w[i][3] = __uint_as_float(v.w);
+        for (int u = 0; u < 4; ++u) {
+          const uint4 v = KN ? lds128(wbuf + WTile::offset(j * kStep + kl + u, 4 * c) * 4)
+                             : lds128(wbuf + WTile::offset(rows_ring_col(false, c, u), j * kStep + kl) * 4);
+          const float f[4] = {__uint_as_float(v.x), __uint_as_float(v.y), __uint_as_float(v.z), __uint_as_float(v.w)};
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            if constexpr (KN) w[u][e] = f[e];  // row k + u, columns 4c + e
+            else w[e][u] = f[e];               // column c + 8u, k + e
+          }
         }
 #pragma unroll
         for (int t = 0; t < TM; ++t) {
@@ -303,7 +323,7 @@ __global__ void __launch_bounds__(kRowsThreads, rows_kn_blocks_per_sm(TM))
     }
     cp_async_wait<0>();
     __syncthreads();  // every warp done with the ring before the sums take it
-    rows_kn_store<L, TM>(acc, g, bz, m0, n0, splits, rank);
+    rows_ring_store<L, KN, TM>(acc, g, bz, m0, n0, splits, rank);
   }
 }
 
@@ -422,9 +442,18 @@ cudaError_t run(const GemmRoute& r, cudaStream_t stream) {
     constexpr bool kFfma = std::is_same<T, float>::value || TM <= kRowsFfmaRows;
     constexpr bool kMma = !std::is_same<T, float>::value && TM >= 8 && TM <= kRowsMmaMaxM;
     if constexpr (std::is_same<T, float>::value) {
-      if (r.ops.b_kn)
-        return start<rows_kn_kernel<L, TM>>(r, rows_bn(false), rows_kn_stages<TM>() * rows_kn_stage_bytes<TM>(),
-                                            stream);
+      const auto ring = [&](auto kn) {
+        constexpr bool KN = decltype(kn)::value;
+        constexpr int kSmem = rows_ffma_ring_stages<L, KN, TM>() * rows_ffma_ring_stage_bytes<L, KN, TM>();
+        return start<rows_ring_kernel<L, KN, TM>>(r, rows_bn(false), kSmem, stream);
+      };
+      if (r.ops.b_kn) return ring(std::true_type{});
+      // A weight along k takes the ring at the rows the route sends there only (the others are
+      // not built).
+      if constexpr (rows_takes_ring(DType::F32, TM, false)) {
+        if (r.rows_ring) return ring(std::false_type{});
+      }
+      if (r.rows_ring) return cudaErrorInvalidValue;
     }
     if constexpr (kFfma) {
       if (!r.rows_mma)

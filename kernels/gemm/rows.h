@@ -5,12 +5,13 @@
 //   16-byte loads; each warp takes kRowsPerWarp weight rows, a lane 16 bytes of each per load
 //   (512 contiguous bytes a row); the rows of A go through shared memory a window of k at a
 //   time (cp.async, double-buffered); the lanes' sums meet by halving exchanges (rows_sum_index);
-// - FFMA on a weight stored (K, N) (float32's x @ W): windows of the weight and of x go
-//   through a ring of stages by cp.async; lane (q, c) = (lane / 8, lane % 8) copies and reads
-//   16 bytes (columns 4c..) of weight rows k .. k + 3 (4q + 16 warp + 128 j of each window: a
-//   warp's copy takes four whole 128-byte lines) and multiplies them by x's 16 bytes at k of
-//   each row (one LDS.128 for 16 FMAs); the four q lanes' sums meet by two halving exchanges,
-//   the eight warps' in shared memory (rows_kn_kernel);
+// - FFMA through a ring (float32: a weight stored (K, N), x @ W, and one stored (N, K) in
+//   blocks of 16 rows, rows_takes_ring): windows of the weight and of x go through a ring of
+//   stages by cp.async; lane (q, c) = (lane / 8, lane % 8) reads 4 k (k .. k + 3 = 4q + 16 warp
+//   + 128 j of each window) of 4 weight columns, 16 bytes a column (along k) or a k (along n,
+//   the 16 bytes it copied: a warp's copy takes four whole 128-byte lines), and multiplies them
+//   by x's 16 bytes at k of each row (one LDS.128 for 16 FMAs); the four q lanes' sums meet by
+//   two halving exchanges, the eight warps' in shared memory (rows_ring_kernel);
 // - mma.sync m16n8k16 (16-bit past kRowsFfmaRows rows): windows of the weight (RowsWTile) and
 //   of x (RowsXTile) go through a ring of stages (rows_stages) by cp.async, each warp copying 512
 //   contiguous bytes of one weight row an instruction (whole 128-byte lines: DRAM streams them
@@ -75,23 +76,32 @@ BANKOPS_HD constexpr RowsSum rows_sum_at(int tm, int idx) {
 }
 // FFMA's blocks resident an SM, by registers (32 rows of sums take about 220 a thread).
 BANKOPS_HD constexpr int rows_ffma_blocks_per_sm(int tm) { return tm < 16 ? 2 : 1; }
-// The n-major kernel's: two up to 16 rows (its ring holds the weight, not registers; 16 rows at
+// The ring kernel's: two up to 16 rows (its ring holds the weight, not registers; 16 rows at
 // two blocks an SM measured up to 17% faster than at one: bench/RESULTS.md).
-BANKOPS_HD constexpr int rows_kn_blocks_per_sm(int tm) { return tm <= 16 ? 2 : 1; }
+BANKOPS_HD constexpr int rows_ffma_ring_blocks_per_sm(int tm) { return tm <= 16 ? 2 : 1; }
+// Whether float32's FFMA takes the ring: a weight along n always; along k for blocks of 16 rows,
+// where two ring blocks an SM ran 7-11% faster than one register block (at 8 rows and fewer the
+// registers were up to 5% faster, at 32 even: bench/RESULTS.md).
+BANKOPS_HD constexpr bool rows_takes_ring(DType t, int tm, bool b_kn) { return b_kn || (t == DType::F32 && tm == 16); }
 
-// The n-major FFMA kernel's weight rows a lane copies and reads per round of a window (k ..
-// k + 3), and its warps' sums before they meet: warp w's TM x rows_bn at rows w * TM.. (dense:
-// a warp stores 32 consecutive columns of a row, and the sums read along rows).
-constexpr int kRowsKnRows = 4;
-// The weight rows a round covers (8 warps x 4 q lanes x kRowsKnRows: 128): a window is two.
-constexpr int kRowsKnStep = kRowsThreads / (rows_bn(false) / 4) * kRowsKnRows;
+// The ring FFMA kernel's k per lane and round (k .. k + 3), and its warps' sums before they
+// meet: k slice w's TM x rows_bn at rows w * TM.. (dense: a warp stores 32 consecutive columns
+// of a row, and the sums read along rows).
+constexpr int kRowsRingK = 4;
+// The k a round covers (8 k slices x 4 q lanes x kRowsRingK: 128): a window is two.
+constexpr int kRowsRingStep = kRowsWarps * 4 * kRowsRingK;
 template <int TM>
 using RowsWarpSums = RowMajor<kRowsWarps * TM, rows_bn(false)>;
+// Lane (q, c)'s column of the block's 32 once the sums meet (column j of the lane's 4 before):
+// a weight along n gives the lane 4 adjacent columns (16 bytes of a row), along k 4 columns 8
+// apart (rows c, c + 8, ..: the 8 lanes of a phase read 8 consecutive weight rows).
+BANKOPS_HD constexpr int rows_ring_col(bool kn, int c, int j) { return kn ? 4 * c + j : c + 8 * j; }
 
 // The rows of A a block takes: the least power of two that covers m, 8 at least on mma.sync
 // (half its m16 tile; the other half is zeros), at most kRowsMaxM. A call takes up to 64 rows
-// on float32 (two blocks of 32 over each stretch of the weight, side by side in the grid so
-// that the weight comes from memory once; route.h's rows_route says where), 16 on 16 bits
+// on float32 below compute capability 9.0 (two blocks of 32 over each stretch of the weight,
+// side by side in the grid so that the weight comes from memory once; route.h's rows_route
+// says where; on 9.0 the FFMA kernel's split tiles take them), 16 on 16 bits
 // (past them the mma.sync kernel's own tiles, split across a cluster, run faster:
 // bench/RESULTS.md).
 constexpr int kRowsMaxM = 32, kRowsMmaMaxM = 16, kRowsF32MaxM = 64;
@@ -135,17 +145,24 @@ constexpr int rows_ring_blocks_per_sm(int S) {
   return 2 * (S * rows_stage_bytes<L, TM>() + 1024) <= kRowsSmemPerSM ? 2 : 1;
 }
 
-// The n-major kernel's ring: stages of the weight's window (its rows k of 32 floats, dense:
-// lane (q, c) copies and reads 16 bytes of four whole 128-byte rows a warp) then x's, as many
-// as the block's share of shared memory fits (at most the 163 KB of compute capability 8.x
-// at one block an SM, half an SM's at two), up to four.
-using RowsKnWTile = RowMajor<rows_window(DType::F32, false), rows_bn(false)>;
-template <int TM>
-constexpr int rows_kn_stage_bytes() { return (RowsKnWTile::kSize + TM * rows_window(DType::F32, false)) * 4; }
-template <int TM>
-constexpr int rows_kn_stages() {
-  const int fit = (rows_kn_blocks_per_sm(TM) == 1 ? kRowsSmemPerBlock : kRowsSmemPerSM / 2 - 1024) /
-                  rows_kn_stage_bytes<TM>();
+// The ring FFMA kernel's ring: stages of the weight's window then x's, as many as the block's
+// share of shared memory fits (at most the 163 KB of compute capability 8.x at one block an
+// SM, half an SM's at two), up to four. The weight's window along n (KN): its rows k of 32
+// floats, dense (lane (q, c) copies and reads 16 bytes of four whole 128-byte rows a warp);
+// along k: its 32 rows n of the window's k, lane (q, c) reading 16 bytes at k 4q.. of rows c,
+// c + 8, ..: 8 rows a phase, 1 KB apart, on the same banks under `none` (8-way), moved apart by
+// `pad`'s 16 bytes a row and by `swizzle`'s XOR of row bits into the 16-byte unit.
+template <Layout L, bool KN>
+using RowsRingWTile = std::conditional_t<KN, RowMajor<rows_window(DType::F32, false), rows_bn(false)>,
+                                         TileLayout<L, rows_bn(false), rows_window(DType::F32, false), 4, 16>>;
+template <Layout L, bool KN, int TM>
+constexpr int rows_ffma_ring_stage_bytes() {
+  return (RowsRingWTile<L, KN>::kSize + TM * rows_window(DType::F32, false)) * 4;
+}
+template <Layout L, bool KN, int TM>
+constexpr int rows_ffma_ring_stages() {
+  const int fit = (rows_ffma_ring_blocks_per_sm(TM) == 1 ? kRowsSmemPerBlock : kRowsSmemPerSM / 2 - 1024) /
+                  rows_ffma_ring_stage_bytes<L, KN, TM>();
   return fit < kRowsMaxStages ? fit : kRowsMaxStages;
 }
 

@@ -16,11 +16,12 @@ constexpr int kMaxSplit = 8, kSplitMinK = 4;
 // The splits for a grid of `tiles` block tiles, nk k tiles deep, of a kernel of blocks_per_sm
 // blocks an SM on `device`: the count s whose waves of resident clusters (cluster_room) end
 // soonest, waves(s) * nk / s; a larger count only where it saves a tenth (each rank adds to
-// the reduction), never one that leaves a rank fewer than kSplitMinK k tiles.
-inline int split_k_count(int64_t tiles, int64_t nk, const DeviceInfo& device, int blocks_per_sm) {
+// the reduction), never one that leaves a rank fewer than min_k k tiles.
+inline int split_k_count(int64_t tiles, int64_t nk, const DeviceInfo& device, int blocks_per_sm,
+                         int min_k = kSplitMinK) {
   int best = 1;
   double best_time = 0;
-  for (int s = 1; s <= kMaxSplit && (s == 1 || nk >= int64_t(s) * kSplitMinK); ++s) {
+  for (int s = 1; s <= kMaxSplit && (s == 1 || nk >= int64_t(s) * min_k); ++s) {
     const int64_t room = cluster_room(device, s, blocks_per_sm);
     if (room < s) continue;  // not one cluster fits
     const double time = double(ceil_div(tiles * s, room)) / s;

@@ -10,44 +10,68 @@
 
 namespace bankops {
 
-// The shared epilogue (mma_epilogue.cuh) of `tiles` block tiles: C: the fragment arrangement;
-// out_vec: C's rows 16-byte aligned (N % 8 == 0: the output is a fresh tensor).
+// The shared epilogue (mma_epilogue.cuh) of the block tiles of C (m x n, `batch` of them): C:
+// the fragment arrangement; out_vec: C's rows 16-byte aligned (N % 8 == 0: the output is a
+// fresh tensor). Every tile stores all its accumulators; the reads skip what lies past C's
+// edges, so tiles on the last row or column of tiles (the rows and columns they hold of C: a
+// class) are one more instruction, counted per launch (an iteration: the launch).
 template <class C, class CTile>
-inline void trace_mma_epilogue(const char* kernel, int64_t tiles, bool out_vec, SmemTrace& trace) {
+inline void trace_mma_epilogue(const char* kernel, int64_t batch, int64_t m, int64_t n, bool out_vec,
+                               SmemTrace& trace) {
   const auto ct = [](TileCoord c) { return int64_t(CTile::offset(c.r, c.c)) * 2; };
+  const int64_t whole_m = m / CTile::kRows, whole_n = n / CTile::kCols;
+  const int rows_left = static_cast<int>(m % CTile::kRows), cols_left = static_cast<int>(n % CTile::kCols);
+  const int64_t tiles = batch * ceil_div(m, CTile::kRows) * ceil_div(n, CTile::kCols);
   SmemInstr& cs = trace.instr(kernel, "sts C tile <- accumulator pairs", SmemOp::St, 4, tiles);
   for (int i = 0; i < C::kFragM; ++i)
     for (int j = 0; j < C::kFragN; ++j)
       for (int h = 0; h < 2; ++h) add_block(cs, C::kThreads, [&](int t) { return ct(mma_acc<C>(t, i, j, h)); });
-  if (!out_vec) {
-    SmemInstr& ce = trace.instr(kernel, "lds C tile -> elements of C (rows off 16 bytes)", SmemOp::Ld, 2, tiles);
-    for (int e = 0; e < C::kOutChunks * kMmaChunk; ++e)
-      add_block(ce, C::kThreads, [&](int t) { return ct(mma_out_elem<C>(t, e)); });
-    return;
-  }
-  SmemInstr& cl = trace.instr(kernel, "lds C tile -> 16-byte rows of C", SmemOp::Ld, 16, tiles);
-  for (int e = 0; e < C::kOutChunks; ++e)
-    add_block(cl, C::kThreads, [&](int t) { return ct(mma_chunk<C>(t, e, C::kBN)); });
+  const std::string what = out_vec ? "lds C tile -> 16-byte rows of C" : "lds C tile -> elements of C (rows off 16 bytes)";
+  const int width = out_vec ? 16 : 2, reads = out_vec ? C::kOutChunks : C::kOutChunks * kMmaChunk;
+  const auto read = [&](int t, int e) { return out_vec ? mma_chunk<C>(t, e, C::kBN) : mma_out_elem<C>(t, e); };
+  SmemInstr& whole = trace.instr(kernel, what, SmemOp::Ld, width, batch * whole_m * whole_n);
+  for (int e = 0; e < reads; ++e) add_block(whole, C::kThreads, [&](int t) { return ct(read(t, e)); });
+  if (rows_left == 0 && cols_left == 0) return;
+  SmemInstr& edge = trace.instr(kernel, what + ", edge tiles (reads past C skipped)", SmemOp::Ld, width, 1);
+  const struct { int rows, cols; int64_t count; } classes[3] = {
+      {rows_left, CTile::kCols, rows_left ? batch * whole_n : 0},
+      {CTile::kRows, cols_left, cols_left ? batch * whole_m : 0},
+      {rows_left, cols_left, rows_left && cols_left ? batch : 0}};
+  for (const auto& k : classes)
+    for (int e = 0; k.count > 0 && e < reads; ++e)
+      add_block(
+          edge, C::kThreads,
+          [&](int t) {
+            const TileCoord c = read(t, e);
+            return c.r < k.rows && c.c < k.cols ? ct(c) : int64_t(-1);
+          },
+          [](int) { return int64_t(0); }, k.count);
 }
 
-// Split-K's sums (split_k_store) on `tiles` block tiles of `splits` blocks of `threads`: each
-// block's loads of its rank's rows from every block's partial tile (its own and, through
-// distributed shared memory, its peers'; rank 0's rows stand for each rank's, the same pattern
-// moved down), kSplitQuads quads a thread a round, a round's lanes past the rows loading its
-// last quad again.
+// Split-K's sums (split_k_store) on `tiles` block tiles (an iteration: one tile's cluster) of
+// `splits` blocks of `threads`: each rank's loads of its rows from every block's partial tile,
+// its own and, through distributed shared memory, its peers' (the same addresses in each),
+// kSplitQuads quads a thread a round, a round's lanes past the rows loading its last quad again.
+// Ranks hold split_rows' share of the rows, which differs by one where splits does not divide them.
 template <class PTile>
 inline void trace_split_loads(const char* kernel, int threads, int64_t tiles, int splits, SmemTrace& trace) {
-  SmemInstr& ld = trace.instr(kernel, "ld.shared::cluster.v4 P -> the rank's rows, from every rank", SmemOp::Ld, 16,
-                              tiles * splits * splits);
-  const SplitRows rows = split_rows(PTile::kRows, splits, 0);
-  const int quads = (rows.end - rows.begin) * (PTile::kCols / 4);
-  for (int e0 = 0; e0 < quads; e0 += kSplitQuads * threads)
-    for (int u = 0; u < kSplitQuads; ++u)
-      add_block(ld, threads, [&](int t) {
-        if (e0 + t >= quads) return int64_t(-1);  // no round for this thread
-        const TileCoord q = split_quad<PTile>(rows, std::min(e0 + u * threads + t, quads - 1));
-        return int64_t(PTile::offset(q.r, q.c)) * 4;
-      });
+  SmemInstr& own = trace.instr(kernel, "ld.shared::cluster.v4 P -> the rank's rows, its own partial", SmemOp::Ld, 16,
+                               tiles);
+  SmemInstr& peers = trace.instr(kernel, "ld.shared::cluster.v4 P -> the rank's rows, the peers' partials", SmemOp::Ld,
+                                 16, tiles);
+  peers.peer = true;
+  for (int rank = 0; rank < splits; ++rank) {
+    const SplitRows rows = split_rows(PTile::kRows, splits, rank);
+    const int quads = (rows.end - rows.begin) * (PTile::kCols / 4);
+    for (int from = 0; from < splits; ++from)
+      for (int e0 = 0; e0 < quads; e0 += kSplitQuads * threads)
+        for (int u = 0; u < kSplitQuads; ++u)
+          add_block(from == rank ? own : peers, threads, [&](int t) {
+            if (e0 + t >= quads) return int64_t(-1);  // no round for this thread
+            const TileCoord q = split_quad<PTile>(rows, std::min(e0 + u * threads + t, quads - 1));
+            return int64_t(PTile::offset(q.r, q.c)) * 4;
+          });
+  }
 }
 
 // Split-K's partial tile (mma.sync's or the Hopper kernel's consumers, as fragments C): every
@@ -222,7 +246,7 @@ inline void trace_mma_tile(const GemmRoute& r, SmemTrace& trace) {
       fragments("", steps, 0, C::kSteps);
       if (async) fragments(" (step 0 ahead, per block)", blocks, 0, 1);
       if (r.split > 1) trace_split_k<C, SplitTile<L, C::kBM, C::kBN>>(kernel, tiles, r.split, trace);
-      else trace_mma_epilogue<C, CTile>(kernel, tiles, r.out_vec, trace);
+      else trace_mma_epilogue<C, CTile>(kernel, g.batch, g.m, g.n, r.out_vec, trace);
     });
   });
 }
@@ -250,6 +274,7 @@ template <class C>
 inline void trace_wgmma_halves(const char* kernel, int64_t tail, SmemTrace& trace) {
   SmemInstr& st = trace.instr(kernel, "st.shared::cluster half-k partial -> peer (split last wave)", SmemOp::St, 16,
                               2 * tail);
+  st.peer = true;
   SmemInstr& ld = trace.instr(kernel, "lds peer's half-k partial", SmemOp::Ld, 16, 2 * tail);
   for (int j = 0; j < C::kBN / 8; ++j) {
     add_block(st, 128, [&](int t) { return int64_t(128 * j + t) * 16; });
@@ -292,7 +317,8 @@ inline void trace_wgmma_tile(const GemmRoute& r, SmemTrace& trace) {
   }
   if constexpr (!C::kPersistentOnly) {  // 128 x 192 and 128 x 144 have no block-a-tile or split epilogue
     if (r.split > 1) return trace_split_k<WgmmaFrags<C>, WgmmaPartTile<C>>(kernel, tiles, r.split, trace);
-    if (!r.persistent) return trace_mma_epilogue<WgmmaFrags<C>, WgmmaCTile<C>>(kernel, tiles, r.out_vec, trace);
+    if (!r.persistent)
+      return trace_mma_epilogue<WgmmaFrags<C>, WgmmaCTile<C>>(kernel, g.batch, g.m, g.n, r.out_vec, trace);
   }
   trace_wgmma_store<C>(kernel, wgmma_walked_tiles(r), trace);
   if (r.tail > 0) trace_wgmma_halves<C>(kernel, r.tail, trace);

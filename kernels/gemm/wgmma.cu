@@ -151,13 +151,15 @@ __device__ __forceinline__ void consume(float (&d)[C::kAcc], const Ring<C::kStag
 // 384); the realigning producer keeps 152 (its register slots), a TMA-only kernel's producer
 // (TMA: one thread issuing boxes) 40, and the rest go to the consumers' accumulators (128 a
 // thread for 128 x 256). With 512 threads and two realigning producers everyone keeps the
-// launch's 128; with three consumers (192 x 96) they take 152.
+// launch's 128; with three consumers (192 x 96) they take 152. The thin tile's one consumer
+// needs no more than the launch's 256 (64 accumulators a thread): nobody moves.
 template <class C, bool TMA = false>
 struct WgmmaRegs {
   static constexpr int kLaunch = 65536 / C::kThreads / 8 * 8;
-  static constexpr int kProducer = TMA ? 40 : kLaunch < 152 ? kLaunch : 152;
-  static constexpr int kConsumer =
-      (kLaunch * C::kThreads - C::kProducerThreads * kProducer) / (C::kThreads - C::kProducerThreads) / 8 * 8;
+  static constexpr int kProducer = C::kFewRows ? kLaunch : TMA ? 40 : kLaunch < 152 ? kLaunch : 152;
+  static constexpr int kConsumer = C::kFewRows ? kLaunch
+                                               : (kLaunch * C::kThreads - C::kProducerThreads * kProducer) /
+                                                     (C::kThreads - C::kProducerThreads) / 8 * 8;
   static_assert(kConsumer >= kLaunch && kConsumer <= 256, "setmaxnreg's range");
   __device__ __forceinline__ static void producer() {
     if constexpr (kProducer < kLaunch) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducer));
@@ -508,9 +510,9 @@ cudaError_t run_persistent(const GemmRoute& r, cudaStream_t stream, bool tma) {
 
 // The route's producer as a template argument: the realigning producer takes B as Bs[BK][BN]
 // only, on WgmmaLarge and WgmmaMediumRealign only, unsplit (route.h's wgmma_plan); TMA takes
-// one producer thread; 128 x 192, 128 x 144 and 192 x 96 tiles run persistent blocks only.
-// Pairs share B's tile where it halves (wgmma_pairs_share_b, which route.h's wgmma_clusters
-// asks too).
+// one producer thread; 128 x 192, 128 x 144 and 192 x 96 tiles run persistent blocks only, the
+// thin tile (64 x 128) a block a tile only, A k-major. Pairs share B's tile where it halves
+// (wgmma_pairs_share_b, which route.h's wgmma_clusters asks too).
 template <class C, class T, bool KM, bool KN>
 cudaError_t run_fill(const GemmRoute& r, cudaStream_t stream, bool tma) {
   constexpr bool kRealign = KN && (std::is_same_v<C, WgmmaLarge> || std::is_same_v<C, WgmmaMediumRealign>);
@@ -524,6 +526,8 @@ cudaError_t run_fill(const GemmRoute& r, cudaStream_t stream, bool tma) {
   } else if (!r.persistent) {
     if constexpr (C::kPersistentOnly) return cudaErrorInvalidValue;
     else return run<C, T, KM, KN, WgmmaLoad::Tma>(r, stream, tma);
+  } else if constexpr (C::kFewRows) {
+    return cudaErrorInvalidValue;
   } else if (r.multicast == 1) {
     return run_persistent<C, T, KM, KN, 1>(r, stream, tma);
   } else if constexpr (wgmma_pairs_share_b<C, KN>()) {
@@ -537,7 +541,8 @@ template <class C>
 cudaError_t run_dtype(const GemmRoute& r, cudaStream_t stream, bool tma) {
   return with_operand_majors(r.ops, [&](auto km, auto kn) {
     constexpr bool KM = decltype(km)::value, KN = decltype(kn)::value;
-    if constexpr (C::kKMajorOnly && (KM || KN)) return cudaErrorInvalidValue;  // the route never takes it there
+    if constexpr ((C::kKMajorOnly && (KM || KN)) || (C::kFewRows && KM))
+      return cudaErrorInvalidValue;  // the route never takes it there
     else
       return r.dtype == DType::F16 ? run_fill<C, __half, KM, KN>(r, stream, tma)
                                    : run_fill<C, __nv_bfloat16, KM, KN>(r, stream, tma);

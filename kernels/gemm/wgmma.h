@@ -44,6 +44,8 @@ struct WgmmaConfig {
   // A width that is not whole 64-column blocks (144, 96) runs k-major A and B only: there an
   // n-major B tile's last block is partly the next tile's, and measured slower than 128 x 192.
   static constexpr bool kKMajorOnly = BN % 64 != 0;
+  // One consumer: the few-rows tile (route.h's wgmma_thin_route), a block a tile, A k-major (x).
+  static constexpr bool kFewRows = CONSUMERS == 1;
 };
 // The configurations (route.h picks one; bench/RESULTS.md's design notes have the figures):
 //   WgmmaLarge         128 x 256: two consumers of 64 x 256, four 48 KB stages;
@@ -58,7 +60,9 @@ struct WgmmaConfig {
 //   WgmmaMedium        128 x 128: two consumers of 64 x 128, six 32 KB stages (TMA only);
 //   WgmmaNarrow        128 x 64, cuBLAS's tile at 1024^3: eight 24 KB stages (TMA only);
 //   WgmmaMediumRealign 128 x 128 with two realigning producer warpgroups, which keep a whole
-//                      stage of loads in flight (512 threads: 128 registers each).
+//                      stage of loads in flight (512 threads: 128 registers each);
+//   WgmmaThin          64 x 128, a few rows against a weight: one consumer, eight 24 KB stages
+//                      (TMA, a block a tile, A k-major, split across a cluster).
 using WgmmaLarge = WgmmaConfig<128, 256, 64, 2, 4>;
 using WgmmaBroad = WgmmaConfig<128, 192, 64, 2, 4>;
 using WgmmaSlim = WgmmaConfig<128, 144, 64, 2, 4>;
@@ -66,6 +70,7 @@ using WgmmaTall = WgmmaConfig<192, 96, 64, 3, 4>;
 using WgmmaMedium = WgmmaConfig<128, 128, 64, 2, 6>;
 using WgmmaNarrow = WgmmaConfig<128, 64, 64, 2, 8>;
 using WgmmaMediumRealign = WgmmaConfig<128, 128, 64, 2, 6, 2>;
+using WgmmaThin = WgmmaConfig<64, 128, 64, 1, 8>;
 
 constexpr int kWgmmaRowCols = 64;  // halves in one 128-byte swizzled row
 constexpr int kWgmmaWarpRows = 16;  // rows of C a consumer warp holds (wgmma's m64 over 4 warps)
@@ -128,7 +133,7 @@ BANKOPS_HD TileCoord wgmma_chunk(int t, int e) {
 
 // The Hopper kernel's block tile (route.h decides), and how its producers fill the ring:
 // TMA boxes, or chunks realigned in registers.
-enum class WgmmaShape { None, Large, Medium, Narrow, Broad, Slim, Tall };
+enum class WgmmaShape { None, Large, Medium, Narrow, Broad, Slim, Tall, Thin };
 enum class WgmmaLoad { Tma, Realign };
 
 // Whether pairs of persistent blocks can share B's tile of C (n-major B: KN): each loads half of
