@@ -33,7 +33,7 @@ import bankops  # noqa: E402
 import report  # noqa: E402
 from run import eager_ms  # noqa: E402
 from bankops.explain import OPS as KINDS  # noqa: E402
-from bankops.explain import explain  # noqa: E402
+from bankops.explain import explain, totals_of  # noqa: E402
 
 _INSTRUCTIONS = {"ld": "smsp__sass_inst_executed_op_shared_ld", "st": "smsp__sass_inst_executed_op_shared_st",
                  "ldsm": "smsp__sass_inst_executed_op_ldsm", "ldgsts": "smsp__sass_inst_executed_op_ldgsts"}
@@ -72,13 +72,21 @@ def cases(quick=False, ops=None):
         out.append(("gemm", f16, dict(m=2048, n=2048, k=2047)))  # odd K: A copied into aligned rows first
         out.append(("gemm", f16, dict(m=1024, n=2048, k=1024)))  # the Hopper kernel's 128x128 tile
         out.append(("gemm", bf16, dict(m=4096, n=4096, k=4096)))  # its persistent blocks, C tiles for TMA stores
-        # decode, x @ W.t(): the few-rows kernel (its windows of x and partial tile, split-K)
-        for dt, m in ((f32, 8), (bf16, 8), (bf16, 32)):
+        # decode, x @ W.t(): the few-rows kernel (its windows of x and partial tile, split-K), 32
+        # rows on mma.sync's split tiles; the Hopper kernel's thin tile (swizzle; mma.sync's tiles
+        # on none and pad) split at 64 rows, unsplit against 14336 columns (its C tile half past C)
+        for dt, m in ((f32, 8), (bf16, 8), (bf16, 32), (bf16, 64)):
             out.append(("gemm", dt, dict(m=m, n=4096, k=4096, b_transposed=True)))
+        out.append(("gemm", bf16, dict(m=32, n=14336, k=4096, b_transposed=True)))
         # decode, x @ W in float32: the few-rows kernel reading the weight along n (x's 16-byte
         # reads at a lane's k, the warps' sums meeting in shared memory)
         for m in (8, 32):
             out.append(("gemm", f32, dict(m=m, n=4096, k=4096)))
+        # float32 x @ W.t(): 16 rows on the few-rows ring along k, 64 rows on the FFMA kernel's
+        # 64-row tiles split across a cluster (64x64; 64x128 against 14336 columns)
+        out.append(("gemm", f32, dict(m=16, n=4096, k=4096, b_transposed=True)))
+        for n in (4096, 14336):
+            out.append(("gemm", f32, dict(m=64, n=n, k=4096, b_transposed=True)))
         # the Hopper kernel split across a cluster (128 rows against a weight), and its 128x192
         # persistent blocks (a weight gradient of 96 tiles over k = 16384)
         out.append(("gemm", bf16, dict(m=128, n=4096, k=4096, b_transposed=True)))
@@ -328,6 +336,14 @@ def compare(kind, predicted, measured):
     return out
 
 
+def counted_totals(rep):
+    """The report's per-launch totals over the instructions the shared-memory counters see: all
+    but those that reach a cluster peer's shared memory (rows marked ``peer``: split-K's loads of
+    the peers' partial tiles, a split last wave's partial stores into the peer), which the
+    counters count on neither SM (measured: a split of s blocks shows 1/s of its sums' loads)."""
+    return totals_of([r for r in rep.rows if not r["peer"]])
+
+
 def run_cases(args, metrics):
     torch.manual_seed(0)
     plan = []
@@ -349,8 +365,9 @@ def run_cases(args, metrics):
         got = measured[i: i + n_launches]
         i += n_launches
         total = {k: sum(g.get(k, 0.0) for g in got) for k in metrics}
-        kinds = {k: compare(k, rep.totals.get(k, {}), total) for k in KINDS
-                 if rep.totals.get(k, {}).get("instructions") or total.get(f"{k}_instructions")}
+        predicted = counted_totals(rep)
+        kinds = {k: compare(k, predicted.get(k, {}), total) for k in KINDS
+                 if predicted.get(k, {}).get("instructions") or total.get(f"{k}_instructions")}
         rows.append(dict(op=op, dtype=str(dtype).replace("torch.", ""), layout=layout, ms=ms, problem=rep.problem,
                          shape={k: list(v) if isinstance(v, tuple) else v for k, v in kw.items()},
                          kernels=[g["kernel"].split("(")[0] for g in got], measured=total, kinds=kinds))

@@ -568,7 +568,10 @@ def ncu_markdown(doc):
         "Each operator x layout x dtype once; the model is `bankops.explain` for the launch (the kernels' own "
         "coordinate functions and layout functors replayed through the bank model). Cells: wavefronts per "
         "instruction, model / SASS / hw. *instructions*: ✓ when the trace lists exactly the shared-memory "
-        "instructions ncu counts, else predicted / measured. *ms*: median runtime (CUDA events, outside the "
+        "instructions ncu counts, else predicted / measured; accesses to a cluster peer's shared memory "
+        "(distributed shared memory: split-K's loads of the peers' partial tiles, a split last wave's partial "
+        "stores), which the counters count on neither SM, are left out of both. *ms*: median runtime (CUDA "
+        "events, outside the "
         f"profiler); *x none*: speed relative to `none`. {ok} of {len(doc['results'])} cases agree with SASS "
         f"within {tol:.0%}, {ok_hw} with the hardware counter.\n",
         md_table(["op", "problem", "dtype", "layout", "ms", "x none"] + kinds + ["instructions"], lines),
