@@ -127,8 +127,8 @@ def route_case(name, device="cuda"):
     """Operands of a gemm on one of the routes that launch more than one kernel, take scratch
     memory or a cluster (on an H100; other GPUs route them otherwise, and the test still
     holds): the Hopper kernel (TMA), misaligned rows copied into aligned rows before it,
-    float32 stream-K (partial sums in scratch), the mma.sync kernel split across a cluster and
-    the few-rows kernel, as x @ W.t()."""
+    float32 stream-K (partial sums in scratch), the mma.sync kernel and the Hopper kernel's thin
+    tile split across a cluster, and the few-rows kernel, as x @ W.t()."""
     g = torch.Generator(device=device).manual_seed(len(name))
     r = lambda *s, dt=torch.bfloat16: torch.randn(*s, device=device, generator=g).to(dt)  # noqa: E731
     if name == "wgmma":
@@ -138,11 +138,14 @@ def route_case(name, device="cuda"):
     if name == "stream_k":
         return r(2048, 2048, dt=torch.float32), r(2048, 2048, dt=torch.float32)
     if name == "split_k":
+        return r(24, 4096), r(4096, 4096).t()
+    if name == "thin":
         return r(48, 4096), r(4096, 4096).t()
     return r(4, 4096), r(4096, 4096).t()  # rows
 
 
-ROUTES = {"wgmma": "wgmma", "repack": "wgmma", "stream_k": "ffma", "split_k": "mma", "rows": "rows"}
+ROUTES = {"wgmma": "wgmma", "repack": "wgmma", "stream_k": "ffma", "split_k": "mma", "thin": "wgmma 64x128",
+          "rows": "rows"}
 HOPPER_132 = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0) and \
     torch.cuda.get_device_properties(0).multi_processor_count == 132
 
