@@ -4,7 +4,9 @@ torch.ops.bankops._gemm_route prints it for any device (SM count, compute capabi
 meta tensors, without a GPU; explain() traces the same route, and on a GPU the launcher runs
 the kernel it names (checked through the kernel names the profiler records)."""
 import contextlib
+import os
 import re
+import sys
 import warnings
 
 import pytest
@@ -12,6 +14,9 @@ import torch
 
 import bankops
 from conftest import requires_cuda
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "data"))
+import make_gemm_routes as corpus  # noqa: E402
 
 H100, H200, A100 = (132, 90), (132, 90), (108, 80)
 BF16, F16, F32, F64 = torch.bfloat16, torch.float16, torch.float32, torch.float64
@@ -44,6 +49,18 @@ def switch(name, on):
         yield
     finally:
         getattr(torch.ops.bankops, f"_set_{name}")(True)
+
+
+def test_routes_match_the_golden_corpus():
+    """Every call of tests/data/gemm_routes.txt (the bench's gemm cases and a seeded sweep of
+    dtypes, shapes, operand majors, batches, layouts, misaligned rows, devices and options) takes
+    the route written beside it. A change that moves routes regenerates the corpus
+    (tests/data/make_gemm_routes.py) and says in its message which moved and why."""
+    with open(corpus.CORPUS) as f:
+        lines = f.read().splitlines()
+    assert len(lines) >= 2000
+    moved = [(line, got) for line in lines if (got := corpus.route_of(line)) != line.split(" | ")[1]]
+    assert not moved, f"{len(moved)} of {len(lines)} routes moved; the first: {moved[0][0]} -> {moved[0][1]}"
 
 
 @pytest.mark.parametrize("dtype", [BF16, F16], ids=str)
