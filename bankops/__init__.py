@@ -26,10 +26,12 @@ except ImportError as e:  # a checkout never built (Python calls that a circular
     ) from None
 from . import _fake  # noqa: F401  (shape functions for torch.compile)
 from ._layouts import LAYOUTS
-from .explain import explain, gemm_route
+from ._options import options
+from .explain import GemmRoute, explain, gemm_route
 from .plot import plot_banks
 
-__all__ = ["LAYOUTS", "reduce_sum", "transpose", "gemm", "linear", "gemm_route", "nn", "explain", "plot_banks"]
+__all__ = ["LAYOUTS", "reduce_sum", "transpose", "gemm", "linear", "options", "gemm_route", "GemmRoute", "nn",
+           "explain", "plot_banks"]
 
 # The overloads themselves: calling torch.ops.bankops.<op> resolves its overload in Python on
 # every call (about a microsecond, a tenth of a small call's time). The functions below pass

@@ -7,12 +7,13 @@ compiled with, one warp at a time, and asks the bank model (kernels/bank_model.h
 many wavefronts each warp-wide access needs.
 """
 import math
+from typing import NamedTuple, Optional
 
 import torch
 
 from . import _C  # noqa: F401
 
-__all__ = ["explain", "gemm_route", "Report"]
+__all__ = ["explain", "gemm_route", "GemmRoute", "Candidate", "Report"]
 
 _STATS = ("op", "width", "count", "wavefronts", "ideal", "iterations", "worst_wavefronts", "peer")
 # kernels/smem_trace.h's SmemOp, as Nsight Compute names the kinds: lds, sts, ldmatrix and
@@ -58,19 +59,68 @@ def _room(named, device=None):
     return torch.ops.bankops._device_room(d) if d is not None and not named else None
 
 
+class Candidate(NamedTuple):
+    """A plan the router weighed: its route, its tier (the router takes the lowest tier that has a
+    legal plan), the microseconds its family's cost model predicts (None: no model) and whether
+    the router took it."""
+    route: "GemmRoute"
+    tier: str
+    predicted_us: Optional[float]
+    chosen: bool
+
+
+def _value(text):
+    return int(text) if text.lstrip("-").isdigit() else text
+
+
+class GemmRoute(str):
+    """The kernel a gemm call runs. As a string, its one-line form, e.g. ``wgmma 128x256x64
+    producer=tma a=mk b=kn repack=none split=1 persistent=1 multicast=2 tail=0 layout=swizzle
+    blocks=132 sms=132 cc=90 scratch=0``: the family (``ffma``, ``mma``, ``wgmma``, ``rows``),
+    its block tile (m x n x k), its plan's fields, then the call's.
+
+    ``fields``: the same as a dict (``family``, ``tile``, then each key=value, integers as int,
+    a bare flag such as ``ring`` as True). ``candidates``: every legal plan the router weighed
+    for the call (``Candidate``), in the order it weighed them.
+    """
+
+    def __new__(cls, line, weigh=None):
+        route = super().__new__(cls, line)
+        route._weigh = weigh
+        return route
+
+    @property
+    def fields(self):
+        family, tile, *rest = self.split()
+        out = {"family": family, "tile": tile}
+        for item in rest:
+            key, eq, value = item.partition("=")
+            out[key] = _value(value) if eq else True
+        return out
+
+    @property
+    def candidates(self):
+        if self._weigh is None:
+            return []
+        lines, tiers, us, chosen = self._weigh()
+        return [Candidate(GemmRoute(line), tier, None if math.isnan(t) else t, i == chosen)
+                for i, (line, tier, t) in enumerate(zip(lines, tiers, us))]
+
+
 def gemm_route(a, b, layout="swizzle", num_sms=None, cc=None):
-    """The kernel ``bankops.gemm(a, b, layout)`` runs, as one line: the family (``ffma``,
-    ``mma`` or ``wgmma``), the block tile (m x n x k) and how it runs (staging or fill,
-    producer, stream-K and strip, copies, scratch bytes).
+    """The kernel ``bankops.gemm(a, b, layout)`` runs (a ``GemmRoute``: its one-line form as a
+    string, its fields, and the candidates the router weighed), under this thread's
+    ``bankops.options``.
 
     ``a`` and ``b`` may be meta tensors (``torch.empty(..., device="meta")``, views too).
-    ``num_sms`` and ``cc`` (10 * major + minor: 90 for an H100, 80 for an A100) default to
-    the inputs' GPU, else the current one, else an H100's (132, 90). The GPU's own plan also
+    ``num_sms`` and ``cc`` (10 * major + minor: 90 for an H100 or H200, 80 for an A100) default
+    to the inputs' GPU, else the current one, else an H100's (132, 90). The GPU's own plan also
     counts the blocks it can hold in thread-block clusters (``_device_room``); a device given
     by its numbers is planned as if every SM slot took a cluster's block.
     """
-    return torch.ops.bankops._gemm_route(a, b, layout, _num_sms(num_sms, a.device), _cc(cc, None, a.device),
-                                         _room(num_sms is not None or cc is not None, a.device))
+    args = (a, b, layout, _num_sms(num_sms, a.device), _cc(cc, None, a.device),
+            _room(num_sms is not None or cc is not None, a.device))
+    return GemmRoute(torch.ops.bankops._gemm_route(*args), lambda: torch.ops.bankops._gemm_candidates(*args))
 
 
 def _problem_operands(problem, dtype):
@@ -145,7 +195,7 @@ class Report:
 
     def __init__(self, op, layout, dtype, problem, num_sms, names, stats, worst, route=None):
         self.op, self.layout, self.dtype, self.problem, self.num_sms = op, layout, dtype, problem, num_sms
-        self.route = route  # gemm: the route line (bankops.gemm_route) the rows belong to
+        self.route = route  # gemm: the route (bankops.gemm_route) the rows belong to
         self.rows = []
         self._worst = worst
         for name, values in zip(names, stats.tolist()):
@@ -201,6 +251,9 @@ class Report:
         ]
         widths = [max(len(row[i]) for row in table) for i in range(len(cols))]
         lines = [head] + ([f"route: {self.route}"] if self.route else [])
+        for c in getattr(self.route, "candidates", []):
+            us = "-" if c.predicted_us is None else f"{c.predicted_us:.1f} us"
+            lines.append(f"  {'*' if c.chosen else ' '} {c.tier:<15} {us:>10}  {c.route}")
         for j, row in enumerate(table):
             lines.append("  ".join(v.rjust(w) if i >= 3 else v.ljust(w) for i, (v, w) in enumerate(zip(row, widths))))
             if j == 0:
@@ -227,9 +280,9 @@ def explain(op, layout="swizzle", dtype=torch.float32, num_sms=None, hopper=None
     ``cc``, its compute capability as 10 * major + minor (90); ``hopper=True`` / ``False``
     is short for cc 90 / 80. A gemm report starts with its route (``bankops.gemm_route``):
     16-bit swizzle runs the Hopper kernel (wgmma) where it applies on cc 90, the mma.sync
-    kernel elsewhere; the switches ``torch.ops.bankops._set_wgmma``, ``_set_repack``,
-    ``_set_stream_k``, ``_set_split_k`` and ``_set_persistent`` steer explain as they steer
-    the calls.
+    kernel elsewhere; ``bankops.options`` steers explain as it steers the calls. The report
+    lists, under the route, every legal plan the router weighed: its tier, the time its family's
+    model predicts (where it has one), and a star on the one taken.
     """
     problem = problem_of(op, **shape)
     sms, ccv = _num_sms(num_sms), _cc(cc, hopper)
@@ -237,5 +290,6 @@ def explain(op, layout="swizzle", dtype=torch.float32, num_sms=None, hopper=None
     names, stats, worst = torch.ops.bankops._smem_trace(op, layout, dtype, problem, sms, ccv, room)
     route = None
     if op == "gemm":
-        route = torch.ops.bankops._gemm_route(*_problem_operands(problem, dtype), layout, sms, ccv, room)
+        args = (*_problem_operands(problem, dtype), layout, sms, ccv, room)
+        route = GemmRoute(torch.ops.bankops._gemm_route(*args), lambda: torch.ops.bankops._gemm_candidates(*args))
     return Report(op, layout, dtype, problem, sms, names, stats, worst, route)

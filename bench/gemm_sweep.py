@@ -1,7 +1,7 @@
 """16-bit gemm under swizzle across shapes: the kernel the dispatch picks (bankops.explain's
 route and block tile), the same call with one switch off (`--off wgmma`: on the mma.sync
-kernel, `_set_wgmma(False)`; `--off repack`: misaligned rows realigned in the Hopper kernel's
-producers instead of copied first, `_set_repack(False)`) and cuBLAS, timed alike in one
+kernel, `bankops.options(wgmma=False)`; `--off repack`: misaligned rows realigned in the Hopper kernel's
+producers instead of copied first, `repack=False`) and cuBLAS, timed alike in one
 process (bench/run.py's CUDA-graph timing). For setting the dispatch rules between the
 kernels (kernels/gemm/route.h's wgmma_plan and repack route), not for RESULTS.md.
 
@@ -44,7 +44,6 @@ def main():
     args = ap.parse_args()
     dtype = getattr(torch, args.dtype)
     print(f"{torch.cuda.get_device_name()}; {args.dtype}; us per call (CUDA graphs, median)")
-    switch = getattr(torch.ops.bankops, f"_set_{args.off}")
     print(f"{'shape':>18} {'route':>28} {'bankops':>9} {'no ' + args.off:>10} {'cuBLAS':>9} {'x off':>7} {'x cuBLAS':>9}")
     # The first shape a process timed came out slow on every side (1024^3 on mma.sync: 9.1 and
     # 18.4 us, 8.4 when timed again later in the same process; H100, 2026-11-25), even after 2 s
@@ -56,11 +55,8 @@ def main():
         a = torch.randn(*lead, m, k, device="cuda", dtype=dtype)
         b = torch.randn(*lead, k, n, device="cuda", dtype=dtype)
         ours, _ = time_ms(lambda: bankops.gemm(a, b, "swizzle"), True, args.reps)
-        switch(False)
-        try:
+        with bankops.options(**{args.off: False}):
             off, _ = time_ms(lambda: bankops.gemm(a, b, "swizzle"), True, args.reps)
-        finally:
-            switch(True)
         peer, _ = time_ms(lambda: torch.matmul(a, b), True, args.reps)
         if i == 0:
             continue

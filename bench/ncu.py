@@ -238,11 +238,8 @@ def model(op, layout, dtype, kw):
 
 def call(op, layout, kw, xs):
     if layout == MMA_SYNC:
-        torch.ops.bankops._set_wgmma(False)
-        try:
+        with bankops.options(wgmma=False):
             return bankops.gemm(*xs, layout="swizzle")
-        finally:
-            torch.ops.bankops._set_wgmma(True)
     if op == "gemm":
         return bankops.gemm(*xs, layout=layout)
     if op == "reduce_sum":

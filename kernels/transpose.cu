@@ -202,9 +202,8 @@ __device__ __forceinline__ void realign_store_chunk(char* row, const Vec16& w, i
 // element. kInterior: every plane row of the tile exists, with at least a sector of its output
 // row past the tile's last group, and every input row has 16 bytes or more past the tile's
 // columns: no bound needs a check. The kernel is unrolled straight-line code, and the edge
-// branches were most of it: without them the common tile's code is short enough for the
-// instruction cache (H100, 4097 x 8191: float16 0.0592 -> 0.0570 ms, int8 0.0406 -> 0.0393,
-// where ncu had 26% of int8's warp stalls on instruction fetch; float32 0.0993 -> 0.0984).
+// branches were most of it: without them the common tile's code fits the instruction cache
+// (design notes, "transpose: interior tiles").
 template <class Tile, int E, bool kInterior>
 __device__ __forceinline__ void realign_tile(const TransposeArgs& a, const char* in, char* out, int64_t i0,
                                              int64_t j0, int t, char* tile) {
@@ -222,12 +221,10 @@ __device__ __forceinline__ void realign_tile(const TransposeArgs& a, const char*
   if constexpr (E == 1) {
     // Bytes: the 16 x 16 micro-tile in four passes of a loop that is not unrolled, each one
     // 4-byte word of every micro-tile row (16 lds.32, transpose_vec_byte_word) -> 4 output
-    // rows: a quarter of the unrolled code and of the registers, so five blocks an SM
-    // (0.0393 -> 0.0380 ms; instruction-fetch stalls 26% -> 4%). Micro-tile row k is tile row
-    // g + kIGroups k (transpose_vec_row): two offsets a thread (k even, odd: a join of the
-    // layout) and compile-time steps of 2 kIGroups rows, computed once, and each pass adds its
-    // word (the compiler had redone the row division for all 16 rows in every pass: 0.0381 ->
-    // 0.0363 ms).
+    // rows: a quarter of the unrolled code and of the registers, so five blocks an SM. Micro-tile
+    // row k is tile row g + kIGroups k (transpose_vec_row): two offsets a thread (k even, odd: a
+    // join of the layout) and compile-time steps of 2 kIGroups rows, computed once, and each
+    // pass adds its word (else the compiler redoes the row division for all 16 rows a pass).
     static_assert((P::kIGroups & (P::kIGroups - 1)) == 0 && (2 * P::kIGroups) % Tile::kRowPeriod == 0,
                   "byte micro-tile rows: a join, then steps of the layout's period");
     const int row_g = transpose_vec_row<1, true>(c0.r);
@@ -268,17 +265,12 @@ __device__ __forceinline__ void realign_tile(const TransposeArgs& a, const char*
 // vector can be partial (a sliced view; then element-wise) and every output vector is
 // whole. kRealign = true needs only in_sj == out_si == 1: rows start anywhere (an odd row
 // length). Lane u of a 16-lane row segment then reads its vector, the 16 bytes at 16 u in
-// the segment, from the aligned words that hold them (realign_load_words). Measured on H100,
-// 4097 x 8191, against each other (ratio to a 16-byte copy kernel): each lane's aligned
-// 16-byte chunk and its neighbour's (a shuffle), cut with a byte shift, made the float32
-// kernel issue-bound (three times the instructions); words ran it at 0.97 instead of 0.81
-// and float16 at 0.81 instead of 0.72; bytes ran at the same speed either way (0.69, since
-// their store phase went to four passes), and take words: one loader for every size.
+// the segment, from the aligned words that hold them (realign_load_words): one loader for
+// every size (a chunk and its neighbour's, cut with a byte shift, made the float32 kernel
+// issue-bound; design notes, "transpose: the realigning loads").
 // On the way out, every 32-byte sector of an output row is written whole by one store
 // instruction (two lanes' aligned 16-byte chunks): a sector that two stores each write part
-// of costs the L2 a partial write, and at a tile edge those came from two blocks (H100,
-// float32: a transpose whose output rows start 16 but not 32 bytes aligned ran at 0.88 of
-// copy, 32-byte aligned rows at 0.98; a flat 4-byte copy shifted by 4 bytes ran at 0.76). So tiles
+// of costs the L2 a partial write, and at a tile edge those came from two blocks. So tiles
 // overlap by two groups: tile ti covers plane rows [ti S - 2V, ti S + S) (S = kRows - 2V),
 // and store-phase lane g writes the aligned chunk that starts in (its group's start - V, its
 // group's start], made of group g - 1's tail (a shuffle up) and its own head, if that chunk

@@ -71,8 +71,7 @@ struct TransposeVec {
   static constexpr int kUnits = 16;                   // 16-byte units per tile row
   // Micro-tiles along i: 16, or 8 for bytes and the realigning kernel's 2-byte elements,
   // whose 16x16 and 8x8 micro-tiles take 80-128 registers a thread (smaller blocks, more of
-  // them per SM). Aligned 2-byte elements ran faster on 16 groups at two blocks an SM (92
-  // registers); realigned ones slower (bench/RESULTS.md).
+  // them per SM; design notes, "transpose: micro-tile groups").
   static constexpr int kIGroups = E == 1 || (E == 2 && R) ? 8 : 16;
   static constexpr int kThreads = kIGroups * kUnits;  // one micro-tile per thread
   static constexpr int kRows = kIGroups * kVec;       // tile rows: plane rows i
@@ -80,10 +79,8 @@ struct TransposeVec {
 };
 // Blocks per SM the register budget must allow: with the load phase of several blocks in
 // flight, an SM keeps 64 KB or more of reads outstanding. The realigning kernel's 2-byte
-// elements fit five (95 registers): H100, float16 4097 x 8191, 0.81 -> 0.85 of copy; six
-// needed their loads in two batches and ran slower (0.81). Its bytes fit five too (96
-// registers; its store phase holds a quarter of the micro-tile at a time): int8 4097 x 8191,
-// 0.0380 ms at five, 0.0404 at six (80 registers). Aligned 2-byte elements: two blocks of 256.
+// elements and bytes fit five (six would split their loads in two batches or spill); aligned
+// 2-byte elements two blocks of 256 (design notes, "transpose: blocks an SM").
 template <int E, bool R>
 BANKOPS_HD constexpr int transpose_vec_min_blocks() {
   return E == 2 ? (R ? 5 : 2) : E == 1 && R ? 5 : 4;

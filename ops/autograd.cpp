@@ -1,6 +1,6 @@
 // Autograd of the four operators: one torch::autograd::Function each, at the Autograd key. In C++
 // because torch.library.register_autograd ran a Python function on every call, grad or not
-// (about 3 us a call, issue 32). Each backward calls bankops' own operators through the
+// (bench/design_notes.md, "Per-call overhead"). Each backward calls bankops' own operators through the
 // dispatcher with the forward's layout, so torch.compile traces it, and the calls are
 // differentiable again (double backward).
 #include <ATen/core/dispatch/Dispatcher.h>

@@ -1,5 +1,5 @@
 // Test hooks: the shared-memory tiles the kernels declare, the bank model, readable from
-// Python, the switch that poisons new outputs and gemm's switches (gemm_op.h).
+// Python, and the switch that poisons new outputs.
 #include <torch/library.h>
 
 #include <cstdint>
@@ -14,7 +14,6 @@
 #include "../kernels/reduce.h"
 #include "../kernels/transpose.h"
 #include "common.h"
-#include "gemm_op.h"
 
 namespace bankops {
 namespace {
@@ -87,19 +86,11 @@ at::Tensor tile_info(std::string_view tile, std::string_view layout) {
   return find_tile(tile, layout, "_tile_info").info;
 }
 
-// A process switch's value: 0 or 1 (True / False), or an error naming the switch.
-template <void (*SET)(bool)>
-void switch_op(int64_t on, const char* op) {
-  TORCH_CHECK(on == 0 || on == 1, op, ": expected on to be True or False (1 or 0), got ", on);
-  SET(on == 1);
+// The process switch that poisons new outputs: 0 or 1 (True / False), or an error naming it.
+void set_poison_op(int64_t on) {
+  TORCH_CHECK(on == 0 || on == 1, "_set_poison: expected on to be True or False (1 or 0), got ", on);
+  set_poison(on == 1);
 }
-void set_poison_op(int64_t on) { switch_op<set_poison>(on, "_set_poison"); }
-void set_wgmma_op(int64_t on) { switch_op<set_wgmma>(on, "_set_wgmma"); }
-void set_repack_op(int64_t on) { switch_op<set_repack>(on, "_set_repack"); }
-void set_stream_k_op(int64_t on) { switch_op<set_stream_k>(on, "_set_stream_k"); }
-void set_split_k_op(int64_t on) { switch_op<set_split_k>(on, "_set_split_k"); }
-void set_persistent_op(int64_t on) { switch_op<set_persistent>(on, "_set_persistent"); }
-void set_refuse_tma_op(int64_t on) { switch_op<set_refuse_tma>(on, "_set_refuse_tma"); }
 
 // A tensor of lane addresses: integers (a float or complex tensor would pass NaN or fractions).
 at::Tensor lane_addresses(const at::Tensor& t, const char* op, const char* arg) {
@@ -185,12 +176,6 @@ TORCH_LIBRARY_IMPL(bankops, CompositeExplicitAutograd, m) {
   m.impl("_tile_map", &tile_map);
   m.impl("_tile_info", &tile_info);
   m.impl("_set_poison", &set_poison_op);
-  m.impl("_set_wgmma", &set_wgmma_op);
-  m.impl("_set_repack", &set_repack_op);
-  m.impl("_set_stream_k", &set_stream_k_op);
-  m.impl("_set_split_k", &set_split_k_op);
-  m.impl("_set_persistent", &set_persistent_op);
-  m.impl("_set_refuse_tma", &set_refuse_tma_op);
 }
 
 }  // namespace bankops

@@ -69,7 +69,7 @@ SmemTrace trace_op(std::string_view op, Layout layout, at::ScalarType dtype, con
     check_elements(op, {args.batch, args.k, args.n});
     check_elements(op, {args.batch, args.m, args.n});
     // The route gemm_cuda takes on such a device (the library's CUDA build assumed).
-    trace_gemm(checked_route(args, to_dtype(dtype), layout, device, gemm_options(), "_smem_trace"), trace);
+    trace_gemm(checked_route(GemmCall{args, to_dtype(dtype), layout, device, gemm_options()}, "_smem_trace"), trace);
   } else {
     TORCH_CHECK(false, "_smem_trace: unknown op '", op, "'; expected one of: reduce_sum, transpose, gemm");
   }

@@ -1,12 +1,16 @@
 // gemm on CUDA: the route for the calling device (kernels/gemm/route.h), its scratch from the
-// caching allocator, the launch. Strides come straight from the inputs: views are not copied.
+// caching allocator, the launch of its plan. Strides come straight from the inputs: views are
+// not copied.
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
+#include <cstring>
 #include <mutex>
+#include <type_traits>
+#include <variant>
 #include <vector>
 
 #include "../kernels/gemm/launch.h"
@@ -25,6 +29,8 @@ DeviceInfo device_info(int64_t device) {
   std::call_once(once[device], [&] {
     const cudaDeviceProp* prop = at::cuda::getDeviceProperties(device);
     DeviceInfo d{prop->multiProcessorCount, prop->major * 10 + prop->minor};
+    d.kind = std::strstr(prop->name, "H200") ? GpuKind::H200 : std::strstr(prop->name, "H100") ? GpuKind::H100
+                                                                                           : GpuKind::Other;
     const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
     C10_CUDA_CHECK(measure_cluster_room(static_cast<int>(device), d));
     info[device] = d;
@@ -37,19 +43,39 @@ DeviceInfo device_info(int64_t device) {
 // like outputs in test mode), or, where the caching allocator has none, the route that needs
 // none in `route`. The scratch goes back to the allocator once the launches are queued: later
 // work on this stream runs after them.
-at::Tensor route_scratch(GemmRoute& route, const GemmArgs& args, GemmOptions& options, DType dtype, Layout l,
-                         const at::TensorOptions& device) {
+at::Tensor route_scratch(GemmRoute& route, const at::TensorOptions& device) {
   if (route.scratch_bytes == 0) return at::Tensor();
   try {
     return new_output({route.scratch_bytes}, device.dtype(at::kByte));
   } catch (const c10::OutOfMemoryError&) {
     const int64_t bytes = route.scratch_bytes;
-    options.scratch = false;
-    route = checked_route(args, dtype, l, route.device, options, "gemm");
+    GemmCall call = route.call;
+    call.options.scratch = false;
+    route = checked_route(call, "gemm");
     TORCH_WARN("gemm: no memory for the ", bytes, " bytes of scratch its route takes; such calls run `",
                gemm_route_line(route), "` instead");
     return at::Tensor();
   }
+}
+
+// Runs the route's plan; scratch: route.scratch_bytes bytes (null when 0), free to reuse once
+// the launches are queued on this stream. tma false acts out the driver refusing every tensor
+// map (the test option refuse_tma).
+cudaError_t launch_route(const GemmRoute& r, void* scratch, cudaStream_t stream, bool tma) {
+  if (r.scratch_bytes > 0 && scratch == nullptr) return cudaErrorInvalidValue;
+  return std::visit(
+      [&](const auto& p) {
+        using P = std::decay_t<decltype(p)>;
+        if constexpr (std::is_same_v<P, FfmaPlan>) return launch_ffma(r.call, p, scratch, stream);
+        else if constexpr (std::is_same_v<P, MmaPlan>) return launch_mma(r.call, p, stream);
+        else if constexpr (std::is_same_v<P, RowsPlan>) return launch_rows(r.call, p, stream);
+        else {
+          WgmmaPlan placed = p;
+          if (p.repack.jobs > 0) placed.repack = p.repack.placed(scratch);
+          return launch_wgmma(r.call, placed, stream, tma);
+        }
+      },
+      r.plan());
 }
 
 // a @ b (+ bias, in the kernels' epilogue).
@@ -61,21 +87,21 @@ at::Tensor gemm_run(const at::Tensor& a_in, const at::Tensor& b_in, const at::Te
   if (out.numel() == 0) return out;
   GemmArgs args = gemm_args(g, a, b, out.mutable_data_ptr());
   if (bias.defined()) args.bias = bias.const_data_ptr();
-  const DType dtype = to_dtype(a.scalar_type());
-  GemmOptions options = gemm_options();
-  options.wgmma = options.wgmma && gemm_wgmma_built();
-  GemmRoute route = checked_route(args, dtype, l, device_info(a.get_device()), options, "gemm");
-  const at::Tensor scratch = route_scratch(route, args, options, dtype, l, a.options());
+  GemmCall call{args, to_dtype(a.scalar_type()), l, device_info(a.get_device()), gemm_options()};
+  call.options.wgmma = call.options.wgmma && gemm_wgmma_built();
+  GemmRoute route = checked_route(call, "gemm");
+  const at::Tensor scratch = route_scratch(route, a.options());
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  cudaError_t err = launch_gemm(route, scratch.defined() ? scratch.mutable_data_ptr() : nullptr, stream, !refuse_tma());
-  if (err == cudaErrorNotSupported && route.family == GemmFamily::Wgmma) {
+  cudaError_t err = launch_route(route, scratch.defined() ? scratch.mutable_data_ptr() : nullptr, stream, !refuse_tma());
+  if (err == cudaErrorNotSupported && std::holds_alternative<WgmmaPlan>(route.plan())) {
     // The driver refused a tensor map and nothing was launched: the route without TMA needs no
     // scratch (the copies feed TMA only).
-    options.tma = false;
-    route = checked_route(args, dtype, l, route.device, options, "gemm");
+    call = route.call;
+    call.options.tma = false;
+    route = checked_route(call, "gemm");
     TORCH_WARN("gemm: the driver refused the Hopper kernel's tensor maps; such calls run `",
                gemm_route_line(route), "` instead");
-    err = launch_gemm(route, nullptr, stream, false);
+    err = launch_route(route, nullptr, stream, false);
   }
   C10_CUDA_CHECK(err);
   return out;

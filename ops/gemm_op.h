@@ -1,5 +1,5 @@
 // gemm's torch glue shared by the CPU reference, the CUDA op, _gemm_route and explain: the
-// checks, the kernels' view of the operands (GemmArgs) and the process's switches.
+// checks, the kernels' view of the operands (GemmArgs) and the calling thread's options.
 #pragma once
 #include <ATen/ATen.h>
 
@@ -46,25 +46,19 @@ DeviceRoomFn& device_room_hook();
 // gemm_route after the checks every caller needs: float16/bfloat16 run on the tensor-core
 // kernels only, which refuse shapes their int tile counters cannot hold (no tensor that fits a
 // GPU comes near them).
-GemmRoute checked_route(const GemmArgs& g, DType dtype, Layout layout, const DeviceInfo& device,
-                        const GemmOptions& options, const char* op);
+GemmRoute checked_route(const GemmCall& call, const char* op);
 
-// The switches (torch.ops.bankops._set_wgmma, _set_repack, _set_stream_k, _set_split_k,
-// _set_persistent; all on by default), read once per call: whether 16-bit swizzle may take the
-// Hopper kernel, whether that route copies misaligned operands into aligned rows first, whether
-// the float32 128x256 kernel deals its short last wave's tiles out by k, whether a few rows
-// against a weight split k across a cluster (and the Hopper kernel's persistent walk its short
-// last wave's tiles across pairs of blocks), whether the Hopper kernel's unsplit TMA plans run
-// persistent blocks (off: a block a tile).
-void set_wgmma(bool on);
-void set_repack(bool on);
-void set_stream_k(bool on);
-void set_split_k(bool on);
-void set_persistent(bool on);
+// The calling thread's options (bankops.options, torch.ops.bankops._gemm_options; all on by
+// default), read once per call: whether 16-bit swizzle may take the Hopper kernel, whether that
+// route copies misaligned operands into aligned rows first, whether the float32 128x256 kernel
+// deals its short last wave's tiles out by k, whether a few rows against a weight split k across
+// a cluster (and the Hopper kernel's persistent walk its short last wave's tiles across pairs of
+// blocks), whether the Hopper kernel's unsplit TMA plans run persistent blocks (off: a block a
+// tile). A thread's options are its own: autograd's backward runs on threads of its own, with
+// the defaults.
 GemmOptions gemm_options();
-// Test hook (torch.ops.bankops._set_refuse_tma): the Hopper launcher acts as if the driver refused
-// every tensor map, so that the fallback to a route without TMA runs.
-void set_refuse_tma(bool on);
+// Test hook (option refuse_tma): the Hopper launcher acts as if the driver refused every tensor
+// map, so that the fallback to a route without TMA runs.
 bool refuse_tma();
 
 }  // namespace bankops

@@ -17,28 +17,27 @@ TORCH_LIBRARY(bankops, m) {
   m.def("gemm(Tensor a, Tensor b, str layout=\"swizzle\") -> Tensor");
   // torch.nn.functional.linear: x (..., in) @ weight.t() (+ bias, in the gemm's epilogue).
   m.def("linear(Tensor x, Tensor weight, Tensor? bias=None, str layout=\"swizzle\") -> Tensor");
-  // Test hooks: the shared-memory tiles the kernels declare, the bank model, poisoned outputs,
-  // the Hopper gemm kernel and its copies of misaligned operands on or off, float32 stream-K
-  // on or off, split-K of few-row products on or off.
+  // Test hooks: the shared-memory tiles the kernels declare, the bank model, poisoned outputs.
   m.def("_tile_map(str tile, str layout) -> Tensor");
   m.def("_tile_info(str tile, str layout) -> Tensor");
   m.def("_bank_cost(Tensor addr, int width, int active=-1, bool store=False, Tensor? src=None, bool zfill=False) -> Tensor");
   m.def("_bank_map(Tensor addr, int width, int active=-1, bool store=False) -> (Tensor, Tensor, Tensor)");
   // (int, not bool: a bool argument takes any number, so _set_poison(2) would pass unnoticed.)
   m.def("_set_poison(int on) -> ()");
-  m.def("_set_wgmma(int on) -> ()");
-  m.def("_set_repack(int on) -> ()");
-  m.def("_set_stream_k(int on) -> ()");
-  m.def("_set_split_k(int on) -> ()");
-  m.def("_set_persistent(int on) -> ()");
-  m.def("_set_refuse_tma(int on) -> ()");
+  // gemm's options for the calls this thread makes (bankops.options): "name=0|1,..." over the
+  // current ones; returns them as they were. "" changes nothing.
+  m.def("_gemm_options(str options=\"\") -> str");
   // The bank probe: one warp, one shared-memory access (or cp.async) at the given lane addresses.
   m.def("_smem_probe(Tensor addr, int width, bool store=False, Tensor? src=None, bool zfill=False) -> Tensor");
   // bankops.explain: each kernel's shared-memory instructions and the bank model's cost.
   m.def("_smem_trace(str op, str layout, ScalarType dtype, int[] problem, int num_sms=132, int cc=90, int[]? room=None) -> (str[], Tensor, Tensor)");
   // gemm's route on a device of num_sms SMs and compute capability cc (10 * major + minor):
-  // one line, starting with the kernel family (ffma, mma, wgmma). Meta tensors will do.
+  // one line, starting with the kernel family (ffma, mma, wgmma, rows). Meta tensors will do.
   m.def("_gemm_route(Tensor a, Tensor b, str layout, int num_sms, int cc, int[]? room=None) -> str");
+  // The plans the route was chosen from: route lines, tiers, predicted microseconds (NaN: no
+  // model), and the index of the chosen one.
+  m.def("_gemm_candidates(Tensor a, Tensor b, str layout, int num_sms, int cc, int[]? room=None) -> "
+        "(str[], str[], float[], int)");
   // The blocks GPU `device` holds at once in thread-block clusters (DeviceInfo::room), for
   // the room argument above.
   m.def("_device_room(int device) -> int[]");

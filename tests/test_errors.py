@@ -79,17 +79,18 @@ def test_mixed_devices():
         (lambda: ops._bank_cost(torch.arange(32) * 4, 4, -2), r"expected active to be a 32-lane mask"),
         (lambda: ops._bank_cost(torch.arange(32) * 16, 16, -1, False, torch.arange(32.0)), r"expected src to hold integer byte addresses"),
         (lambda: ops._set_poison(2), r"_set_poison: expected on to be True or False \(1 or 0\), got 2"),
-        (lambda: ops._set_stream_k(-1), r"_set_stream_k: expected on to be True or False"),
-        (lambda: ops._set_refuse_tma(3), r"_set_refuse_tma: expected on to be True or False"),
+        (lambda: ops._gemm_options("stream_k=-1"), r"_gemm_options: expected stream_k=0 or =1, got 'stream_k=-1'"),
+        (lambda: ops._gemm_options("turbo=1"), r"_gemm_options: unknown option 'turbo'; expected one of: wgmma, "),
         (lambda: ops._tile_info("nope", "none"), r"_tile_info: unknown tile 'nope'"),
         (lambda: ops._tile_info("gemm/4", "tiled"), r"unknown layout 'tiled'"),
     ],
     ids=["addr-past-2^32", "float-addr", "complex-addr", "active-2^32", "active-minus-2", "float-src", "poison-2",
-         "stream-k-minus-1", "refuse-tma-3", "tile-info-name", "tile-info-layout"],
+         "option-value", "option-name", "tile-info-name", "tile-info-layout"],
 )
 def test_private_ops_refuse_bad_arguments(call, message):
     """The test hooks check their arguments as the operators do: shared-memory addresses are
-    32-bit integers, active a 32-lane mask, the switches 0 or 1, and errors name the hook."""
+    32-bit integers, active a 32-lane mask, the switch and the options 0 or 1, and errors name
+    the hook."""
     with pytest.raises(RuntimeError, match=message):
         call()
 
@@ -139,8 +140,7 @@ def test_misaligned_base_pointer_is_copied_not_faulted_on(device):
 # 0-d, meta and sparse tensors, NaN and inf values, negative and huge ints, bad strings. Each
 # call must raise (or return); a crash (a signal ending the process) fails. One subprocess per
 # op runs its calls, so that a crash names the op and does not take pytest down.
-SWITCHES = ["_set_poison", "_set_wgmma", "_set_repack", "_set_stream_k", "_set_split_k", "_set_persistent", "_set_refuse_tma"]
-SWEEP = f"SWITCHES = {SWITCHES!r}\n" + r"""
+SWEEP = r"""
 import itertools, sys, torch, bankops
 ops = torch.ops.bankops
 dev = sys.argv[2]
@@ -165,7 +165,8 @@ calls = {
     "_bank_cost": lambda: [(t, w, a) for t in [*tensors, torch.arange(32) * 4, torch.arange(32) * -4] for w in ints[:4] + [16]
                            for a in ints],
     "_bank_map": lambda: [(t, w, a) for t in [*tensors, torch.arange(32) * 4] for w in ints[:4] + [16] for a in ints],
-    "_set_poison": lambda: [(i,) for i in ints],  # and every other switch (SWITCHES), in the same process
+    "_set_poison": lambda: [(i,) for i in ints],
+    "_gemm_options": lambda: [(s,) for s in strs + ["wgmma=2", "wgmma", "=1", ",", "split_k=1,,wgmma=0", "x" * 10000]],
     "_smem_probe": lambda: [(t, w, st, src, z) for t in [*tensors, *addrs] for w in [4, 16, 3, 0, -1, 2**31]
                             for st in (False, True) for src in [None, addrs[0], tensors[0]] for z in (False, True)],
     "_smem_trace": lambda: [(op, s, dt, p, n) for op in ["gemm", "transpose", "reduce_sum", ""] for s in strs[:2]
@@ -177,11 +178,12 @@ calls = {
                            + [(tensors[0], tensors[0], "swizzle", 132, 90, r) for r in rooms],
     "_device_room": lambda: [(i,) for i in ints],
 }
+calls["_gemm_candidates"] = calls["_gemm_route"]
 # Cluster rooms: too short, negative, past the SMs' slots, not whole clusters, huge; a valid one.
 rooms = [[], [-2] * 28, [2**40] * 28, [3] * 28, [2**62] * 28, [0] * 28]
 name = sys.argv[1]
 tried = raised = 0
-for op in [getattr(ops, s) for s in SWITCHES] if name == "_set_poison" else [getattr(ops, name)]:
+for op in [getattr(ops, name)]:
     for args in calls[name]():
         tried += 1
         try:
@@ -194,8 +196,8 @@ print(name, tried, raised)
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("op", ["reduce_sum", "transpose", "gemm", "linear", "_tile_map", "_tile_info", "_bank_cost",
-                                "_bank_map", "_set_poison", "_smem_probe", "_smem_trace", "_gemm_route",
-                                "_device_room"])
+                                "_bank_map", "_set_poison", "_gemm_options", "_smem_probe", "_smem_trace", "_gemm_route",
+                                "_gemm_candidates", "_device_room"])
 def test_bad_argument_sweep_never_crashes(op, device, tmp_path):
     script = tmp_path / "sweep.py"
     script.write_text(SWEEP)

@@ -219,13 +219,10 @@ def test_route_on_132_sms(shape, kernel):
 
 
 def test_route_without_stream_k():
-    """torch.ops.bankops._set_stream_k(False) gives ragged grids back to the 128x128 tile."""
-    torch.ops.bankops._set_stream_k(False)
-    try:
+    """bankops.options(stream_k=False) gives ragged grids back to the 128x128 tile."""
+    with bankops.options(stream_k=False):
         assert route(None, 4096, 4352, 4096, ("contiguous", "contiguous"), num_sms=132) == "gemm/128x128"
         assert route(None, 4096, 4096, 4096, ("contiguous", "contiguous"), num_sms=132) == "gemm/128x256"
-    finally:
-        torch.ops.bankops._set_stream_k(True)
 
 
 @pytest.mark.parametrize("b_transposed", [False, True], ids=["B", "Bt"])
@@ -382,13 +379,10 @@ ASYNC4 = [
 @pytest.mark.parametrize("shape,views,modes", ASYNC4, ids=case_ids(ASYNC4))
 def test_cuda_async4_staging(shape, views, modes, layout):
     # Stream-K off: these sub-wave grids would share Wide's tiles by k (test_route_on_132_sms).
-    torch.ops.bankops._set_stream_k(False)
-    try:
+    with bankops.options(stream_k=False):
         a, b, kernels = float32_launch(shape, views, layout)
         assert kernels is None or kernels == [(BIG_SHAPE, *modes)], kernels
         check_against_float64(bankops.gemm(a, b, layout), a, b)
-    finally:
-        torch.ops.bankops._set_stream_k(True)
 
 
 # The strip (kernels/gemm/ffma_strip.h): 1 to 16 columns past whole 256-column tiles where the 128x256
@@ -454,11 +448,8 @@ def test_cuda_stream_k_without_scratch_memory(capfd):
     m = n = k = 2048
     a, b = (torch.randn(m, m, device="cuda") for _ in range(2))
     assert "stream_k=" in bankops.gemm_route(a, b) and " scratch=0" not in bankops.gemm_route(a, b)
-    torch.ops.bankops._set_stream_k(False)
-    try:
+    with bankops.options(stream_k=False):
         want = bankops.gemm(a, b)
-    finally:
-        torch.ops.bankops._set_stream_k(True)
     capfd.readouterr()
     got = with_room_for(m * n * 4 + (1 << 20), lambda: bankops.gemm(a, b))  # the output, not the partial sums
     assert re.search(r"no memory for the \d+ bytes of scratch.*fallback=no_scratch", capfd.readouterr().err)
@@ -525,11 +516,8 @@ def test_cuda_stream_k(shape, views):
     a = operand(m, k, batch, torch.float32, "cuda", views[0])
     b = operand(k, n, batch, torch.float32, "cuda", views[1])
     got = {layout: bankops.gemm(a, b, layout) for layout in LAYOUTS}
-    torch.ops.bankops._set_stream_k(False)
-    try:
+    with bankops.options(stream_k=False):
         alone = bankops.gemm(a, b).reshape(-1, m, n)
-    finally:
-        torch.ops.bankops._set_stream_k(True)
     check_against_float64(got["swizzle"], a, b)
     for layout in LAYOUTS:
         assert torch.equal(got[layout].view(torch.int32), got["swizzle"].view(torch.int32)), layout

@@ -12,7 +12,7 @@ import bankops
 from conftest import LAYOUTS, assert_close_bound, eps, requires_cuda
 
 DTYPES = [torch.float16, torch.bfloat16]
-# The layouts, plus swizzle kept off the Hopper kernel (torch.ops.bankops._set_wgmma(False)).
+# The layouts, plus swizzle kept off the Hopper kernel (bankops.options(wgmma=False)).
 MMA_SYNC = "swizzle/mma.sync"
 GEMM_LAYOUTS = LAYOUTS + (MMA_SYNC,)
 HOPPER = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
@@ -22,11 +22,8 @@ def gemm(a, b, layout):
     """bankops.gemm under one of GEMM_LAYOUTS."""
     if layout != MMA_SYNC:
         return bankops.gemm(a, b, layout)
-    torch.ops.bankops._set_wgmma(False)
-    try:
+    with bankops.options(wgmma=False):
         return bankops.gemm(a, b, "swizzle")
-    finally:
-        torch.ops.bankops._set_wgmma(True)
 
 
 def explain(layout, dtype, **shape):

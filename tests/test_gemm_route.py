@@ -3,10 +3,10 @@
 torch.ops.bankops._gemm_route prints it for any device (SM count, compute capability) from
 meta tensors, without a GPU; explain() traces the same route, and on a GPU the launcher runs
 the kernel it names (checked through the kernel names the profiler records)."""
-import contextlib
 import os
 import re
 import sys
+import threading
 import warnings
 
 import pytest
@@ -41,16 +41,6 @@ def tile_fields(a, b):
     return dict(fields(line), tile=line.split()[1])
 
 
-@contextlib.contextmanager
-def switch(name, on):
-    """A process switch (torch.ops.bankops._set_<name>) for the block, back on after."""
-    getattr(torch.ops.bankops, f"_set_{name}")(on)
-    try:
-        yield
-    finally:
-        getattr(torch.ops.bankops, f"_set_{name}")(True)
-
-
 def test_routes_match_the_golden_corpus():
     """Every call of tests/data/gemm_routes.txt (the bench's gemm cases and a seeded sweep of
     dtypes, shapes, operand majors, batches, layouts, misaligned rows, devices and options) takes
@@ -67,7 +57,7 @@ def test_routes_match_the_golden_corpus():
 def test_16bit_square_per_device(dtype):
     """4096^3 swizzle: the Hopper kernel's 128x256 tile on an H100 and an H200 (132 SMs,
     cc 90), its 512 tiles walked by 132 persistent blocks in clusters of 2 that share B's
-    tiles (512 blocks, one a tile, with _set_persistent off), the mma.sync kernel's 128x256
+    tiles (512 blocks, one a tile, with the persistent option off), the mma.sync kernel's 128x256
     tile on an A100 (108 SMs, cc 80); none and pad stay on mma.sync everywhere (their bank
     conflicts are the point of them)."""
     a, b = meta(4096, 4096, dtype=dtype), meta(4096, 4096, dtype=dtype)
@@ -75,7 +65,7 @@ def test_16bit_square_per_device(dtype):
         line = route(a, b, device=device)
         assert line.startswith("wgmma 128x256x64 producer=tma a=mk b=kn repack=none split=1 persistent=1 multicast=2"), line
         assert fields(line)["blocks"] == "132" and fields(line)["scratch"] == "0", line
-        with switch("persistent", False):
+        with bankops.options(persistent=False):
             line = route(a, b, device=device)
         assert fields(line)["persistent"] == "0" and fields(line)["multicast"] == "1", line
         assert fields(line)["blocks"] == "512", line
@@ -110,7 +100,7 @@ def test_persistent_clusters_share_b():
     line = f(2048, 2048, 2048)  # 128 tiles: one wave
     assert line["persistent"] == "0" and line["multicast"] == "1" and line["blocks"] == "128", line
     assert f(1024, 1024, 1024)["persistent"] == "0"
-    with switch("persistent", False):
+    with bankops.options(persistent=False):
         assert f(4096, 4096, 4096)["multicast"] == "1"
 
 
@@ -127,7 +117,7 @@ def test_broad_tiles_where_128x256_leave_a_ragged_wave():
     line = tile_fields(meta(1536, 1536), meta(1536, 1536))
     assert (line["tile"], line["persistent"], line["blocks"]) == ("128x192x64", "1", "96"), line
     assert tile_fields(meta(4096, 4096), meta(4096, 4096))["tile"] == "128x256x64"
-    with switch("persistent", False):
+    with bankops.options(persistent=False):
         assert tile_fields(meta(3072, 3072), meta(3072, 3072))["tile"] == "128x256x64"
 
 
@@ -138,7 +128,7 @@ def test_split_last_wave_after_whole_ones():
     left split; 128x256 tiles alike (4352x4096x1032: 544 tiles in pairs, 528 whole and 16
     split). None where the last wave is more than half (3072^3: 384 tiles of 128x192, 120 left;
     4096^3), where a half would have fewer than 8 k-tiles (the sum costs about what a few do),
-    with _set_split_k off, or without persistent blocks. explain() shows the halves' partials
+    with the split_k option off, or without persistent blocks. explain() shows the halves' partials
     through shared memory: one warpgroup of each block stores its partial into the peer's, whose
     matching warpgroup reads it, conflict-free."""
     line = tile_fields(meta(2048, 2048), meta(2048, 2304))
@@ -150,9 +140,9 @@ def test_split_last_wave_after_whole_ones():
     assert tile_fields(meta(3072, 3072), meta(3072, 3072))["tail"] == "0"
     assert tile_fields(meta(4096, 4096), meta(4096, 4096))["tail"] == "0"
     assert tile_fields(meta(2048, 960), meta(960, 2304))["tail"] == "0"  # 15 k-tiles
-    with switch("split_k", False):
+    with bankops.options(split_k=False):
         assert tile_fields(meta(2048, 2048), meta(2048, 2304))["tail"] == "0"
-    with switch("persistent", False):
+    with bankops.options(persistent=False):
         assert tile_fields(meta(2048, 2048), meta(2048, 2304))["tail"] == "0"
     rep = bankops.explain("gemm", "swizzle", torch.bfloat16, m=2048, n=2304, k=2048)
     rows = {row["instruction"]: row for row in rep.rows}
@@ -174,7 +164,7 @@ def test_slim_tiles_where_wider_ones_leave_sms_idle():
     assert tile_fields(meta(1156, 1000), meta(1000, 3712))["tile"] != "128x144x64"
     assert tile_fields(meta(1000, 1156).t(), meta(3712, 1000).t())["tile"] != "128x144x64"
     assert tile_fields(meta(3072, 3072), meta(3072, 3072).t())["tile"] == "128x192x64"
-    with switch("persistent", False):
+    with bankops.options(persistent=False):
         assert tile_fields(meta(1156, 1000), meta(3712, 1000).t())["tile"] != "128x144x64"
 
 
@@ -192,7 +182,7 @@ def test_tall_tiles_where_wider_ones_leave_sms_idle():
     assert tile_fields(meta(3072, 16384), meta(16384, 768))["tile"] != "192x96x64"
     assert tile_fields(meta(1536, 1536), meta(1536, 1536))["tile"] == "128x192x64"
     assert tile_fields(meta(3072, 3072), meta(3072, 3072).t())["tile"] == "128x192x64"
-    with switch("persistent", False):
+    with bankops.options(persistent=False):
         assert tile_fields(meta(1536, 1536), meta(1536, 1536).t())["tile"] != "192x96x64"
 
 
@@ -244,22 +234,85 @@ def test_operand_majors_and_views():
     assert fields(route(off, meta(4096, 4096)))["repack"] == "a"
 
 
-def test_switches():
-    """_set_wgmma(False) keeps 16-bit calls on mma.sync, _set_repack(False) realigns in the
-    Hopper kernel's producers instead of copying, _set_stream_k(False) gives ragged float32
-    grids to the 128x128 tile; each switch is read once per call, and explain follows."""
+def test_options():
+    """bankops.options(wgmma=False) keeps 16-bit calls on mma.sync, repack=False realigns in the
+    Hopper kernel's producers instead of copying, stream_k=False gives ragged float32 grids to
+    the 128x128 tile; the options are read once per call, and explain follows."""
     a, b = meta(4096, 4096), meta(4096, 4096)
-    with switch("wgmma", False):
+    with bankops.options(wgmma=False):
         assert route(a, b).startswith("mma 128x256x64"), route(a, b)
         assert {r["kernel"] for r in bankops.explain("gemm", "swizzle", BF16, m=4096, n=4096, k=4096, cc=90).rows} == {
             "gemm_mma/cp.async"}
-    with switch("repack", False):
+    with bankops.options(repack=False):
         line = route(meta(4095, 4093), meta(4093, 4097))
         assert line.startswith("wgmma 128x128x64 producer=realign") and fields(line)["scratch"] == "0", line
     f = meta(4096, 4096, dtype=F32), meta(4096, 4352, dtype=F32)
     assert route(*f).startswith("ffma 128x256x8 wide"), route(*f)
-    with switch("stream_k", False):
+    with bankops.options(stream_k=False):
         assert route(*f).startswith("ffma 128x128x8 big"), route(*f)
+
+
+def test_options_are_the_calling_threads():
+    """A thread's options are its own: another thread plans with the defaults meanwhile, and the
+    block's end restores what was there (nested blocks too). Bad names and values are refused,
+    naming the option and what is expected."""
+    a, b = meta(4096, 4096), meta(4096, 4096)
+    seen = {}
+    inside, leave = threading.Event(), threading.Event()
+
+    def other():
+        inside.wait()
+        seen["other"] = route(a, b)
+        leave.set()
+
+    t = threading.Thread(target=other)
+    t.start()
+    with bankops.options(wgmma=False):
+        with bankops.options(split_k=False):
+            assert torch.ops.bankops._gemm_options("").startswith("wgmma=0,repack=1,stream_k=1,split_k=0")
+        assert torch.ops.bankops._gemm_options("") == "wgmma=0,repack=1,stream_k=1,split_k=1,persistent=1,refuse_tma=0"
+        inside.set()
+        leave.wait(30)
+        seen["mine"] = route(a, b)
+    t.join()
+    assert seen["other"].startswith("wgmma 128x256x64") and seen["mine"].startswith("mma 128x256x64"), seen
+    assert route(a, b).startswith("wgmma 128x256x64")
+    with pytest.raises(TypeError, match=r"unknown option 'turbo'; expected one of: wgmma, repack"):
+        with bankops.options(turbo=True):
+            pass
+    with pytest.raises(TypeError, match=r"expected split_k=True or False, got 2"):
+        with bankops.options(split_k=2):
+            pass
+    assert torch.ops.bankops._gemm_options("").startswith("wgmma=1")
+
+
+def test_route_fields_and_candidates():
+    """bankops.gemm_route's result is the route line (str) with its fields by name and the plans
+    the router weighed: every legal one of each tier it reached, in order, the chosen one among
+    them once; the Hopper plans with the time their model predicts, mma.sync's without (no
+    model), and the chosen Hopper plan the least of them by a tenth or more, or the first."""
+    a, b = meta(4096, 4096), meta(4096, 4096)
+    r = bankops.gemm_route(a, b, num_sms=132, cc=90)
+    assert isinstance(r, str) and r == route(a, b)
+    f = r.fields
+    assert (f["family"], f["tile"], f["split"], f["persistent"], f["multicast"], f["layout"]) == (
+        "wgmma", "128x256x64", 1, 1, 2, "swizzle"), f
+    cands = r.candidates
+    chosen = [c for c in cands if c.chosen]
+    assert len(chosen) == 1 and chosen[0].route == r and chosen[0].tier == "hopper", cands
+    hopper = [c for c in cands if c.tier == "hopper"]
+    assert len(hopper) > 5 and all(c.predicted_us is not None and c.predicted_us > 0 for c in hopper), hopper
+    assert [c.tier for c in cands][-1] == "mma" and cands[-1].predicted_us is None
+    best = hopper[0].predicted_us
+    for c in hopper[1:]:
+        if c.predicted_us < 0.9 * best:
+            best = c.predicted_us
+    assert chosen[0].predicted_us == best
+    rows = bankops.gemm_route(meta(8, 4096, dtype=F32), meta(4096, 4096, dtype=F32).t(), num_sms=132, cc=90)
+    assert rows.fields["family"] == "rows" and "ring" not in rows.fields, rows
+    assert [c.tier for c in rows.candidates if c.chosen] == ["rows"]
+    ring = bankops.gemm_route(meta(16, 4096, dtype=F32), meta(4096, 4096, dtype=F32).t(), num_sms=132, cc=90)
+    assert ring.fields["ring"] is True and ring.fields["split"] >= 1, ring
 
 
 def test_explain_prints_the_route():
@@ -267,7 +320,10 @@ def test_explain_prints_the_route():
     rep = bankops.explain("gemm", "swizzle", BF16, m=1024, n=1024, k=1024, num_sms=132, cc=90)
     assert rep.route == route(meta(1024, 1024), meta(1024, 1024)), rep.route
     assert rep.route.startswith("wgmma 128x64x64")
-    assert str(rep).splitlines()[1] == f"route: {rep.route}"
+    lines = str(rep).splitlines()
+    assert lines[1] == f"route: {rep.route}"
+    chosen = [line for line in lines if line.startswith("  * ")]
+    assert len(chosen) == 1 and chosen[0].split()[1] == "hopper" and chosen[0].endswith(str(rep.route)), lines[:12]
     rep = bankops.explain("gemm", "pad", F32, m=2048, n=2048, k=2048, a_transposed=True, num_sms=132)
     assert rep.route == route(meta(2048, 2048, dtype=F32).t(), meta(2048, 2048, dtype=F32), "pad"), rep.route
     assert bankops.gemm_route(meta(64, 64, dtype=F32), meta(64, 64, dtype=F32), num_sms=132, cc=90).startswith("ffma")

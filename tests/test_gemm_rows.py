@@ -10,7 +10,7 @@ import torch
 import bankops
 from conftest import LAYOUTS, requires_cuda
 from test_gemm_majors import check, operand
-from test_gemm_route import A100, BF16, F16, F32, H100, fields, meta, route, switch
+from test_gemm_route import A100, BF16, F16, F32, H100, fields, meta, route
 from test_gemm_split import H100_ROOM
 
 
@@ -98,7 +98,7 @@ def test_route_leaves_what_it_does_not_take():
         wk = meta(4096, 4104, dtype=dtype)[:, :k]
         assert not route(meta(1, 4104, dtype=dtype)[:, :k], wk.t()).startswith("rows"), (dtype, k)
         assert not route(meta(4, 4104, dtype=dtype)[:, :k], wk.t()).startswith("rows"), (dtype, k)
-    with switch("split_k", False):
+    with bankops.options(split_k=False):
         assert route(meta(4, 4096, dtype=F32), w.t()).startswith("ffma")
 
 

@@ -13,7 +13,7 @@ import torch
 import bankops
 from conftest import LAYOUTS, requires_cuda
 from test_gemm_majors import check, operand
-from test_gemm_route import F32, H100, A100, fields, meta, route, switch
+from test_gemm_route import F32, H100, A100, fields, meta, route
 
 BF16, F16 = torch.bfloat16, torch.float16
 
@@ -57,11 +57,11 @@ def test_thin_route_takes_what_it_can():
     assert route(meta(48, 256), meta(4096, 256).t()).startswith("wgmma 128x64x64"), "32 blocks"
     assert not route(meta(48, 4096), w, "pad").startswith(thin)
     assert not route(meta(48, 4096), w, device=A100).startswith(thin)
-    with switch("wgmma", False):
+    with bankops.options(wgmma=False):
         assert route(meta(48, 4096), w).startswith("mma ")
     line = route(meta(3, 48, 4096), w.expand(3, 4096, 4096), device=dev)
     assert line.startswith(thin + " split=1") and fields(line)["blocks"] == "96", line
-    with switch("split_k", False):
+    with bankops.options(split_k=False):
         assert route(meta(48, 4096), meta(8192, 4096).t()).startswith(thin + " split=1")
 
 
@@ -72,7 +72,7 @@ def split_of(line):
 def test_split_needs_a_cluster_a_short_grid_and_a_long_k():
     x, w = meta(16, 4096), meta(4096, 4096).t()
     assert split_of(route(x, w, device=A100)) == 1, "no clusters below compute capability 9.0"
-    with switch("split_k", False):
+    with bankops.options(split_k=False):
         assert split_of(route(x, w)) == 1
     assert split_of(route(meta(16, 256), meta(256, 4096))) == 1, "k too short to share"
     assert route(meta(129, 4096), meta(4096, 4096)).startswith("wgmma"), "more than a few rows"
@@ -114,7 +114,7 @@ def test_few_rows_of_a_wide_weight_take_the_thin_tile_unsplit():
     """32 rows against a (14336, 4096) weight: its 112 thin tiles give most SMs a block
     unsplit, as does the same call with a batch of 2 (224 blocks, two an SM); 65 rows take the
     Hopper plan's 128 x 128 tile. Off the Hopper route (pad, an
-    A100, the wgmma switch off) it stays on mma.sync's tiles."""
+    A100, the wgmma option off) it stays on mma.sync's tiles."""
     w = meta(14336, 4096).t()
     dev = (*H100, H100_ROOM)
     line = route(meta(32, 4096), w, device=dev)
@@ -124,10 +124,10 @@ def test_few_rows_of_a_wide_weight_take_the_thin_tile_unsplit():
     assert route(meta(65, 4096), w, device=dev).startswith("wgmma 128x128x64"), "65 rows"
     assert route(meta(32, 4096), w, "pad", device=dev).startswith("mma 64x128x64 fill=cp.async a=mk b=nk split=1")
     assert route(meta(32, 4096), w, device=A100).startswith("mma "), "no Hopper kernel below 9.0"
-    with switch("split_k", False):
+    with bankops.options(split_k=False):
         assert route(meta(65, 4096), w).startswith("wgmma")
         assert route(meta(64, 4096), w).startswith("wgmma 64x128x64"), "no split: the thin tile, unsplit"
-    with switch("wgmma", False):
+    with bankops.options(wgmma=False):
         assert route(meta(32, 4096), w, device=dev).startswith("mma 64x128x64")
 
 
@@ -179,14 +179,14 @@ def test_hopper_plans_split_k():
     wgrad = route(meta(16384, 3072).t(), meta(16384, 768), device=dev)
     assert wgrad.startswith("wgmma 128x192x64 producer=tma a=km b=kn repack=none split=1 persistent=1"), wgrad
     assert fields(wgrad)["blocks"] == "96", wgrad
-    with switch("persistent", False):
+    with bankops.options(persistent=False):
         wgrad = route(meta(16384, 3072).t(), meta(16384, 768), device=dev)
     assert wgrad.startswith("wgmma 128x256x64 producer=tma a=km b=kn repack=none split=3"), wgrad
     assert fields(wgrad)["blocks"] == "216", wgrad
     cube = route(meta(1536, 1536), meta(1536, 1536), device=dev)
     assert cube.startswith("wgmma 128x192x64") and split_of(cube) == 1 and fields(cube)["blocks"] == "96", cube
     assert route(meta(128, 4096), w, "pad", device=dev).startswith("mma 128x128x32 fill=cp.async a=mk b=nk split=7")
-    with switch("split_k", False):
+    with bankops.options(split_k=False):
         assert split_of(route(meta(16384, 3072).t(), meta(16384, 768), device=dev)) == 1
 
 
@@ -221,7 +221,7 @@ def test_hopper_plans_keep_their_rules():
                             assert blocks == (min(cluster_tiles, 132) if persistent else tiles_split), line
                             assert tiles_split >= 64 and 1 <= split <= 8, line
                             assert split == 1 or -(-k // 64) >= 4 * split, line
-    with switch("split_k", False):
+    with bankops.options(split_k=False):
         assert split_of(route(meta(128, 16384), meta(16384, 4096), device=(*H100, H100_ROOM))) == 1
 
 
@@ -348,10 +348,10 @@ def test_cuda_batched_and_bias():
 
 @requires_cuda
 def test_cuda_split_off_matches():
-    """_set_split_k(False) takes the unsplit route: the same values within rounding."""
+    """bankops.options(split_k=False) takes the unsplit route: the same values within rounding."""
     x, w = split_operands(12, 2048, 4096, BF16)
     on = bankops.gemm(x, w)
-    with switch("split_k", False):
+    with bankops.options(split_k=False):
         off = bankops.gemm(x, w)
     torch.testing.assert_close(on.float(), off.float(), rtol=1e-2, atol=1e-2)
 
@@ -371,7 +371,7 @@ def test_cuda_hopper_split(case):
         "wgrad": lambda: (x(16384, 3072).t(), x(16384, 768)),
         "batch-broadcast": lambda: (x(2, 128, 4096), x(4096, 2048).expand(2, 4096, 2048)),
     }[case]()
-    with switch("persistent", case != "wgrad"):
+    with bankops.options(persistent=case != "wgrad"):
         line = bankops.gemm_route(a, b)
         got = bankops.gemm(a, b)
         check(got, a, b)

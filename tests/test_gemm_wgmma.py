@@ -3,8 +3,7 @@ account of its copies and epilogue, and its results against float64 on a compute
 9.0 GPU: both B orientations, m / n / k edges, batches, sliced views; rows off 16-byte
 boundaries (odd K or N, offset pointers) copied into aligned rows first on matrices of
 256 x 256 or more, through the realigning producer on smaller ones (and on any with
-`_set_repack(False)`); operands TMA cannot map (rows of stride 0) on the mma.sync kernel."""
-import contextlib
+`bankops.options(repack=False)`); operands TMA cannot map (rows of stride 0) on the mma.sync kernel."""
 import re
 import warnings
 
@@ -14,7 +13,7 @@ import torch
 import bankops
 from conftest import requires_cuda, with_room_for
 from test_gemm_mma import DTYPES, HOPPER, check_against_float64, gemm, offset_operand, operand, shape_ids
-from test_gemm_route import fields, switch
+from test_gemm_route import fields
 
 requires_hopper = pytest.mark.skipif(not HOPPER, reason="the wgmma kernel needs compute capability 9.0")
 
@@ -40,14 +39,9 @@ def _count(rep, instruction):
     return sum(row["count"] for row in rep.rows if row["instruction"] == instruction)
 
 
-@contextlib.contextmanager
 def repack(on):
     """Calls (and explain) with the copy of misaligned operands on or off."""
-    torch.ops.bankops._set_repack(on)
-    try:
-        yield
-    finally:
-        torch.ops.bankops._set_repack(True)
+    return bankops.options(repack=on)
 
 
 @pytest.mark.parametrize("b_t", [False, True], ids=["b", "b^T"])
@@ -116,7 +110,7 @@ def test_explain_epilogue(m, n, k, bn, dtype, b_t):
     warps' shared-memory instructions, so the epilogue is all there is: per tile the 8
     consumer warps write the C tile as pairs (BN / 8 n8 tiles, 2 rows each), conflict-free.
     Persistent blocks (grids of more than a wave: 4096^2) write each consumer's own 128-byte
-    swizzled tile and TMA stores it; a block a tile (one wave, or _set_persistent off) reads
+    swizzled tile and TMA stores it; a block a tile (one wave, or the persistent option off) reads
     its tile back in 16-byte rows, conflict-free too."""
     rep = bankops.explain("gemm", "swizzle", dtype, m=m, n=n, k=k, b_transposed=b_t, hopper=True)
     assert _kernels(rep) == {"gemm_wgmma"} and _tile(rep) == (128, bn), str(rep)
@@ -125,7 +119,7 @@ def test_explain_epilogue(m, n, k, bn, dtype, b_t):
         assert _count(rep, C_TMA) == 8 * bn // 8 * 2
         assert rep.conflicts == 0, str(rep)
         assert {r["iterations"] for r in rep.rows} == {(m // 128) * (n // bn)}
-    with switch("persistent", False):
+    with bankops.options(persistent=False):
         rep = bankops.explain("gemm", "swizzle", dtype, m=m, n=n, k=k, b_transposed=b_t, hopper=True)
     assert [r["instruction"] for r in rep.rows] == [C_PAIRS, C_ROWS], str(rep)
     assert _count(rep, C_PAIRS) == 8 * bn // 8 * 2
@@ -257,8 +251,8 @@ WGMMA_VIEWS = [("contiguous", "contiguous"), ("contiguous", "transposed"), ("sli
 @pytest.mark.parametrize("views", WGMMA_VIEWS, ids="-".join)
 def test_cuda_wgmma(views, dtype, batch, m, n, k, persistent):
     """Every shape on persistent blocks where its grid is more than a wave (C's rows are 16
-    bytes apart in all of them) and, with _set_persistent off, a block a tile."""
-    with switch("persistent", persistent):
+    bytes apart in all of them) and, with the persistent option off, a block a tile."""
+    with bankops.options(persistent=persistent):
         check_wgmma_call(views, dtype, batch, m, n, k, "gemm_wgmma", persistent=persistent)
 
 
@@ -289,9 +283,9 @@ def test_cuda_persistent_walks_tiles(dtype, batch, m, n, k):
     assert fields(line)["persistent"] == "1" and int(fields(line)["blocks"]) == 132, line
     assert fields(line)["multicast"] == ("1" if broad else "2"), line
     assert fields(bankops.gemm_route(x.reshape(-1, k), w.t()))["multicast"] == "2"
-    with switch("split_k", False):  # whole tiles only (a split last wave sums in another order)
+    with bankops.options(split_k=False):  # whole tiles only (a split last wave sums in another order)
         got = bankops.gemm(a, b), bankops.linear(x, w, bias)
-    with switch("persistent", False):
+    with bankops.options(persistent=False):
         assert fields(bankops.gemm_route(a, b))["persistent"] == "0"
         want = bankops.gemm(a, b), bankops.linear(x, w, bias)
     if not broad:
@@ -320,7 +314,7 @@ TAIL_IDS = [f"{i}-{v}" for i, (_, v) in zip(shape_ids([c[0] for c in TAIL_CASES]
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_cuda_split_last_wave(dtype, shape, views):
     """The split last wave: the same bits on every call (each sum in the same order), float64's
-    values (an element a pair leaves unwritten stays NaN), and with _set_split_k off a walk of
+    values (an element a pair leaves unwritten stays NaN), and with the split_k option off a walk of
     whole tiles."""
     batch, m, n, k = shape
     a = operand(m, k, batch, dtype, VIEW[views[0]])
@@ -331,7 +325,7 @@ def test_cuda_split_last_wave(dtype, shape, views):
     assert torch.equal(got, bankops.gemm(a, b))
     check_against_float64(got, a, b)
     check_route(lambda: bankops.gemm(a, b), fields(line)["repack"] != "none", True)  # k = 1030: rows copied first
-    with switch("split_k", False):
+    with bankops.options(split_k=False):
         assert fields(bankops.gemm_route(a, b))["tail"] == "0"
         check_against_float64(bankops.gemm(a, b), a, b)
 
@@ -413,7 +407,7 @@ def test_cuda_wgmma_narrow(views, dtype, batch, m, n, k):
 @pytest.mark.parametrize("views", WGMMA_VIEWS, ids="-".join)
 def test_cuda_wgmma_narrow_long_k(views, dtype):
     """65 k-tiles that wrap the 8-stage ring, unsplit (a split would take 128 x 128 tiles)."""
-    with switch("split_k", False):
+    with bankops.options(split_k=False):
         check_wgmma_call(views, dtype, None, 1024, 1024, 4160, "gemm_wgmma", tile=(128, 64))
 
 
@@ -585,7 +579,7 @@ def test_cuda_repack_without_scratch_memory(dtype, capfd):
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("case", ["tma", "repacked"])
 def test_cuda_tma_refused_falls_back(case, dtype, capfd):
-    """Where the driver refuses a tensor map (torch.ops.bankops._set_refuse_tma acts as if it
+    """Where the driver refuses a tensor map (bankops.options(refuse_tma=True) acts as if it
     did), the launcher has launched nothing, not even the copies, and the call runs the route
     without TMA, with a warning naming it (stderr): aligned operands on mma.sync, misaligned ones
     through the realigning producer; the bits of those routes."""
@@ -597,13 +591,10 @@ def test_cuda_tma_refused_falls_back(case, dtype, capfd):
         with repack(False):
             want = bankops.gemm(a, b)
     assert bankops.gemm_route(a, b).startswith("wgmma") and "producer=tma" in bankops.gemm_route(a, b)
-    torch.ops.bankops._set_refuse_tma(True)
-    try:
+    with bankops.options(refuse_tma=True):
         capfd.readouterr()
         kernels = launched_kernels(lambda: bankops.gemm(a, b))
         got = bankops.gemm(a, b)
-    finally:
-        torch.ops.bankops._set_refuse_tma(False)
     assert re.search(r"refused the Hopper kernel's tensor maps.*fallback=no_tma", capfd.readouterr().err)
     assert kernels is None or not any("repack_rows_kernel" in name for name in kernels), kernels
     if case == "tma":

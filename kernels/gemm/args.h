@@ -1,7 +1,10 @@
-// What a gemm call is (its operands), what it runs on (the device) and the process's switches:
-// the three inputs of gemm_route (route.h), from which everything else follows.
+// What a gemm call is: its operands, dtype and layout, the device it runs on and its options
+// (GemmCall), from which every family's plan and the route follow (route.h).
 #pragma once
 #include <cstdint>
+
+#include "../dtype.h"
+#include "../layout.cuh"
 
 namespace bankops {
 
@@ -18,14 +21,18 @@ struct GemmArgs {
   const void* bias = nullptr;
 };
 
-// The calling device: SM count, compute capability (10 * major + minor: 90 for H100/H200) and
-// the blocks it holds at once in thread-block clusters. A cluster's blocks share a GPC, and
+// The kinds of GPU whose cost constants the plans know (costs.h); Other takes the H100's.
+enum class GpuKind : int { Other = 0, H100 = 1, H200 = 2 };
+
+// The calling device: SM count, compute capability (10 * major + minor: 90 for H100/H200), its
+// kind and the blocks it holds at once in thread-block clusters. A cluster's blocks share a GPC, and
 // GPCs whose slots are not a multiple of the cluster size leave slots over, so clusters of 4
 // can hold fewer blocks than num_sms * blocks_per_sm (an H100 at 2 blocks an SM: 248 of 264).
 constexpr int kRoomBlocksPerSM = 4, kRoomClusters = 8;  // room's rows: 1..4 blocks an SM; columns: clusters of 2..8
 struct DeviceInfo {
   int num_sms;
   int cc;
+  GpuKind kind = GpuKind::Other;
   // room[b - 1][c - 2]: blocks resident at once in clusters of c, for kernels of b blocks an SM
   // (cudaOccupancyMaxActiveClusters * c); 0 where not measured: every slot counts.
   int room[kRoomBlocksPerSM][kRoomClusters - 1] = {};
@@ -40,16 +47,28 @@ inline int64_t cluster_room(const DeviceInfo& d, int cluster, int blocks_per_sm)
   return measured ? d.room[blocks_per_sm - 1][cluster - 2] : slots / cluster * cluster;
 }
 
-// The process-wide switches (torch.ops.bankops._set_*), read once per call.
+// About every SM: 31/32 of them (128 on 132), the blocks a grid must give to fill the GPU.
+inline int64_t most_sms(int num_sms) { return (int64_t(num_sms) * 31 + 31) / 32; }
+
+// A call's options (the calling thread's, bankops.options), and what the caller could give it.
 struct GemmOptions {
   bool wgmma = true;        // 16-bit swizzle may take the Hopper kernel (and the library has it)
   bool repack = true;       // ... after copying misaligned operands into aligned rows
   bool stream_k = true;     // float32's 128x256 grid may share its last wave's tiles by k
   bool split_k = true;      // a few rows against a weight may split k across a cluster (split_k.h), and a
-                            // persistent Hopper walk its last wave's tiles across pairs (route.h's wgmma_tail)
+                            // persistent Hopper walk its last wave's tiles across pairs (wgmma_tail)
   bool persistent = true;   // the Hopper kernel's unsplit TMA plans run persistent blocks
   bool scratch = true;      // the call may take scratch memory (off: the caching allocator had none)
   bool tma = true;          // the driver encodes tensor maps (off once it refused one: no TMA producer)
+};
+
+// One gemm call as every family's plan sees it.
+struct GemmCall {
+  GemmArgs args;
+  DType dtype;
+  Layout layout;
+  DeviceInfo device;
+  GemmOptions options;
 };
 
 }  // namespace bankops

@@ -1,5 +1,6 @@
-// The FFMA/DFMA gemm kernel (tiling in ffma.h, staging in ffma_stage.cuh; trace_ffma.h
-// replays its shared-memory accesses) and its launcher, which runs what the route says.
+// The FFMA/DFMA gemm kernel (tiling in ffma.h, staging in ffma_stage.cuh, a tile's way out in
+// ffma_epilogue.cuh; ffma_trace.h replays its shared-memory accesses) and its launcher, which
+// runs what the plan says.
 //
 // Per k tile of BK: every thread stages kLoads 16-byte vectors of each operand (register
 // modes load it while earlier tiles are computed and store it after; cp.async writes
@@ -14,9 +15,10 @@
 #include <climits>
 #include <type_traits>
 
+#include "ffma_epilogue.cuh"
+#include "ffma_plan.h"
 #include "ffma_stage.cuh"
 #include "ffma_strip.cuh"
-#include "ffma_work.h"
 #include "launch.h"
 #include "split_k.cuh"
 
@@ -25,182 +27,6 @@ namespace {
 
 // The stage ring, sized per configuration at launch.
 extern __shared__ float4 gemm_smem[];
-
-// A stream-K block's flag: set (release) once its partial sum is in the workspace, read
-// (acquire) by the block that ends the tile. One thread of each block does either; the
-// block's barrier orders the other threads' stores before the release and their loads after
-// the acquire.
-__device__ __forceinline__ void flag_release(int* f) {
-  asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(f), "r"(1) : "memory");
-}
-__device__ __forceinline__ int flag_acquire(const int* f) {
-  int v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(f) : "memory");
-  return v;
-}
-
-// Where a thread's accumulators (row i, vector q) lie in a stream-K partial sum, in floats:
-// the block's threads interleaved, so that a warp's access is 512 contiguous bytes.
-template <class S>
-__device__ __forceinline__ int gemm_partial_at(int i, int q, int t) {
-  return ((i * S::kQN + q) * S::kThreads + t) * 4;
-}
-
-// Adds the partial sums of blocks [c_lo, c_hi) to a thread's accumulators, the latest k tiles
-// first (the sum's order is fixed by the shape), each once its block's flag is set.
-template <class S>
-__device__ __forceinline__ void gemm_add_partials(float (&acc)[S::kTM][S::kTN], const float* partials, const int* flags,
-                                                  int c_lo, int c_hi) {
-  const int t = threadIdx.x;
-  for (int c = c_hi - 1; c >= c_lo; --c) {
-    if (t == 0)
-      while (flag_acquire(flags + c) == 0) __nanosleep(256);
-    __syncthreads();
-    const float* const p = partials + int64_t(c) * S::kBM * S::kBN;
-#pragma unroll
-    for (int i = 0; i < S::kTM; ++i)
-#pragma unroll
-      for (int q = 0; q < S::kQN; ++q) {
-        const float4 v = __ldcg(reinterpret_cast<const float4*>(p + gemm_partial_at<S>(i, q, t)));
-        acc[i][q * 4] += v.x;
-        acc[i][q * 4 + 1] += v.y;
-        acc[i][q * 4 + 2] += v.z;
-        acc[i][q * 4 + 3] += v.w;
-      }
-  }
-}
-// The same as a call, on a copy of the accumulators. Which of the two a kernel takes is
-// measured, not reasoned (bench/RESULTS.md's design notes): the inlined loads change the main
-// loop's registers, for better or worse.
-template <class S>
-__device__ __noinline__ void gemm_add_partials_apart(float (&acc)[S::kTM][S::kTN], const float* partials,
-                                                     const int* flags, int c_lo, int c_hi) {
-  gemm_add_partials<S>(acc, partials, flags, c_lo, c_hi);
-}
-
-// A stream-K piece's end (pc): a partial sum (slot >= 0) goes to the workspace and its flag is
-// set, and the piece is done (true); a piece that ends a shared tile first adds the earlier
-// blocks' partial sums (false: C is still to be stored).
-template <class S, int MODE_B>
-__device__ __forceinline__ bool ffma_share(float (&acc)[S::kTM][S::kTN], const GemmPiece& pc, float* partials,
-                                           int* flags) {
-  constexpr int V = S::kVec;
-  const int t = threadIdx.x;
-  if (pc.slot >= 0) {
-    float* const p = partials + int64_t(pc.slot) * S::kBM * S::kBN;
-#pragma unroll
-    for (int i = 0; i < S::kTM; ++i)
-#pragma unroll
-      for (int q = 0; q < S::kQN; ++q)
-        __stcg(reinterpret_cast<float4*>(p + gemm_partial_at<S>(i, q, t)),
-               make_float4(acc[i][q * V], acc[i][q * V + 1], acc[i][q * V + 2], acc[i][q * V + 3]));
-    __syncthreads();
-    if (t == 0) flag_release(flags + pc.slot);
-    return true;
-  }
-  if (pc.c_hi > pc.c_lo) {
-    if constexpr (MODE_B == kXUnit) {
-      // B copied element by element: the sums are added by a call (gemm_add_partials_apart).
-      float sums[S::kTM][S::kTN];
-#pragma unroll
-      for (int i = 0; i < S::kTM; ++i)
-#pragma unroll
-        for (int j = 0; j < S::kTN; ++j) sums[i][j] = acc[i][j];
-      gemm_add_partials_apart<S>(sums, partials, flags, pc.c_lo, pc.c_hi);
-#pragma unroll
-      for (int i = 0; i < S::kTM; ++i)
-#pragma unroll
-        for (int j = 0; j < S::kTN; ++j) acc[i][j] = sums[i][j];
-    } else {
-      gemm_add_partials<S>(acc, partials, flags, pc.c_lo, pc.c_hi);
-    }
-  }
-  return false;
-}
-
-// A thread's micro-tile into C (ldc apart) at the block tile's corner (m0, n0) of batch bz;
-// am / bn: the thread's first row and column in the tile. Each row: QN vectors of VEC
-// columns, one STG.128 each where aligned; whole: the tile lies inside C.
-template <class S, class T, class Acc>
-__device__ __forceinline__ void ffma_store_c(const Acc (&acc)[S::kTM][S::kTN], const GemmArgs& g, int64_t ldc,
-                                             int64_t bz, int64_t m0, int64_t n0, int am, int bn, bool whole) {
-  constexpr int V = S::kVec;
-  const bool vec_out = sizeof(T) == sizeof(Acc) && ldc % V == 0 && n0 % V == 0;
-  const int64_t n_first = n0 + bn;
-  T* row = static_cast<T*>(g.c) + (bz * g.m + m0 + am) * ldc + n_first;
-  // Vector q of micro-tile row i.
-  const auto out_vec = [&](int i, int q, T* dst) {
-    Acc v[V];
-#pragma unroll
-    for (int e = 0; e < V; ++e) v[e] = acc[i][q * V + e];
-    st16(dst, v);
-  };
-  if constexpr (sizeof(T) == sizeof(Acc)) {
-    // A whole block tile: no bounds, and no branches, so every row's address is its own
-    // register (stores read theirs late: a reused one waits for the store before).
-    if (whole && vec_out) {
-#pragma unroll
-      for (int i = 0; i < S::kTM; ++i) {
-        T* dst = row + gemm_frag_row<S>(i) * ldc;
-#pragma unroll
-        for (int q = 0; q < S::kQN; ++q) out_vec(i, q, dst + q * S::kQuad);
-      }
-      return;
-    }
-  }
-#pragma unroll
-  for (int i = 0; i < S::kTM; ++i) {
-    const int dm = gemm_frag_row<S>(i);
-    if (m0 + am + dm < g.m) {
-#pragma unroll
-      for (int q = 0; q < S::kQN; ++q) {
-        T* dst = row + dm * ldc + q * S::kQuad;
-        const int64_t left = g.n - n_first - q * S::kQuad;
-        if constexpr (sizeof(T) == sizeof(Acc)) {
-          if (vec_out && left >= V) {
-            out_vec(i, q, dst);
-            continue;
-          }
-        }
-#pragma unroll
-        for (int e = 0; e < V; ++e)
-          if (e < left) dst[e] = from_acc<T>(acc[i][q * V + e]);
-      }
-    }
-  }
-}
-
-// Adds the bias (if any) of each of a thread's columns to its accumulators: n_first, its first
-// column in C. Only the piece that stores C adds it (stream-K's partial sums go without).
-template <class S, class T, class Acc>
-__device__ __forceinline__ void ffma_add_bias(Acc (&acc)[S::kTM][S::kTN], const GemmArgs& g, int64_t n_first) {
-  if (g.bias == nullptr) return;
-  constexpr int V = S::kVec;
-#pragma unroll
-  for (int q = 0; q < S::kQN; ++q)
-#pragma unroll
-    for (int e = 0; e < V; ++e) {
-      const int64_t n = n_first + q * S::kQuad + e;
-      const Acc b = n < g.n ? to_acc<Acc>(static_cast<const T*>(g.bias)[n]) : Acc(0);
-#pragma unroll
-      for (int i = 0; i < S::kTM; ++i) acc[i][q * V + e] += b;
-    }
-}
-
-// A thread's accumulators into Small's or Mid's split-K partial tile (PTile: BM x BN floats at
-// `part`): row i of the micro-tile, QN 16-byte vectors, where ffma_store_c puts them in C.
-template <class S, class PTile>
-__device__ __forceinline__ void ffma_store_partial(const float (&acc)[S::kTM][S::kTN], float* part, int am, int bn) {
-  constexpr int V = S::kVec;
-  static_assert(V == 4, "float32 accumulators");
-#pragma unroll
-  for (int i = 0; i < S::kTM; ++i)
-#pragma unroll
-    for (int q = 0; q < S::kQN; ++q) {
-      const float v[V] = {acc[i][q * V], acc[i][q * V + 1], acc[i][q * V + 2], acc[i][q * V + 3]};
-      st16(part + PTile::offset(am + gemm_frag_row<S>(i), bn + q * S::kQuad), v);
-    }
-}
 
 // ldc: C's row stride. Wide kernels run a one-dimensional grid that w maps to work
 // (ffma_work.h): strip blocks for C's `strip` columns past g.n (gemm_strip_rows, in shared
@@ -416,7 +242,7 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
 #pragma unroll 1
     for (int p = 0; p < 2; ++p) {
       const GemmPiece pc = gemm_piece(w, u, p);
-      if (pc.kb < pc.ke) tile(pc);  // K = 0 never comes here (gemm_config)
+      if (pc.kb < pc.ke) tile(pc);  // K = 0 never comes here (ffma_plan.h: Big)
     }
   }
 }
@@ -427,19 +253,19 @@ constexpr int kKVec = int(GemmStage::KVec), kXAsync = int(GemmStage::XAsync);
 // fixed at compile time (fewer registers and branches); other layouts read it at run time.
 // ASYNC4: and the GemmStaging::Async4 pairs. Configurations that copy a k-major A beside an
 // x-major B (gemm_copies_a_k) specialize it to kKUnit, as Async4 does misaligned ones, instead
-// of loading 16-byte vectors into registers. Wide: the route's strip columns past the tiles
-// and its blocks' work, with the route's scratch as the workspace.
+// of loading 16-byte vectors into registers. Wide: the plan's strip columns past the tiles and
+// its blocks' work, with the route's scratch as the workspace.
 template <class S, Layout L, class T, class Acc, bool SPECIALIZE, bool ASYNC4 = false>
-cudaError_t run(const GemmRoute& r, void* workspace, cudaStream_t stream) {
+cudaError_t run(const GemmCall& c, const FfmaPlan& p, void* workspace, cudaStream_t stream) {
   const auto clamp = [](int64_t v) { return static_cast<unsigned>(v < 65535 ? v : 65535); };
   constexpr bool kWide = std::is_same<S, GemmWide>::value;
-  const GemmStage ma = r.mode_a, mb = r.mode_b;
-  const GemmWork w = kWide ? r.work : GemmWork{};
-  GemmArgs g = r.args;
+  const GemmStage ma = p.mode_a, mb = p.mode_b;
+  const GemmWork w = kWide ? p.work : GemmWork{};
+  GemmArgs g = c.args;
   const int64_t ldc = g.n;
-  if (kWide) g.n -= r.strip;
+  if (kWide) g.n -= p.strip;
   if (kWide && w.blocks() > INT_MAX) return cudaErrorInvalidValue;  // C would hold 2^31 tiles: not in memory
-  const int split = r.split;  // Small's and Mid's clusters along x (1 elsewhere)
+  const int split = p.split;  // Small's and Mid's clusters along x (1 elsewhere)
   const dim3 grid = kWide ? dim3(static_cast<unsigned>(w.blocks()))
                           : dim3(static_cast<unsigned>(ceil_div(g.n, S::kBN) * split), clamp(ceil_div(g.m, S::kBM)),
                                  clamp(g.batch));
@@ -454,7 +280,7 @@ cudaError_t run(const GemmRoute& r, void* workspace, cudaStream_t stream) {
   using Any = std::integral_constant<int, kAnyMode>;
   using Kernel = void (*)(GemmArgs, GemmStage, GemmStage, int64_t, int, GemmWork, Acc*, int*, int);
   Kernel kernel = nullptr;
-  // Mid runs vector staging only (route.h splits no other): no run-time-mode kernel.
+  // Mid runs vector staging only (ffma_plan.h splits no other): no run-time-mode kernel.
   if constexpr (!std::is_same<S, GemmMid>::value) kernel = modes(Any{}, Any{});
   if constexpr (SPECIALIZE && sizeof(T) == sizeof(Acc)) {
     constexpr int kK = gemm_copies_a_k<S>(GemmStage::XAsync) ? kKUnit : kKVec;  // A beside an x-major B
@@ -468,7 +294,7 @@ cudaError_t run(const GemmRoute& r, void* workspace, cudaStream_t stream) {
     if (ma == GemmStage::KVec && mb == GemmStage::KVec) kernel = modes(KVec{}, KVec{});
     if (ma == GemmStage::XAsync && mb == GemmStage::KVec) kernel = modes(XAsync{}, KVec{});
     if constexpr (ASYNC4) {
-      if (r.staging == GemmStaging::Async4) {
+      if (p.staging == GemmStaging::Async4) {
         const bool ka = ma == GemmStage::KScalar, xb = mb == GemmStage::XScalar;  // the unit-scalar ones
         if (ka && xb) kernel = modes(KUnit{}, XUnit{});
         if (ka && !xb) kernel = modes(KUnit{}, XAsync{});
@@ -492,37 +318,37 @@ cudaError_t run(const GemmRoute& r, void* workspace, cudaStream_t stream) {
   }
   if (kernel == nullptr || (split > 1 && !kSplits)) return cudaErrorInvalidValue;
   if (split > 1)
-    return launch_clustered(kernel, grid, S::kThreads, kSmem, split, stream, g, ma, mb, ldc, r.strip, w, partials,
+    return launch_clustered(kernel, grid, S::kThreads, kSmem, split, stream, g, ma, mb, ldc, p.strip, w, partials,
                             flags, split);
-  kernel<<<grid, S::kThreads, kSmem, stream>>>(g, ma, mb, ldc, r.strip, w, partials, flags, split);
+  kernel<<<grid, S::kThreads, kSmem, stream>>>(g, ma, mb, ldc, p.strip, w, partials, flags, split);
   return cudaGetLastError();
 }
 
-// The route's configuration as a template argument. BigScalar stages through registers only
+// The plan's configuration as a template argument. BigScalar stages through registers only
 // (no specialized modes); Wide and Big also take Async4 staging.
 template <Layout L, class T>
-cudaError_t dispatch(const GemmRoute& r, void* workspace, cudaStream_t stream) {
-  return with_ffma_config(r, [&](auto shape) {
+cudaError_t dispatch(const GemmCall& c, const FfmaPlan& p, void* workspace, cudaStream_t stream) {
+  return with_ffma_config(c.dtype, p, [&](auto shape) {
     using S = decltype(shape);
     constexpr bool kSpecialize = !std::is_same<S, GemmBigScalar>::value;
     constexpr bool kAsync4 = std::is_same<S, GemmWide>::value || std::is_same<S, GemmBig<4>>::value;
     if constexpr (S::kAccBytes != sizeof(T)) return cudaErrorNotSupported;  // another dtype's configuration
-    else return run<S, L, T, T, kSpecialize, kAsync4>(r, workspace, stream);
+    else return run<S, L, T, T, kSpecialize, kAsync4>(c, p, workspace, stream);
   });
 }
 
 }  // namespace
 
-cudaError_t launch_ffma(const GemmRoute& r, void* workspace, cudaStream_t stream) {
-  const GemmArgs& g = r.args;
+cudaError_t launch_ffma(const GemmCall& c, const FfmaPlan& p, void* workspace, cudaStream_t stream) {
+  const GemmArgs& g = c.args;
   if (g.batch == 0 || g.m == 0 || g.n == 0) return cudaSuccess;
   // k tiles are counted in int: K up to 2^34 (no tensor that fits a GPU comes near it).
   if (ceil_div(g.k, kGemmBK) > INT_MAX) return cudaErrorInvalidValue;
-  return with_layout(r.layout, [&](auto tag) {
+  return with_layout(c.layout, [&](auto tag) {
     constexpr Layout L = decltype(tag)::value;
-    switch (r.dtype) {
-      case DType::F64: return dispatch<L, double>(r, nullptr, stream);
-      case DType::F32: return dispatch<L, float>(r, workspace, stream);
+    switch (c.dtype) {
+      case DType::F64: return dispatch<L, double>(c, p, nullptr, stream);
+      case DType::F32: return dispatch<L, float>(c, p, workspace, stream);
       default: return cudaErrorNotSupported;
     }
   });

@@ -3,7 +3,7 @@
 // step kk of the inner loop reads one tile row of each: 16-byte vectors (LDS.128) of a
 // thread's register micro-tile. Tiles have 16-byte units (4 floats, 2 doubles): `pad` adds
 // one unit per row and `swizzle` XORs row bits above the units (GemmSwizzle), so a vector is
-// never split. route.h picks a call's configuration and staging.
+// never split. ffma_plan.h picks a call's configuration and staging.
 #pragma once
 #include <cstdint>
 #include <type_traits>
@@ -58,7 +58,7 @@ struct GemmShape {
   using OpB = GemmOperand<ACC_BYTES, kBN, kThreads, BK>;
 };
 
-// The configurations (route.h picks one; bench/RESULTS.md's design notes have the figures):
+// The configurations (ffma_plan.h picks one; bench/design_notes.md has the figures):
 //  - Wide: 128x256, 256 threads (2x4 warps of 64x64), 16x8 per thread, 3 stages, one block
 //    an SM: cuBLAS's FFMA tile (its 256x128 computes C^T). k-major operands are copied an
 //    element per 4-byte cp.async, as cuBLAS does, so nothing waits in registers. Its grid is
@@ -69,7 +69,7 @@ struct GemmShape {
 //    through registers (strided or transposed misaligned views).
 //  - Small: 64x64, 128 threads, 8x4 per thread: four times the blocks, for small grids; float32
 //    products of up to 64 rows (vector staging) split k across a cluster on compute capability
-//    9.0 (route.h).
+//    9.0 (ffma_plan.h).
 //  - Mid: 64x128, 128 threads, 8x8 per thread, three blocks an SM: such split products where
 //    its own split grid keeps 2.5 blocks an SM (a few rows against a weight 14336 wide).
 //  - float64: 64x64, 256 threads, 4x4 doubles per thread (DFMA; registers allow no more).
@@ -91,12 +91,10 @@ static_assert(GemmWide::kBM == 128 && GemmWide::kBN == 256 && GemmWide::kThreads
 
 enum class GemmConfig : int { Big = 0, BigScalar = 1, Small = 2, Wide = 3, Mid = 4 };
 
-// Small's and Mid's split-K (split_k.h): a cluster's blocks share a tile's k tiles, 32 or more
-// each (a block's prologue and its partial tile cost about as much as that many tiles' FMAs).
-constexpr int kFfmaSplitMinK = 32;
-// Their partial tile (BM x BN floats). A warp stores 16-byte vectors of rows 4 apart, two rows a
-// quarter-warp phase, 64 bytes each: `pad`'s 16 bytes a row and `swizzle`'s XOR of row bits into
-// the 16-byte unit put the two on different banks; `none` leaves them on the same (2-way).
+// Small's and Mid's split-K partial tile (BM x BN floats). A warp stores 16-byte vectors of rows 4
+// apart, two rows a quarter-warp phase, 64 bytes each: `pad`'s 16 bytes a row and `swizzle`'s XOR
+// of row bits into the 16-byte unit put the two on different banks; `none` leaves them on the
+// same (2-way).
 template <Layout L, int BN = 64>
 using FfmaSplitTile = TileLayout<L, 64, BN, 4, 16>;
 template <class S>

@@ -1,4 +1,4 @@
-// The strip: C's last few columns (n - n0 <= kGemmStripCols, route.h's gemm_strip_cols), which
+// The strip: C's last few columns (n - n0 <= kGemmStripCols, ffma_plan.h's ffma_strip_cols), which
 // the 128x256 kernel computes in kStripBlocks more blocks per 128 rows (matrix-vector products,
 // first in its grid: ffma_work.h) instead of a column of 128x256 tiles that would cost a whole
 // wave for a column or a few (4097 = 16 x 256 + 1).

@@ -10,6 +10,7 @@
 #include "mma_epilogue.cuh"
 #include "mma_fill.cuh"
 #include "mma_frag.cuh"
+#include "mma_plan.h"
 #include "split_k.cuh"
 
 namespace bankops {
@@ -318,32 +319,32 @@ cudaError_t run(const GemmArgs& g, bool out_vec, int splits, cudaStream_t stream
   return launch_clustered(kernel, grid, C::kThreads, kSmem, splits, stream, g, out_vec, splits);
 }
 
-// The route's tile and fill as template arguments (the realigning and register fills run
+// The plan's tile and fill as template arguments (the realigning and register fills run
 // MmaSmall only: their schedules are written for its tile).
 template <Layout L, class T, bool KM, bool KN>
-cudaError_t dispatch(const GemmRoute& r, cudaStream_t stream) {
-  return with_mma_config(r, [&](auto config) {
+cudaError_t dispatch(const GemmArgs& g, const MmaPlan& p, cudaStream_t stream) {
+  return with_mma_config(p, [&](auto config) {
     using C = decltype(config);
-    if (r.ops.fill == MmaFill::Async) return run<L, C, T, KM, KN, MmaFill::Async>(r.args, r.out_vec, r.split, stream);
+    if (p.ops.fill == MmaFill::Async) return run<L, C, T, KM, KN, MmaFill::Async>(g, p.out_vec, p.split, stream);
     if constexpr (!std::is_same<C, MmaSmall>::value) return cudaErrorNotSupported;
-    else if (r.ops.fill == MmaFill::Realign)
-      return run<L, C, T, KM, KN, MmaFill::Realign>(r.args, r.out_vec, r.split, stream);
-    else return run<L, C, T, KM, KN, MmaFill::Registers>(r.args, r.out_vec, r.split, stream);
+    else if (p.ops.fill == MmaFill::Realign)
+      return run<L, C, T, KM, KN, MmaFill::Realign>(g, p.out_vec, p.split, stream);
+    else return run<L, C, T, KM, KN, MmaFill::Registers>(g, p.out_vec, p.split, stream);
   });
 }
 
 }  // namespace
 
-cudaError_t launch_mma(const GemmRoute& r, cudaStream_t stream) {
-  const GemmArgs& g = r.args;
-  if (!gemm_mma_supports(r.dtype, g)) return cudaErrorNotSupported;
+cudaError_t launch_mma(const GemmCall& c, const MmaPlan& p, cudaStream_t stream) {
+  const GemmArgs& g = c.args;
+  if (!gemm_mma_supports(c.dtype, g)) return cudaErrorNotSupported;
   if (g.batch == 0 || g.m == 0 || g.n == 0) return cudaSuccess;
-  return with_layout(r.layout, [&](auto tag) {
+  return with_layout(c.layout, [&](auto tag) {
     constexpr Layout L = decltype(tag)::value;
-    return with_operand_majors(r.ops, [&](auto km, auto kn) {
+    return with_operand_majors(p.ops, [&](auto km, auto kn) {
       constexpr bool KM = decltype(km)::value, KN = decltype(kn)::value;
-      return r.dtype == DType::F16 ? dispatch<L, __half, KM, KN>(r, stream)
-                                   : dispatch<L, __nv_bfloat16, KM, KN>(r, stream);
+      return c.dtype == DType::F16 ? dispatch<L, __half, KM, KN>(g, p, stream)
+                                   : dispatch<L, __nv_bfloat16, KM, KN>(g, p, stream);
     });
   });
 }

@@ -8,7 +8,7 @@
 // otherwise. The epilogue goes through a shared-memory C tile so that each thread writes
 // whole 16-byte chunks of a row (mma_epilogue.cuh).
 //
-// Block shapes (MmaConfig; route.h picks one, bench/RESULTS.md's design notes have the figures):
+// Block shapes (MmaConfig; mma_plan.h picks one, bench/design_notes.md has the figures):
 //   MmaSmall  128 x 128 x 32, 4 warps, 4 stages, two blocks an SM: small grids, and the
 //             realigning and register fills (their schedules are written for its tile);
 //   MmaLarge  128 x 256 x 64, 8 warps, 3 stages, one block an SM: a third less L2 -> SM
@@ -67,7 +67,7 @@ using MmaBTile = std::conditional_t<KN, MmaTile<L, C::kBK, C::kBN>, MmaTile<L, C
 template <Layout L, class C>
 using MmaCTile = MmaTile<L, C::kBM, C::kBN>;  // (BM, BN) halves of C, reusing the stage ring
 
-// The block tile, and how the fill stages a call's operands (route.h decides both; the kernel
+// The block tile, and how the fill stages a call's operands (mma_plan.h decides both; the kernel
 // is a template over them).
 enum class MmaShape { Small, Large, Narrow, Rows };
 enum class MmaFill { Async, Realign, Registers };

@@ -82,7 +82,7 @@ struct WholeFill {
 // a quarter of a k-tile's mma work and stored into the tile after it, so that only 8-16
 // loaded values are live beside the accumulators. A thread's elements share a column and step
 // down the rows; the lanes of a warp walk consecutive columns (the operand's faster dim:
-// route.h orients each tile so). The addresses advance from one pointer: hoisting a 64-bit
+// operands.h orients each tile so). The addresses advance from one pointer: hoisting a 64-bit
 // offset per element out of the k loop would cost more registers than the accumulators leave.
 template <class C, class Tile, int G>
 __device__ __forceinline__ void stage_load(uint16_t (&v)[kMmaChunk], const Operand& o, int64_t r0, int64_t c0) {

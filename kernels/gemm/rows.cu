@@ -2,88 +2,12 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "../async_copy.cuh"
 #include "launch.h"
 #include "mma_frag.cuh"
-#include "split_k.cuh"
+#include "rows_common.cuh"
 
 namespace bankops {
 namespace {
-
-// The 16 bytes of elements in v as floats.
-template <class T>
-__device__ __forceinline__ void to_floats(const uint4& v, float (&f)[16 / sizeof(T)]) {
-  const uint32_t* w = reinterpret_cast<const uint32_t*>(&v);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    if constexpr (std::is_same<T, float>::value) {
-      f[i] = __uint_as_float(w[i]);
-    } else {
-      const float2 p = std::is_same<T, __half>::value
-                           ? __half22float2(*reinterpret_cast<const __half2*>(w + i))
-                           : __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(w + i));
-      f[2 * i] = p.x;
-      f[2 * i + 1] = p.y;
-    }
-  }
-}
-
-template <class T>
-constexpr DType dtype_of() {
-  return std::is_same<T, float>::value ? DType::F32 : std::is_same<T, __half>::value ? DType::F16 : DType::BF16;
-}
-
-// The first COUNT of v summed across the warp's lanes by exchanges over lane bit O, then O / 2,
-// ..: each exchange halves the values a lane keeps (the lane with bit O set keeps the upper
-// half) and adds its partner's copy of them, so N sums take about N shuffles rather than 5N
-// (rows_sum_index says where each sum ends up). Past one value, a plain butterfly. LAST: the
-// last lane bit exchanged (1: across the whole warp).
-template <int COUNT, int O, int LAST = 1, int N>
-__device__ __forceinline__ void rows_warp_sums(float (&v)[N], int lane) {
-  if constexpr (O >= LAST) {
-    if constexpr (COUNT > 1) {
-      constexpr int kHalf = COUNT / 2;
-      const bool up = (lane & O) != 0;
-#pragma unroll
-      for (int i = 0; i < kHalf; ++i) {
-        const float send = up ? v[i] : v[i + kHalf], keep = up ? v[i + kHalf] : v[i];
-        v[i] = keep + __shfl_xor_sync(0xffffffffu, send, O);
-      }
-      rows_warp_sums<kHalf, O / 2, LAST>(v, lane);
-    } else {
-      v[0] += __shfl_xor_sync(0xffffffffu, v[0], O);
-      rows_warp_sums<1, O / 2, LAST>(v, lane);
-    }
-  }
-}
-
-// Block blockIdx.x's rank in its cluster (split-K's) and its tile's corner (m0, n0): the m
-// tiles over one stretch of the weight are neighbours in the grid, so they run together and
-// the weight comes from memory once.
-struct RowsTile {
-  int rank;
-  int64_t m0, n0;
-};
-template <int TM, int BN>
-__device__ __forceinline__ RowsTile rows_tile(const GemmArgs& g, int splits) {
-  const int64_t tile = blockIdx.x / splits, tiles_m = ceil_div(g.m, int64_t(TM));
-  return RowsTile{static_cast<int>(blockIdx.x % splits), tile % tiles_m * TM, tile / tiles_m * BN};
-}
-
-// A window of A's rows m0.. (a points at row m0; Tile: TM x window elements) into shared memory
-// by cp.async, 16 bytes a thread at a time; rows past m and k past K are zeros (K is whole
-// 16-byte vectors).
-template <class Tile, class T, int TM>
-__device__ __forceinline__ void rows_stage_a(uint32_t dst, const T* a, const GemmArgs& g, int64_t m0, int64_t k0) {
-  constexpr int V = 16 / sizeof(T), kWin = Tile::kCols, kChunks = TM * kWin / V;
-#pragma unroll
-  for (int c = threadIdx.x; c < kChunks; c += kRowsThreads) {
-    const int t = c / (kWin / V), kk = c % (kWin / V) * V;
-    const int64_t k = k0 + kk;
-    const bool in = m0 + t < g.m && k < g.k;
-    cp_async16(dst + Tile::offset(t, kk) * sizeof(T), in ? a + t * g.a_sm + k : a, in ? 16 : 0);
-  }
-}
 
 // FFMA (float32; 16-bit of up to kRowsFfmaRows rows). One block: kRowsBN weight rows (columns
 // n0.. of C) over its rank's windows of k, for TM rows of A. Window w + 1 of A stages while
@@ -92,8 +16,8 @@ __device__ __forceinline__ void rows_stage_a(uint32_t dst, const T* a, const Gem
 // the partial tile). Lanes hold sums over their
 // own k; the shuffles add them in a fixed order and split_k_store adds the ranks in order:
 // the same bits every run.
-// (Held to the residency the route plans for: a register or two more per thread than 128
-// would halve the blocks an SM takes, and measured a third slower.)
+// (Held to the residency the plan counts on: a register or two more per thread than 128 would
+// halve the blocks an SM takes.)
 template <Layout L, class T, int TM>
 __global__ void __launch_bounds__(kRowsThreads, rows_ffma_blocks_per_sm(TM))
     rows_kernel(const GemmArgs g, const int splits) {
@@ -174,26 +98,6 @@ __global__ void __launch_bounds__(kRowsThreads, rows_ffma_blocks_per_sm(TM))
     split_k_store<T, TM, kRowsBN, PTile, kRowsThreads>(part, g, static_cast<T*>(g.c) + bz * g.m * g.n, m0, n0, splits,
                                                        rank, threadIdx.x);
   }
-}
-
-// A ring of S stages over windows [w0, w1) (stage(win) issues window win's copies into its
-// stage): the first S - 1 windows in flight, a cp.async group each.
-template <int S, class Stage>
-__device__ __forceinline__ void rows_ring_fill(int64_t w0, int64_t w1, const Stage& stage) {
-#pragma unroll
-  for (int s = 0; s < S - 1; ++s) {
-    if (w0 + s < w1) stage(w0 + s);
-    cp_async_commit();
-  }
-}
-// Before window win is read: it is staged, every warp is done with window win - 1's stage, and
-// window win + S - 1 goes into that stage.
-template <int S, class Stage>
-__device__ __forceinline__ void rows_ring_next(int64_t win, int64_t w1, const Stage& stage) {
-  cp_async_wait<S - 2>();
-  __syncthreads();
-  if (win + S - 1 < w1) stage(win + S - 1);
-  cp_async_commit();
 }
 
 // The ring FFMA kernel's sums into C (batch bz, tile (m0, n0)): lane (q, c) of warp w holds TM
@@ -425,18 +329,17 @@ __global__ void __launch_bounds__(kRowsThreads, rows_ring_blocks_per_sm<L, TM>(S
 }
 
 template <auto kernel>
-cudaError_t start(const GemmRoute& r, int bn, int smem, cudaStream_t stream) {
+cudaError_t start(const GemmArgs& g, const RowsPlan& p, int bn, int smem, cudaStream_t stream) {
   const cudaError_t err = raise_smem_once<kernel>(smem);
   if (err != cudaSuccess) return err;
-  const GemmArgs& g = r.args;
-  const dim3 grid(static_cast<unsigned>(ceil_div(g.m, r.rows_tm) * ceil_div(g.n, bn) * r.split), 1,
+  const dim3 grid(static_cast<unsigned>(ceil_div(g.m, p.tm) * ceil_div(g.n, bn) * p.split), 1,
                   static_cast<unsigned>(g.batch < 65535 ? g.batch : 65535));
-  return launch_clustered(kernel, grid, kRowsThreads, smem, r.split, stream, g, r.split);
+  return launch_clustered(kernel, grid, kRowsThreads, smem, p.split, stream, g, p.split);
 }
 
 template <Layout L, class T>
-cudaError_t run(const GemmRoute& r, cudaStream_t stream) {
-  return with_rows_tm(r.rows_tm, [&](auto tm) {
+cudaError_t run(const GemmArgs& g, const RowsPlan& p, cudaStream_t stream) {
+  return with_rows_tm(p.tm, [&](auto tm) {
     constexpr int TM = decltype(tm)::value;
     // The blocks rows_tm gives each: FFMA any on float32, up to kRowsFfmaRows on 16 bits; mma.sync 8 and 16.
     constexpr bool kFfma = std::is_same<T, float>::value || TM <= kRowsFfmaRows;
@@ -445,29 +348,29 @@ cudaError_t run(const GemmRoute& r, cudaStream_t stream) {
       const auto ring = [&](auto kn) {
         constexpr bool KN = decltype(kn)::value;
         constexpr int kSmem = rows_ffma_ring_stages<L, KN, TM>() * rows_ffma_ring_stage_bytes<L, KN, TM>();
-        return start<rows_ring_kernel<L, KN, TM>>(r, rows_bn(false), kSmem, stream);
+        return start<rows_ring_kernel<L, KN, TM>>(g, p, rows_bn(false), kSmem, stream);
       };
-      if (r.ops.b_kn) return ring(std::true_type{});
+      if (p.b_kn) return ring(std::true_type{});
       // A weight along k takes the ring at the rows the route sends there only (the others are
       // not built).
       if constexpr (rows_takes_ring(DType::F32, TM, false)) {
-        if (r.rows_ring) return ring(std::false_type{});
+        if (p.ring) return ring(std::false_type{});
       }
-      if (r.rows_ring) return cudaErrorInvalidValue;
+      if (p.ring) return cudaErrorInvalidValue;
     }
     if constexpr (kFfma) {
-      if (!r.rows_mma)
-        return start<rows_kernel<L, T, TM>>(r, rows_bn(false), 2 * TM * rows_window(dtype_of<T>(), false) * sizeof(T),
+      if (!p.mma)
+        return start<rows_kernel<L, T, TM>>(g, p, rows_bn(false), 2 * TM * rows_window(dtype_of<T>(), false) * sizeof(T),
                                             stream);
     }
     if constexpr (kMma) {
-      // The route's ring: the deep or the shallow one (rows_stages).
+      // The plan's ring: the deep or the shallow one (rows_stages).
       constexpr int kDeep = rows_stages<L, TM>(true), kShallow = rows_stages<L, TM>(false);
       constexpr int kStage = rows_stage_bytes<L, TM>();
-      if (r.rows_mma && r.rows_stages == kDeep)
-        return start<rows_mma_kernel<L, T, TM, kDeep>>(r, rows_bn(true), kDeep * kStage, stream);
-      if (r.rows_mma && r.rows_stages == kShallow)
-        return start<rows_mma_kernel<L, T, TM, kShallow>>(r, rows_bn(true), kShallow * kStage, stream);
+      if (p.mma && p.stages == kDeep)
+        return start<rows_mma_kernel<L, T, TM, kDeep>>(g, p, rows_bn(true), kDeep * kStage, stream);
+      if (p.mma && p.stages == kShallow)
+        return start<rows_mma_kernel<L, T, TM, kShallow>>(g, p, rows_bn(true), kShallow * kStage, stream);
     }
     return cudaErrorInvalidValue;
   });
@@ -475,18 +378,18 @@ cudaError_t run(const GemmRoute& r, cudaStream_t stream) {
 
 }  // namespace
 
-cudaError_t launch_rows(const GemmRoute& r, cudaStream_t stream) {
-  const GemmArgs& g = r.args;
-  if (!rows_supports(r.dtype, g) || rows_on_mma(r.dtype, g.m) != r.rows_mma || rows_tm(g.m, r.rows_mma) != r.rows_tm ||
-      r.ops.b_kn != !rows_b_k_vectors(r.dtype, g))
+cudaError_t launch_rows(const GemmCall& c, const RowsPlan& p, cudaStream_t stream) {
+  const GemmArgs& g = c.args;
+  if (!rows_supports(c.dtype, g) || rows_on_mma(c.dtype, g.m) != p.mma || rows_tm(g.m, p.mma) != p.tm ||
+      p.b_kn != !rows_b_k_vectors(c.dtype, g))
     return cudaErrorInvalidValue;
   if (g.batch == 0 || g.n == 0) return cudaSuccess;
-  return with_layout(r.layout, [&](auto tag) {
+  return with_layout(c.layout, [&](auto tag) {
     constexpr Layout L = decltype(tag)::value;
-    switch (r.dtype) {
-      case DType::F32: return run<L, float>(r, stream);
-      case DType::F16: return run<L, __half>(r, stream);
-      default: return run<L, __nv_bfloat16>(r, stream);
+    switch (c.dtype) {
+      case DType::F32: return run<L, float>(g, p, stream);
+      case DType::F16: return run<L, __half>(g, p, stream);
+      default: return run<L, __nv_bfloat16>(g, p, stream);
     }
   });
 }

@@ -76,12 +76,12 @@ BANKOPS_HD constexpr RowsSum rows_sum_at(int tm, int idx) {
 }
 // FFMA's blocks resident an SM, by registers (32 rows of sums take about 220 a thread).
 BANKOPS_HD constexpr int rows_ffma_blocks_per_sm(int tm) { return tm < 16 ? 2 : 1; }
-// The ring kernel's: two up to 16 rows (its ring holds the weight, not registers; 16 rows at
-// two blocks an SM measured up to 17% faster than at one: bench/RESULTS.md).
+// The ring kernel's: two up to 16 rows (its ring holds the weight, not registers; 16 rows ran
+// faster at two blocks an SM than at one: bench/design_notes.md).
 BANKOPS_HD constexpr int rows_ffma_ring_blocks_per_sm(int tm) { return tm <= 16 ? 2 : 1; }
 // Whether float32's FFMA takes the ring: a weight along n always; along k for blocks of 16 rows,
-// where two ring blocks an SM ran 7-11% faster than one register block (at 8 rows and fewer the
-// registers were up to 5% faster, at 32 even: bench/RESULTS.md).
+// where two ring blocks an SM beat one register block (at 8 rows and fewer the registers win, at
+// 32 neither: bench/design_notes.md).
 BANKOPS_HD constexpr bool rows_takes_ring(DType t, int tm, bool b_kn) { return b_kn || (t == DType::F32 && tm == 16); }
 
 // The ring FFMA kernel's k per lane and round (k .. k + 3), and its warps' sums before they
@@ -100,10 +100,9 @@ BANKOPS_HD constexpr int rows_ring_col(bool kn, int c, int j) { return kn ? 4 * 
 // The rows of A a block takes: the least power of two that covers m, 8 at least on mma.sync
 // (half its m16 tile; the other half is zeros), at most kRowsMaxM. A call takes up to 64 rows
 // on float32 below compute capability 9.0 (two blocks of 32 over each stretch of the weight,
-// side by side in the grid so that the weight comes from memory once; route.h's rows_route
-// says where; on 9.0 the FFMA kernel's split tiles take them), 16 on 16 bits
-// (past them the mma.sync kernel's own tiles, split across a cluster, run faster:
-// bench/RESULTS.md).
+// side by side in the grid so that the weight comes from memory once; rows_plan.h says where;
+// on 9.0 the FFMA kernel's split tiles take them), 16 on 16 bits (past them the mma.sync
+// kernel's own tiles, split across a cluster, run faster: bench/design_notes.md).
 constexpr int kRowsMaxM = 32, kRowsMmaMaxM = 16, kRowsF32MaxM = 64;
 BANKOPS_HD constexpr int rows_max_m(DType t) { return t == DType::F32 ? kRowsF32MaxM : kRowsMmaMaxM; }
 BANKOPS_HD int rows_tm(int64_t m, bool mma) {
@@ -130,7 +129,7 @@ using RowsWTile = TileLayout<L, rows_bn(true), rows_window(DType::BF16, true), 2
 // block an SM takes the deep ring (as many stages as one block fits, up to four: the more bytes
 // in flight an SM, the faster it streams); a longer grid the shallow one (as many as two blocks
 // an SM fit), which keeps every block resident rather than run a second wave. A block takes at
-// most the 163 KB that compute capability 8.x allows (measured: bench/RESULTS.md).
+// most the 163 KB that compute capability 8.x allows (bench/design_notes.md).
 template <Layout L, int TM>
 constexpr int rows_stage_bytes() { return (RowsWTile<L>::kSize + RowsXTile<L, TM>::kSize) * 2; }
 constexpr int kRowsSmemPerSM = 228 * 1024, kRowsSmemPerBlock = 163 * 1024, kRowsMaxStages = 4;

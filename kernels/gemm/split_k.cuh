@@ -24,7 +24,7 @@ __device__ __forceinline__ void cluster_barrier() {
 #if __CUDA_ARCH__ >= 900
   cooperative_groups::this_cluster().sync();
 #else
-  __syncthreads();  // route.h splits only on compute capability 9.0: below it a cluster is a block
+  __syncthreads();  // plans split only on compute capability 9.0: below it a cluster is a block
 #endif
 }
 

@@ -38,16 +38,17 @@ struct WgmmaConfig {
   // 96, 144 and 192 columns run persistent blocks only: the block-a-tile epilogue's C tile and
   // split-K's partial tile are swizzled rows of a power-of-two length.
   static constexpr bool kPersistentOnly = (BN & (BN - 1)) != 0;
-  // A split last wave (route.h's wgmma_tail) pairs consumer warpgroup w with the pair's block w
+  // A split last wave (wgmma_plan.h's wgmma_tail) pairs consumer warpgroup w with the pair's block w
   // (wgmma.cu's add_halves): two consumers.
   static constexpr bool kHalves = CONSUMERS == 2;
   // A width that is not whole 64-column blocks (144, 96) runs k-major A and B only: there an
   // n-major B tile's last block is partly the next tile's, and measured slower than 128 x 192.
   static constexpr bool kKMajorOnly = BN % 64 != 0;
-  // One consumer: the few-rows tile (route.h's wgmma_thin_route), a block a tile, A k-major (x).
+  // One consumer: the few-rows tile (wgmma_plan.h's wgmma_thin_candidates), a block a tile, A
+  // k-major (x).
   static constexpr bool kFewRows = CONSUMERS == 1;
 };
-// The configurations (route.h picks one; bench/RESULTS.md's design notes have the figures):
+// The configurations (wgmma_plan.h picks one; bench/design_notes.md has the figures):
 //   WgmmaLarge         128 x 256: two consumers of 64 x 256, four 48 KB stages;
 //   WgmmaBroad         128 x 192: two consumers of 64 x 192, four 40 KB stages (TMA, persistent
 //                      blocks only), where 128 x 256 tiles end in a ragged last wave (3072^3);
@@ -131,7 +132,7 @@ BANKOPS_HD TileCoord wgmma_chunk(int t, int e) {
   return TileCoord{idx % kPerBlock / kPerRow, idx / kPerBlock * kWgmmaRowCols + idx % kPerRow * kMmaChunk};
 }
 
-// The Hopper kernel's block tile (route.h decides), and how its producers fill the ring:
+// The Hopper kernel's block tile (wgmma_plan.h decides), and how its producers fill the ring:
 // TMA boxes, or chunks realigned in registers.
 enum class WgmmaShape { None, Large, Medium, Narrow, Broad, Slim, Tall, Thin };
 enum class WgmmaLoad { Tma, Realign };

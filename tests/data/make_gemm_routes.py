@@ -33,7 +33,7 @@ DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch
 ROOMS = {"h100": [132, 117, 120, 110, 102, 105, 120, 264, 237, 248, 235, 234, 224, 240,
                   396, 372, 368, 345, 372, 329, 360, 528, 489, 496, 470, 474, 483, 496]}
 DEVICES = ["132/90/h100", "132/90", "108/80", "80/86", "16/75"]
-OPTIONS = ("wgmma", "repack", "stream_k", "split_k", "persistent")
+OPTIONS = ("wgmma", "repack", "stream_k", "split_k", "persistent")  # the sweep turns each off
 
 
 def operand(dtype, shape, strides, offset):
@@ -53,11 +53,9 @@ def parse_operand(text, dtype):
     return operand(dtype, [int(v) for v in shape.split("x")], ints(strides), int(offset))
 
 
-def set_options(options):
-    """The options of a corpus line ('-' or name=0,...) for the calls that follow (all on: '-')."""
-    off = set() if options == "-" else {kv.split("=")[0] for kv in options.split(",")}
-    for name in OPTIONS:
-        getattr(torch.ops.bankops, f"_set_{name}")(name not in off)
+def options_of(options):
+    """The options of a corpus line ('-' or name=0,...) as bankops.options takes them."""
+    return {} if options == "-" else {kv.split("=")[0]: kv.split("=")[1] == "1" for kv in options.split(",")}
 
 
 def route_of(line):
@@ -65,12 +63,9 @@ def route_of(line):
     dtype, layout, device, a, b, options = line.split(" | ")[0].split()
     dt = DTYPES[dtype]
     sms, cc, *room = device.split("/")
-    set_options(options)
-    try:
+    with bankops.options(**options_of(options)):
         return torch.ops.bankops._gemm_route(parse_operand(a[2:], dt), parse_operand(b[2:], dt), layout, int(sms),
                                              int(cc), ROOMS[room[0]] if room else None)
-    finally:
-        set_options("-")
 
 
 def call(dtype, layout, device, a, b, options="-"):

@@ -1,9 +1,10 @@
-// The shared-memory instructions of the FFMA kernel (ffma.cu) for a route, replayed on the
-// host (smem_trace.h).
+// The shared-memory instructions of the FFMA kernel (ffma.cu) for a plan, replayed on the host
+// (smem_trace.h).
 #pragma once
 #include "../smem_trace.h"
+#include "ffma_plan.h"
 #include "ffma_strip.h"
-#include "route.h"
+#include "split_k_trace.h"
 
 namespace bankops {
 
@@ -104,31 +105,62 @@ void trace_strip(const char* kernel, int cols, int64_t iterations, SmemTrace& tr
 // The route's configuration, with its strip. Operands are replayed as staged by the vector modes
 // along their contiguous dim (KVec / XAsync; the scalar modes stage the same tile positions),
 // rows as far apart as the operands' strides and tile corners on 128-byte lines.
-inline void trace_ffma(const GemmRoute& r, SmemTrace& trace_out) {
-  const GemmArgs& g = r.args;
-  const int elem_bytes = r.dtype == DType::F64 ? 8 : 4;
-  const bool a_k = gemm_k_major(r.mode_a), b_k = gemm_k_major(r.mode_b);
+inline void trace_ffma_tiles(const GemmCall& c, const FfmaPlan& p, SmemTrace& trace_out) {
+  const GemmArgs& g = c.args;
+  const int elem_bytes = c.dtype == DType::F64 ? 8 : 4;
+  const bool a_k = gemm_k_major(p.mode_a), b_k = gemm_k_major(p.mode_b);
   const auto mode = [](bool k_major) { return k_major ? GemmStage::KVec : GemmStage::XAsync; };
   // Bytes between an operand's rows: of k elements when k is its staged dim, else of m (A) or n (B).
   const int64_t pitch_a = (a_k ? g.a_sm : g.a_sk) * elem_bytes, pitch_b = (b_k ? g.b_sn : g.b_sk) * elem_bytes;
-  const int64_t n = g.n - r.strip;
-  with_ffma_config(r, [&](auto shape) {
+  const int64_t n = g.n - p.strip;
+  with_ffma_config(c.dtype, p, [&](auto shape) {
     using S = decltype(shape);
     // The kernel's name in the report: gemm/BMxBN, and the threads where two share a tile.
     std::string kernel = "gemm/" + std::to_string(S::kBM) + "x" + std::to_string(S::kBN);
     if (std::is_same<S, GemmBigScalar>::value) kernel += "/" + std::to_string(S::kThreads);
     const int64_t iterations = g.batch * ceil_div(g.m, S::kBM) * ceil_div(n, S::kBN) * ceil_div(g.k, S::kBK);
-    gemm_detail::trace_layout<S>(r.layout, kernel.c_str(), mode(a_k), mode(b_k), pitch_a, pitch_b, iterations,
+    gemm_detail::trace_layout<S>(c.layout, kernel.c_str(), mode(a_k), mode(b_k), pitch_a, pitch_b, iterations,
                                  trace_out);
     // Wide: kStripBlocks strip blocks per 128 rows for the last few columns of C, a chunk per
     // kStripK k rows each.
-    if (std::is_same<S, GemmWide>::value && r.strip > 0)
-      with_layout(r.layout, [&](auto tag) {
+    if (std::is_same<S, GemmWide>::value && p.strip > 0)
+      with_layout(c.layout, [&](auto tag) {
         const int64_t passes = g.batch * ceil_div(g.m, GemmWide::kBM) * kStripBlocks;
-        gemm_detail::trace_strip<StripTile<decltype(tag)::value>>(kernel.c_str(), r.strip,
+        gemm_detail::trace_strip<StripTile<decltype(tag)::value>>(kernel.c_str(), p.strip,
                                                                   passes * ceil_div(g.k, kStripK), trace_out);
       });
   });
+}
+
+// Small's or Mid's split-K (float32): every block's 16-byte stores of its accumulator rows into
+// the partial tile, where ffma_store_c puts them in C, then the sums' loads.
+inline void trace_ffma_split(const GemmCall& c, const FfmaPlan& p, SmemTrace& trace) {
+  const GemmArgs& g = c.args;
+  with_ffma_config(c.dtype, p, [&](auto shape) {
+    using S = decltype(shape);
+    if constexpr (ffma_splits<S>()) {
+      const std::string kernel = "gemm/" + std::to_string(S::kBM) + "x" + std::to_string(S::kBN);
+      const int64_t tiles = g.batch * ceil_div(g.m, S::kBM) * ceil_div(g.n, S::kBN);
+      with_layout(c.layout, [&](auto tag) {
+        using PTile = FfmaSplitTile<decltype(tag)::value, S::kBN>;
+        SmemInstr& st = trace.instr(kernel, "st.shared.v4 P <- a thread's accumulator rows (split-K partial)",
+                                    SmemOp::St, 16, tiles * p.split);
+        for (int i = 0; i < S::kTM; ++i)
+          for (int q = 0; q < S::kQN; ++q)
+            add_block(st, S::kThreads, [&](int t) {
+              const int row = gemm_frag_m<S>(t, 0) + gemm_frag_row<S>(i);
+              return int64_t(PTile::offset(row, gemm_frag_n<S>(t, 0) + q * S::kQuad)) * 4;
+            });
+        trace_split_loads<PTile>(kernel.c_str(), S::kThreads, tiles, p.split, trace);
+      });
+    }
+  });
+}
+
+// The plan's tiles and strip, then its split-K partial and sums where it splits.
+inline void trace_ffma(const GemmCall& c, const FfmaPlan& p, SmemTrace& trace) {
+  trace_ffma_tiles(c, p, trace);
+  if (p.split > 1) trace_ffma_split(c, p, trace);
 }
 
 }  // namespace bankops

@@ -1,12 +1,12 @@
-// The shared-memory instructions of the tensor-core kernels (mma.cu, wgmma.cu) for a route,
-// replayed on the host (smem_trace.h).
+// The shared-memory instructions of the mma.sync kernel (mma.cu) for a plan, replayed on the host
+// (smem_trace.h); its epilogue and split-K partial are the Hopper kernel's too (wgmma_trace.h).
 #pragma once
-#include <algorithm>
 #include <numeric>
 #include <string>
 
 #include "../smem_trace.h"
-#include "route.h"
+#include "mma_plan.h"
+#include "split_k_trace.h"
 
 namespace bankops {
 
@@ -46,32 +46,6 @@ inline void trace_mma_epilogue(const char* kernel, int64_t batch, int64_t m, int
             return c.r < k.rows && c.c < k.cols ? ct(c) : int64_t(-1);
           },
           [](int) { return int64_t(0); }, k.count);
-}
-
-// Split-K's sums (split_k_store) on `tiles` block tiles (an iteration: one tile's cluster) of
-// `splits` blocks of `threads`: each rank's loads of its rows from every block's partial tile,
-// its own and, through distributed shared memory, its peers' (the same addresses in each),
-// kSplitQuads quads a thread a round, a round's lanes past the rows loading its last quad again.
-// Ranks hold split_rows' share of the rows, which differs by one where splits does not divide them.
-template <class PTile>
-inline void trace_split_loads(const char* kernel, int threads, int64_t tiles, int splits, SmemTrace& trace) {
-  SmemInstr& own = trace.instr(kernel, "ld.shared::cluster.v4 P -> the rank's rows, its own partial", SmemOp::Ld, 16,
-                               tiles);
-  SmemInstr& peers = trace.instr(kernel, "ld.shared::cluster.v4 P -> the rank's rows, the peers' partials", SmemOp::Ld,
-                                 16, tiles);
-  peers.peer = true;
-  for (int rank = 0; rank < splits; ++rank) {
-    const SplitRows rows = split_rows(PTile::kRows, splits, rank);
-    const int quads = (rows.end - rows.begin) * (PTile::kCols / 4);
-    for (int from = 0; from < splits; ++from)
-      for (int e0 = 0; e0 < quads; e0 += kSplitQuads * threads)
-        for (int u = 0; u < kSplitQuads; ++u)
-          add_block(from == rank ? own : peers, threads, [&](int t) {
-            if (e0 + t >= quads) return int64_t(-1);  // no round for this thread
-            const TileCoord q = split_quad<PTile>(rows, std::min(e0 + u * threads + t, quads - 1));
-            return int64_t(PTile::offset(q.r, q.c)) * 4;
-          });
-  }
 }
 
 // Split-K's partial tile (mma.sync's or the Hopper kernel's consumers, as fragments C): every
@@ -163,11 +137,11 @@ inline void trace_raw_fill(SmemTrace& trace, const char* kernel, const std::stri
 // One call of the mma.sync kernel on block tile C: the route's fill (cp.async, realigned
 // 16-byte chunks or the register path) and tile orientations.
 template <class C>
-inline void trace_mma_tile(const GemmRoute& r, SmemTrace& trace) {
-  const GemmArgs& g = r.args;
-  const MmaOperands& plan = r.ops;
-  const Layout layout = r.layout;
-  const int64_t tiles = g.batch * ceil_div(g.m, C::kBM) * ceil_div(g.n, C::kBN), blocks = tiles * r.split;
+inline void trace_mma_tile(const GemmCall& c, const MmaPlan& p, SmemTrace& trace) {
+  const GemmArgs& g = c.args;
+  const MmaOperands& plan = p.ops;
+  const Layout layout = c.layout;
+  const int64_t tiles = g.batch * ceil_div(g.m, C::kBM) * ceil_div(g.n, C::kBN), blocks = tiles * p.split;
   const int64_t steps = tiles * ceil_div(g.k, C::kBK);
   const bool async = plan.fill == MmaFill::Async, realign = plan.fill == MmaFill::Realign;
   const char* kernel = async ? "gemm_mma/cp.async" : realign ? "gemm_mma/realign" : "gemm_mma/registers";
@@ -245,91 +219,14 @@ inline void trace_mma_tile(const GemmRoute& r, SmemTrace& trace) {
       };
       fragments("", steps, 0, C::kSteps);
       if (async) fragments(" (step 0 ahead, per block)", blocks, 0, 1);
-      if (r.split > 1) trace_split_k<C, SplitTile<L, C::kBM, C::kBN>>(kernel, tiles, r.split, trace);
-      else trace_mma_epilogue<C, CTile>(kernel, g.batch, g.m, g.n, r.out_vec, trace);
+      if (p.split > 1) trace_split_k<C, SplitTile<L, C::kBM, C::kBN>>(kernel, tiles, p.split, trace);
+      else trace_mma_epilogue<C, CTile>(kernel, g.batch, g.m, g.n, p.out_vec, trace);
     });
   });
 }
 
-// The persistent Hopper kernel's epilogue (wgmma.cu's store_tile): each consumer warpgroup's
-// accumulator pairs into its own C tile (WgmmaCStage), which TMA stores read, not the warps.
-template <class C>
-inline void trace_wgmma_store(const char* kernel, int64_t tiles, SmemTrace& trace) {
-  using CS = WgmmaCStage<C>;
-  using Frags = WgmmaFrags<C>;
-  SmemInstr& st = trace.instr(kernel, "sts C tile <- accumulator pairs, for TMA stores", SmemOp::St, 4, tiles);
-  for (int f = 0; f < C::kBN / 8; ++f)
-    for (int h = 0; h < 2; ++h)
-      add_block(st, Frags::kThreads, [&](int t) {
-        const TileCoord c = mma_acc<Frags>(t, 0, f, h);
-        return int64_t(c.r / 64) * CS::kBytes + int64_t(CS::Tile::offset(c.r % 64, c.c % CS::kCols)) * 2;
-      });
-}
-
-// The persistent kernel's split last wave (route.h's wgmma_tail; wgmma.cu's add_halves): of each
-// split tile's two blocks, one consumer warpgroup stores its half-k partial into the other
-// block's shared memory (distributed shared memory, the owning block's banks), quad j of thread t
-// at (128 j + t) * 16 bytes, and that block's matching warpgroup reads it back.
-template <class C>
-inline void trace_wgmma_halves(const char* kernel, int64_t tail, SmemTrace& trace) {
-  SmemInstr& st = trace.instr(kernel, "st.shared::cluster half-k partial -> peer (split last wave)", SmemOp::St, 16,
-                              2 * tail);
-  st.peer = true;
-  SmemInstr& ld = trace.instr(kernel, "lds peer's half-k partial", SmemOp::Ld, 16, 2 * tail);
-  for (int j = 0; j < C::kBN / 8; ++j) {
-    add_block(st, 128, [&](int t) { return int64_t(128 * j + t) * 16; });
-    add_block(ld, 128, [&](int t) { return int64_t(128 * j + t) * 16; });
-  }
-}
-
-// One call of the Hopper kernel on block tile C: for rows off 16-byte boundaries, the
-// realigning producer's stores of the chunks it cut in registers (lanes at wgmma_chunk, tile
-// offsets as the layout's); then the shared epilogue, or the persistent kernel's. TMA's copies
-// into the tiles and wgmma's reads of them go through the Tensor Memory Accelerator and the
-// tensor cores, not the warps' load/store pipe: they are no shared-memory instructions (Nsight
-// Compute counts none for them). A split tile's blocks store their partial tiles and sum them
-// (split-K, as mma.sync's).
-// The kernel's name says the producer: gemm_wgmma (TMA), gemm_wgmma/realign,
-// gemm_wgmma/repacked (TMA on copies of the operands, whose copy kernel uses no shared memory).
-template <class C>
-inline void trace_wgmma_tile(const GemmRoute& r, SmemTrace& trace) {
-  const GemmArgs& g = r.args;
-  const char* kernel = r.jobs > 0                      ? "gemm_wgmma/repacked"
-                       : r.ops.fill == MmaFill::Async ? "gemm_wgmma"
-                                                      : "gemm_wgmma/realign";
-  const int64_t tiles = g.batch * ceil_div(g.m, C::kBM) * ceil_div(g.n, C::kBN);
-  const int64_t steps = tiles * ceil_div(g.k, C::kBK);
-  const auto realigned = [&](const char* name, auto tile) {
-    using Tile = decltype(tile);
-    const int chunks = Tile::kRows * Tile::kCols / (C::kProducerThreads * kMmaChunk);
-    SmemInstr& row = trace.instr(kernel, std::string("sts ") + name + " (realigned)", SmemOp::St, 16, steps);
-    for (int e = 0; e < chunks; ++e)
-      add_block(row, C::kProducerThreads, [&](int t) {
-        const TileCoord c = wgmma_chunk<C, Tile>(t, e);
-        return int64_t(Tile::offset(c.r, c.c)) * 2;
-      });
-  };
-  if (r.ops.fill != MmaFill::Async) {
-    if (r.ops.a_km) realigned("As[k][m] <- A", WgmmaATile<C, true>{});
-    else realigned("As[m][k] <- A", WgmmaATile<C, false>{});
-    if (r.ops.b_kn) realigned("Bs[k][n] <- B", WgmmaBTile<C, true>{});
-    else realigned("Bs[n][k] <- B", WgmmaBTile<C, false>{});
-  }
-  if constexpr (!C::kPersistentOnly) {  // 128 x 192 and 128 x 144 have no block-a-tile or split epilogue
-    if (r.split > 1) return trace_split_k<WgmmaFrags<C>, WgmmaPartTile<C>>(kernel, tiles, r.split, trace);
-    if (!r.persistent)
-      return trace_mma_epilogue<WgmmaFrags<C>, WgmmaCTile<C>>(kernel, g.batch, g.m, g.n, r.out_vec, trace);
-  }
-  trace_wgmma_store<C>(kernel, wgmma_walked_tiles(r), trace);
-  if (r.tail > 0) trace_wgmma_halves<C>(kernel, r.tail, trace);
-}
-
-// The route's tensor-core kernel and tile.
-inline void trace_tensor_core(const GemmRoute& r, SmemTrace& trace) {
-  if (r.family == GemmFamily::Wgmma)
-    with_wgmma_config(r, [&](auto config) { trace_wgmma_tile<decltype(config)>(r, trace); });
-  else
-    with_mma_config(r, [&](auto config) { trace_mma_tile<decltype(config)>(r, trace); });
+inline void trace_mma(const GemmCall& c, const MmaPlan& p, SmemTrace& trace) {
+  with_mma_config(p, [&](auto config) { trace_mma_tile<decltype(config)>(c, p, trace); });
 }
 
 }  // namespace bankops

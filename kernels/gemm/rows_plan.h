@@ -1,0 +1,64 @@
+// The few-rows kernel's plan (decode: a few rows of x against a weight; rows.h, rows.cu): the
+// rows a block takes, FFMA or mma.sync, the weight through registers or a ring, and k split
+// across a cluster where the blocks would leave SMs idle. One candidate where it applies.
+#pragma once
+#include <string>
+
+#include "costs.h"
+#include "rows.h"
+
+namespace bankops {
+
+struct RowsPlan {
+  int tm = 1;          // the rows of A a block takes
+  bool mma = false;    // mma.sync products (16-bit, more than a few rows), else FFMA
+  bool ring = false;   // FFMA: the weight through a ring in shared memory, else registers
+  bool b_kn = false;   // the weight read along n (float32's x @ W), else along k
+  int split = 1;       // the blocks (a cluster) that share each tile's k windows
+  int stages = 0;      // mma.sync: its ring's stages (rows_stages: deep or shallow)
+};
+
+// The FFMA kernel's small tile (ffma.h's GemmSmall): past kRowsMaxM rows this kernel takes a call
+// only where such tiles leave SMs idle (route.h checks the two agree).
+constexpr int kRowsFfmaTile = 64;
+
+// The kernel where it takes the call (rows_supports), the weight read along k or, for float32,
+// along n; past one block of rows only where the FFMA kernel cannot split k (below compute
+// capability 9.0) and its 64x64 tiles leave SMs idle. Its k windows split on compute capability
+// 9.0 where its blocks would leave SMs idle: mma.sync's splits count one block an SM (the deep
+// ring's); a grid past one wave of them takes the shallow ring at two blocks an SM instead.
+template <class Take>
+inline void rows_candidates(const GemmCall& c, Take&& take) {
+  const GemmArgs& g = c.args;
+  if (!c.options.split_k || !rows_supports(c.dtype, g)) return;
+  const bool small_fills = g.batch * ceil_div(g.m, kRowsFfmaTile) * ceil_div(g.n, kRowsFfmaTile) >= c.device.num_sms;
+  if (g.m > kRowsMaxM && (c.device.cc >= 90 || small_fills)) return;
+  RowsPlan p;
+  p.b_kn = !rows_b_k_vectors(c.dtype, g);  // float32's weight read along n (rows_b_n_vectors)
+  p.mma = rows_on_mma(c.dtype, g.m);
+  p.tm = rows_tm(g.m, p.mma);
+  p.ring = rows_takes_ring(c.dtype, p.tm, p.b_kn);
+  const int64_t blocks = g.batch * ceil_div(g.m, p.tm) * ceil_div(g.n, rows_bn(p.mma));
+  const int64_t windows = ceil_div(g.k, rows_window(c.dtype, p.mma));
+  const int per_sm = p.mma    ? 1
+                     : p.ring ? rows_ffma_ring_blocks_per_sm(p.tm)
+                              : rows_ffma_blocks_per_sm(p.tm);
+  p.split = c.device.cc < 90 ? 1 : split_k_count(blocks, windows, c.device, per_sm);
+  if (p.mma) p.stages = rows_ring_stages(c.layout, p.tm, blocks * p.split <= cluster_room(c.device, p.split, 1));
+  take(p, kUnmodelled);
+}
+
+inline int64_t rows_blocks(const GemmCall& c, const RowsPlan& p) {
+  return c.args.batch * ceil_div(c.args.m, p.tm) * ceil_div(c.args.n, rows_bn(p.mma)) * p.split;
+}
+
+// e.g. "rows 16x64x256 a=mk b=nk split=2 stages=4".
+inline std::string rows_describe(const GemmCall& c, const RowsPlan& p) {
+  std::string s = "rows " + std::to_string(p.tm) + "x" + std::to_string(rows_bn(p.mma)) + "x" +
+                  std::to_string(rows_window(c.dtype, p.mma)) + " a=mk b=" + (p.b_kn ? "kn" : "nk") +
+                  (p.ring ? " ring" : "") + " split=" + std::to_string(p.split);
+  if (p.mma) s += " stages=" + std::to_string(p.stages);
+  return s;
+}
+
+}  // namespace bankops
