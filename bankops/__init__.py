@@ -25,13 +25,25 @@ except ImportError as e:  # a checkout never built (Python calls that a circular
         "to install: pip install --no-build-isolation ."
     ) from None
 from . import _fake  # noqa: F401  (shape functions for torch.compile)
+from . import _tuning
 from ._layouts import LAYOUTS
 from ._options import options
 from .explain import GemmRoute, explain, gemm_route
 from .plot import plot_banks
 
-__all__ = ["LAYOUTS", "reduce_sum", "transpose", "gemm", "linear", "options", "gemm_route", "GemmRoute", "nn",
-           "explain", "plot_banks"]
+__all__ = ["LAYOUTS", "reduce_sum", "transpose", "gemm", "linear", "options", "gemm_route", "GemmRoute", "tune",
+           "nn", "explain", "plot_banks"]
+
+_tuning.load_all()  # the measured tables of plans, shipped and the user's (bankops.tune)
+
+
+def __getattr__(name):
+    # bankops.tune, on first use (python -m bankops.tune runs that module apart from the package).
+    if name == "tune":
+        import importlib
+
+        return importlib.import_module(".tune", __name__)
+    raise AttributeError(f"module 'bankops' has no attribute {name!r}")
 
 # The overloads themselves: calling torch.ops.bankops.<op> resolves its overload in Python on
 # every call (about a microsecond, a tenth of a small call's time). The functions below pass

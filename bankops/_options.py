@@ -5,7 +5,7 @@ import torch
 
 from . import _C  # noqa: F401
 
-NAMES = ("wgmma", "repack", "stream_k", "split_k", "persistent", "refuse_tma")
+NAMES = ("wgmma", "repack", "stream_k", "split_k", "persistent", "refuse_tma", "plan")
 
 
 @contextlib.contextmanager
@@ -19,9 +19,12 @@ def options(**switches):
       Hopper walk its last wave's tiles across pairs of blocks;
     - ``persistent``: the Hopper kernel's unsplit plans may run persistent blocks;
     - ``refuse_tma`` (a test hook): the Hopper launcher acts as if the driver refused its tensor
-      maps, so that the call takes the route without them.
+      maps, so that the call takes the route without them;
+    - ``plan``: the key of a plan every call must take (a ``Candidate.key`` of
+      ``bankops.gemm_route(a, b).candidates``; 0: the router chooses). A call that has no legal
+      plan of that key raises.
 
-    All but ``refuse_tma`` are on by default. ``bankops.gemm_route`` and ``bankops.explain``
+    All switches but ``refuse_tma`` are on by default. ``bankops.gemm_route`` and ``bankops.explain``
     plan with them too. Other threads keep their own, and so do autograd's backward passes,
     which run on threads of their own.
 
@@ -31,9 +34,13 @@ def options(**switches):
     for name, on in switches.items():
         if name not in NAMES:
             raise TypeError(f"options: unknown option {name!r}; expected one of: {', '.join(NAMES)}")
-        if not isinstance(on, (bool, int)) or on not in (0, 1):
+        if name == "plan":
+            if isinstance(on, bool) or not isinstance(on, int) or on < 0:
+                raise TypeError(f"options: expected plan=<a candidate's key, an int >= 0>, got {on!r}")
+        elif not isinstance(on, (bool, int)) or on not in (0, 1):
             raise TypeError(f"options: expected {name}=True or False, got {on!r}")
-    previous = torch.ops.bankops._gemm_options(",".join(f"{k}={int(bool(v))}" for k, v in switches.items()))
+    spec = ",".join(f"{k}={int(v) if k == 'plan' else int(bool(v))}" for k, v in switches.items())
+    previous = torch.ops.bankops._gemm_options(spec)
     try:
         yield
     finally:

@@ -59,14 +59,24 @@ def _room(named, device=None):
     return torch.ops.bankops._device_room(d) if d is not None and not named else None
 
 
+def _gpu(gpu, named, device=None):
+    """The device name the plan reads its cost constants and measured table by: ``gpu``; else
+    the GPU's own, where the plan is that GPU's; else none ("")."""
+    if gpu is not None:
+        return str(gpu)
+    d = _device(device)
+    return torch.cuda.get_device_name(d) if d is not None and not named else ""
+
+
 class Candidate(NamedTuple):
     """A plan the router weighed: its route, its tier (the router takes the lowest tier that has a
-    legal plan), the microseconds its family's cost model predicts (None: no model) and whether
-    the router took it."""
+    legal plan), the microseconds its family's cost model predicts (None: no model), whether the
+    router took it, and its key (``bankops.options(plan=key)`` makes a call take it)."""
     route: "GemmRoute"
     tier: str
     predicted_us: Optional[float]
     chosen: bool
+    key: int
 
 
 def _value(text):
@@ -81,7 +91,9 @@ class GemmRoute(str):
 
     ``fields``: the same as a dict (``family``, ``tile``, then each key=value, integers as int,
     a bare flag such as ``ring`` as True). ``candidates``: every legal plan the router weighed
-    for the call (``Candidate``), in the order it weighed them.
+    for the call (``Candidate``), in the order it weighed them. ``chosen_by``: ``"model"`` (the
+    router's tiers and cost models), ``"table <file>"`` (the GPU's measured table, bankops.tune)
+    or ``"option"`` (``bankops.options(plan=...)``).
     """
 
     def __new__(cls, line, weigh=None):
@@ -98,29 +110,53 @@ class GemmRoute(str):
             out[key] = _value(value) if eq else True
         return out
 
+    def _weighed(self):
+        if self._weigh is None:
+            return [], [], [], [], -1, "model"
+        return self._weigh()
+
     @property
     def candidates(self):
-        if self._weigh is None:
-            return []
-        lines, tiers, us, chosen = self._weigh()
-        return [Candidate(GemmRoute(line), tier, None if math.isnan(t) else t, i == chosen)
-                for i, (line, tier, t) in enumerate(zip(lines, tiers, us))]
+        lines, tiers, us, keys, chosen, _ = self._weighed()
+        return [Candidate(GemmRoute(line), tier, None if math.isnan(t) else t, i == chosen, key)
+                for i, (line, tier, t, key) in enumerate(zip(lines, tiers, us, keys))]
+
+    @property
+    def chosen_by(self):
+        return self._weighed()[-1]
 
 
-def gemm_route(a, b, layout="swizzle", num_sms=None, cc=None):
+def _weigher(args):
+    """The candidates of the call `args` spells (_gemm_candidates), on demand, under the options
+    this thread has now (the route's own)."""
+    spec = torch.ops.bankops._gemm_options("")
+
+    def weigh():
+        previous = torch.ops.bankops._gemm_options(spec)
+        try:
+            return torch.ops.bankops._gemm_candidates(*args)
+        finally:
+            torch.ops.bankops._gemm_options(previous)
+    return weigh
+
+
+def gemm_route(a, b, layout="swizzle", num_sms=None, cc=None, gpu=None):
     """The kernel ``bankops.gemm(a, b, layout)`` runs (a ``GemmRoute``: its one-line form as a
-    string, its fields, and the candidates the router weighed), under this thread's
+    string, its fields, the candidates the router weighed and who chose), under this thread's
     ``bankops.options``.
 
     ``a`` and ``b`` may be meta tensors (``torch.empty(..., device="meta")``, views too).
     ``num_sms`` and ``cc`` (10 * major + minor: 90 for an H100 or H200, 80 for an A100) default
     to the inputs' GPU, else the current one, else an H100's (132, 90). The GPU's own plan also
-    counts the blocks it can hold in thread-block clusters (``_device_room``); a device given
-    by its numbers is planned as if every SM slot took a cluster's block.
+    counts the blocks it can hold in thread-block clusters (``_device_room``) and reads its cost
+    constants and measured table (bankops.tune) by its name; a device given by its numbers is
+    planned as if every SM slot took a cluster's block, with ``gpu`` (a device name, as
+    ``torch.cuda.get_device_name`` gives it) for those.
     """
-    args = (a, b, layout, _num_sms(num_sms, a.device), _cc(cc, None, a.device),
-            _room(num_sms is not None or cc is not None, a.device))
-    return GemmRoute(torch.ops.bankops._gemm_route(*args), lambda: torch.ops.bankops._gemm_candidates(*args))
+    named = num_sms is not None or cc is not None
+    args = (a, b, layout, _num_sms(num_sms, a.device), _cc(cc, None, a.device), _room(named, a.device),
+            _gpu(gpu, named, a.device))
+    return GemmRoute(torch.ops.bankops._gemm_route(*args), _weigher(args))
 
 
 def _problem_operands(problem, dtype):
@@ -250,7 +286,9 @@ class Report:
             tuple(f"{r[c]:.2f}" if c == "per_instruction" else str(r[c]) for c in cols) for r in self.rows
         ]
         widths = [max(len(row[i]) for row in table) for i in range(len(cols))]
-        lines = [head] + ([f"route: {self.route}"] if self.route else [])
+        by = getattr(self.route, "chosen_by", "model")
+        lines = [head] + ([f"route: {self.route}" + (f" (chosen by the {by})" if by != "model" else "")]
+                          if self.route else [])
         for c in getattr(self.route, "candidates", []):
             us = "-" if c.predicted_us is None else f"{c.predicted_us:.1f} us"
             lines.append(f"  {'*' if c.chosen else ' '} {c.tier:<15} {us:>10}  {c.route}")
@@ -268,7 +306,7 @@ class Report:
     __repr__ = __str__
 
 
-def explain(op, layout="swizzle", dtype=torch.float32, num_sms=None, hopper=None, cc=None, **shape):
+def explain(op, layout="swizzle", dtype=torch.float32, num_sms=None, hopper=None, cc=None, gpu=None, **shape):
     """The shared-memory instructions of ``op`` under ``layout`` for a problem, with the bank
     model's predicted wavefronts.
 
@@ -282,14 +320,16 @@ def explain(op, layout="swizzle", dtype=torch.float32, num_sms=None, hopper=None
     16-bit swizzle runs the Hopper kernel (wgmma) where it applies on cc 90, the mma.sync
     kernel elsewhere; ``bankops.options`` steers explain as it steers the calls. The report
     lists, under the route, every legal plan the router weighed: its tier, the time its family's
-    model predicts (where it has one), and a star on the one taken.
+    model predicts (where it has one), and a star on the one taken; ``gpu`` names the device
+    whose cost constants and measured table it plans with (``gemm_route``'s).
     """
     problem = problem_of(op, **shape)
     sms, ccv = _num_sms(num_sms), _cc(cc, hopper)
-    room = _room(num_sms is not None or cc is not None or hopper is not None)
-    names, stats, worst = torch.ops.bankops._smem_trace(op, layout, dtype, problem, sms, ccv, room)
+    named = num_sms is not None or cc is not None or hopper is not None
+    room, name = _room(named), _gpu(gpu, named)
+    names, stats, worst = torch.ops.bankops._smem_trace(op, layout, dtype, problem, sms, ccv, room, name)
     route = None
     if op == "gemm":
-        args = (*_problem_operands(problem, dtype), layout, sms, ccv, room)
-        route = GemmRoute(torch.ops.bankops._gemm_route(*args), lambda: torch.ops.bankops._gemm_candidates(*args))
+        args = (*_problem_operands(problem, dtype), layout, sms, ccv, room, name)
+        route = GemmRoute(torch.ops.bankops._gemm_route(*args), _weigher(args))
     return Report(op, layout, dtype, problem, sms, names, stats, worst, route)

@@ -41,7 +41,7 @@ GemmArgs problem_args(int64_t batch, int64_t m, int64_t n, int64_t k, bool a_k_f
 }
 
 SmemTrace trace_op(std::string_view op, Layout layout, at::ScalarType dtype, const std::vector<int64_t>& p,
-                   int64_t num_sms, int64_t cc, at::OptionalIntArrayRef room) {
+                   int64_t num_sms, int64_t cc, at::OptionalIntArrayRef room, std::string_view gpu) {
   SmemTrace trace;
   const auto expect = [&](size_t n, const char* what) {
     TORCH_CHECK(p.size() == n, "_smem_trace: ", op, " expects problem = ", what, ", got ", p.size(), " values");
@@ -62,14 +62,18 @@ SmemTrace trace_op(std::string_view op, Layout layout, at::ScalarType dtype, con
     expect(6, "[batch, m, n, k, a_k_contiguous, b_k_contiguous]");
     TORCH_CHECK(dtype == at::kFloat || dtype == at::kHalf || dtype == at::kBFloat16 || dtype == at::kDouble,
                 "_smem_trace: gemm takes float32, float16, bfloat16 or float64, got ", dtype);
-    const DeviceInfo device = checked_device(num_sms, cc, room, "_smem_trace");
+    DeviceInfo device = checked_device(num_sms, cc, room, "_smem_trace");
+    device.kind = gpu_kind(gpu);
     const GemmArgs args = problem_args(positive(p, 0, "batch"), positive(p, 1, "m"), positive(p, 2, "n"),
                                        positive(p, 3, "k"), p[4] != 0, p[5] != 0);
     check_elements(op, {args.batch, args.m, args.k});
     check_elements(op, {args.batch, args.k, args.n});
     check_elements(op, {args.batch, args.m, args.n});
     // The route gemm_cuda takes on such a device (the library's CUDA build assumed).
-    trace_gemm(checked_route(GemmCall{args, to_dtype(dtype), layout, device, gemm_options()}, "_smem_trace"), trace);
+    const TunedTables tables = tuned_tables();
+    GemmCall call{args, to_dtype(dtype), layout, device, gemm_options()};
+    call.tuned = gpu.empty() ? nullptr : find_tuned(tables, gpu, device.num_sms);
+    trace_gemm(checked_route(call, "_smem_trace"), trace);
   } else {
     TORCH_CHECK(false, "_smem_trace: unknown op '", op, "'; expected one of: reduce_sum, transpose, gemm");
   }
@@ -83,9 +87,10 @@ SmemTrace trace_op(std::string_view op, Layout layout, at::ScalarType dtype, con
 std::tuple<std::vector<std::string>, at::Tensor, at::Tensor> smem_trace(std::string_view op, std::string_view layout,
                                                                         at::ScalarType dtype, std::vector<int64_t> problem,
                                                                         int64_t num_sms, int64_t cc,
-                                                                        at::OptionalIntArrayRef room) {
+                                                                        at::OptionalIntArrayRef room,
+                                                                        std::string_view gpu) {
   TORCH_CHECK(num_sms >= 1 && num_sms <= 65536, "_smem_trace: num_sms must be in [1, 65536], got ", num_sms);
-  const SmemTrace trace = trace_op(op, parse_layout(layout, "_smem_trace"), dtype, problem, num_sms, cc, room);
+  const SmemTrace trace = trace_op(op, parse_layout(layout, "_smem_trace"), dtype, problem, num_sms, cc, room, gpu);
   const auto& rows = trace.rows();
   const int64_t n = static_cast<int64_t>(rows.size());
   at::Tensor stats = at::zeros({n, 8}, at::kLong), worst = at::full({n, kWarpLanes}, -1, at::kLong);

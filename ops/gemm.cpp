@@ -1,6 +1,6 @@
-// gemm: argument checks, the operands as the kernels see them, the calling thread's options,
-// the CPU reference, and _gemm_route and _gemm_candidates (the route a call would take on a
-// given device, and the plans it was chosen from).
+// gemm: argument checks, the operands as the kernels see them, the CPU reference, and
+// _gemm_route and _gemm_candidates (the route a call would take on a given device, and the
+// plans it was chosen from).
 #include "gemm_op.h"
 
 #include <ATen/Parallel.h>
@@ -18,62 +18,6 @@
 #include "wide.h"
 
 namespace bankops {
-namespace {
-
-// The calling thread's options (bankops.options): gemm's, and the launcher's test hook.
-struct ThreadOptions {
-  GemmOptions gemm;
-  bool refuse_tma = false;
-};
-thread_local ThreadOptions t_options;
-
-// The options _gemm_options names, each a flag of ThreadOptions.
-struct NamedOption {
-  const char* name;
-  bool ThreadOptions::*flag;
-  bool GemmOptions::*gemm;
-};
-constexpr NamedOption kOptions[] = {
-    {"wgmma", nullptr, &GemmOptions::wgmma},           {"repack", nullptr, &GemmOptions::repack},
-    {"stream_k", nullptr, &GemmOptions::stream_k},     {"split_k", nullptr, &GemmOptions::split_k},
-    {"persistent", nullptr, &GemmOptions::persistent}, {"refuse_tma", &ThreadOptions::refuse_tma, nullptr},
-};
-bool& option_flag(ThreadOptions& t, const NamedOption& o) { return o.flag ? t.*o.flag : t.gemm.*o.gemm; }
-
-std::string options_spec(ThreadOptions& t) {
-  std::string s;
-  for (const NamedOption& o : kOptions) s += (s.empty() ? "" : ",") + std::string(o.name) + "=" + (option_flag(t, o) ? "1" : "0");
-  return s;
-}
-
-// Sets this thread's options from "name=0|1,..." (the others keep their values) and returns
-// them as they were, all of them, in the same form.
-std::string gemm_options_op(std::string_view spec) {
-  ThreadOptions next = t_options;
-  std::string names;
-  for (const NamedOption& o : kOptions) names += (names.empty() ? "" : ", ") + std::string(o.name);
-  while (!spec.empty()) {
-    const size_t comma = spec.find(',');
-    const std::string_view item = spec.substr(0, comma);
-    spec = comma == std::string_view::npos ? std::string_view() : spec.substr(comma + 1);
-    const size_t eq = item.find('=');
-    const std::string_view name = item.substr(0, eq), value = eq == std::string_view::npos ? "" : item.substr(eq + 1);
-    const NamedOption* found = nullptr;
-    for (const NamedOption& o : kOptions) found = name == o.name ? &o : found;
-    TORCH_CHECK(found != nullptr, "_gemm_options: unknown option '", std::string(name), "'; expected one of: ", names);
-    TORCH_CHECK(value == "0" || value == "1", "_gemm_options: expected ", std::string(name),
-                "=0 or =1, got '", std::string(item), "'");
-    option_flag(next, *found) = value == "1";
-  }
-  std::string previous = options_spec(t_options);
-  t_options = next;
-  return previous;
-}
-
-}  // namespace
-
-GemmOptions gemm_options() { return t_options.gemm; }
-bool refuse_tma() { return t_options.refuse_tma; }
 
 DeviceInfo checked_device(int64_t num_sms, int64_t cc, at::OptionalIntArrayRef room, const char* op) {
   TORCH_CHECK(num_sms >= 1 && num_sms <= 65536, op, ": num_sms must be in [1, 65536], got ", num_sms);
@@ -104,7 +48,10 @@ GemmRoute checked_route(const GemmCall& call, const char* op) {
   TORCH_CHECK((call.dtype != DType::F16 && call.dtype != DType::BF16) || gemm_mma_supports(call.dtype, g), op,
               ": float16/bfloat16 gemm takes n below 2^31 * ", MmaSmall::kBN, " and k below 2^31 * ", MmaSmall::kBK,
               ", got n = ", g.n, ", k = ", g.k);
-  return gemm_route(call);
+  GemmRoute route = gemm_route(call);
+  TORCH_CHECK(call.options.plan == 0 || route.choice == GemmChoice::Option, op, ": bankops.options(plan=",
+              call.options.plan, ") names no legal plan of this call (bankops.gemm_route(a, b).candidates lists them)");
+  return route;
 }
 
 GemmGeometry gemm_geometry(const at::Tensor& a, const at::Tensor& b) {
@@ -214,38 +161,53 @@ at::Tensor linear_cpu(const at::Tensor& x, const at::Tensor& weight, const std::
 }
 
 // The call a.gemm(b) would be under `layout` on a device of num_sms SMs and compute capability
-// cc (the library's CUDA build assumed: the Hopper kernel is in it), with this thread's options.
+// cc (the library's CUDA build assumed: the Hopper kernel is in it), with this thread's options;
+// gpu, where given, names the device (its properties' name): its cost constants and its
+// measured table, if one is registered for it.
 GemmCall route_call(const at::Tensor& a, const at::Tensor& b, std::string_view layout, int64_t num_sms, int64_t cc,
-                    at::OptionalIntArrayRef room, const char* op) {
+                    at::OptionalIntArrayRef room, std::string_view gpu, const TunedTables& tables, const char* op) {
   const Layout l = parse_layout(layout, op);
   const GemmGeometry g = gemm_geometry(a, b);
-  const DeviceInfo device = checked_device(num_sms, cc, room, op);
-  return GemmCall{gemm_args(g, a, b, nullptr), to_dtype(a.scalar_type()), l, device, gemm_options()};
+  DeviceInfo device = checked_device(num_sms, cc, room, op);
+  device.kind = gpu_kind(gpu);
+  GemmCall call{gemm_args(g, a, b, nullptr), to_dtype(a.scalar_type()), l, device, gemm_options()};
+  call.tuned = gpu.empty() ? nullptr : find_tuned(tables, gpu, device.num_sms);
+  return call;
 }
 
 // Its route, as one line.
 std::string gemm_route_op(const at::Tensor& a, const at::Tensor& b, std::string_view layout, int64_t num_sms,
-                          int64_t cc, at::OptionalIntArrayRef room) {
-  return gemm_route_line(checked_route(route_call(a, b, layout, num_sms, cc, room, "_gemm_route"), "_gemm_route"));
+                          int64_t cc, at::OptionalIntArrayRef room, std::string_view gpu) {
+  const TunedTables tables = tuned_tables();
+  const GemmCall call = route_call(a, b, layout, num_sms, cc, room, gpu, tables, "_gemm_route");
+  return gemm_route_line(checked_route(call, "_gemm_route"));
 }
 
 // Every legal plan the router weighed for it: each as a route line, its tier, its predicted
-// microseconds (NaN where its family has no model), and the index of the one it took.
-std::tuple<std::vector<std::string>, std::vector<std::string>, std::vector<double>, int64_t> gemm_candidates_op(
-    const at::Tensor& a, const at::Tensor& b, std::string_view layout, int64_t num_sms, int64_t cc,
-    at::OptionalIntArrayRef room) {
-  const GemmCall call = route_call(a, b, layout, num_sms, cc, room, "_gemm_candidates");
-  const std::string chosen = gemm_route_line(checked_route(call, "_gemm_candidates"));
+// microseconds (NaN where its family has no model) and its key (gemm_plan_key); the index of the
+// one it took, and who chose it ("model", "option", or "table <where the table came from>").
+std::tuple<std::vector<std::string>, std::vector<std::string>, std::vector<double>, std::vector<int64_t>, int64_t,
+           std::string>
+gemm_candidates_op(const at::Tensor& a, const at::Tensor& b, std::string_view layout, int64_t num_sms, int64_t cc,
+                   at::OptionalIntArrayRef room, std::string_view gpu) {
+  const TunedTables tables = tuned_tables();
+  const GemmCall call = route_call(a, b, layout, num_sms, cc, room, gpu, tables, "_gemm_candidates");
+  const GemmRoute route = checked_route(call, "_gemm_candidates");
+  const std::string chosen = gemm_route_line(route);
   std::vector<std::string> lines, tiers;
   std::vector<double> us;
+  std::vector<int64_t> keys;
   int64_t index = -1;
   for (const GemmCandidate& c : gemm_candidates(call)) {
     lines.push_back(gemm_route_line(gemm_route_of(gemm_call_options(call), c)));
     tiers.push_back(kTierNames[int(c.tier)]);
     us.push_back(c.ns >= 0 ? c.ns / 1000 : std::numeric_limits<double>::quiet_NaN());
+    keys.push_back(gemm_plan_key(call, c.plan));
     if (index < 0 && lines.back() == chosen) index = static_cast<int64_t>(lines.size()) - 1;
   }
-  return {lines, tiers, us, index};
+  std::string by = kChoiceNames[int(route.choice)];
+  if (route.choice == GemmChoice::Table) by += " " + call.tuned->source;
+  return {lines, tiers, us, keys, index, by};
 }
 
 // Autocast on CUDA, as torch's matmul and linear: float16/32 operands are cast to the autocast
@@ -293,7 +255,6 @@ std::vector<int64_t> device_room(int64_t device) {
 TORCH_LIBRARY_IMPL(bankops, CompositeExplicitAutograd, m) {
   m.impl("_gemm_route", &gemm_route_op);
   m.impl("_gemm_candidates", &gemm_candidates_op);
-  m.impl("_gemm_options", &gemm_options_op);
   m.impl("_device_room", &device_room);
 }
 

@@ -7,8 +7,8 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
-#include <cstring>
 #include <mutex>
+#include <string>
 #include <type_traits>
 #include <variant>
 #include <vector>
@@ -20,23 +20,27 @@
 namespace bankops {
 namespace {
 
-// The device a call runs on, its cluster room measured once per device.
-DeviceInfo device_info(int64_t device) {
+// The device a call runs on, its cluster room measured once per device, and its name.
+struct Device {
+  DeviceInfo info;
+  std::string name;
+};
+const Device& device_of(int64_t device) {
   static std::vector<std::once_flag> once(c10::cuda::device_count());
-  static std::vector<DeviceInfo> info(once.size());
+  static std::vector<Device> info(once.size());
   TORCH_CHECK(device >= 0 && device < static_cast<int64_t>(once.size()), "_device_room: device must be in [0, ",
               once.size(), "), got ", device);
   std::call_once(once[device], [&] {
     const cudaDeviceProp* prop = at::cuda::getDeviceProperties(device);
     DeviceInfo d{prop->multiProcessorCount, prop->major * 10 + prop->minor};
-    d.kind = std::strstr(prop->name, "H200") ? GpuKind::H200 : std::strstr(prop->name, "H100") ? GpuKind::H100
-                                                                                           : GpuKind::Other;
+    d.kind = gpu_kind(prop->name);
     const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
     C10_CUDA_CHECK(measure_cluster_room(static_cast<int>(device), d));
-    info[device] = d;
+    info[device] = Device{d, prop->name};
   });
   return info[device];
 }
+DeviceInfo device_info(int64_t device) { return device_of(device).info; }
 [[maybe_unused]] const bool kRoomHooked = (device_room_hook() = &device_info, true);
 
 // The scratch a route takes (copies of misaligned operands, stream-K's partial sums; poisoned
@@ -87,8 +91,11 @@ at::Tensor gemm_run(const at::Tensor& a_in, const at::Tensor& b_in, const at::Te
   if (out.numel() == 0) return out;
   GemmArgs args = gemm_args(g, a, b, out.mutable_data_ptr());
   if (bias.defined()) args.bias = bias.const_data_ptr();
-  GemmCall call{args, to_dtype(a.scalar_type()), l, device_info(a.get_device()), gemm_options()};
+  const Device& device = device_of(a.get_device());
+  const TunedTables tables = tuned_tables();
+  GemmCall call{args, to_dtype(a.scalar_type()), l, device.info, gemm_options()};
   call.options.wgmma = call.options.wgmma && gemm_wgmma_built();
+  call.tuned = find_tuned(tables, device.name, device.info.num_sms);
   GemmRoute route = checked_route(call, "gemm");
   const at::Tensor scratch = route_scratch(route, a.options());
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();

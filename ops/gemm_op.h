@@ -4,10 +4,12 @@
 #include <ATen/ATen.h>
 
 #include <array>
+#include <memory>
 #include <optional>
+#include <string_view>
 #include <vector>
 
-#include "../kernels/gemm/route.h"
+#include "../kernels/gemm/route_line.h"
 
 namespace bankops {
 
@@ -57,6 +59,15 @@ GemmRoute checked_route(const GemmCall& call, const char* op);
 // tile). A thread's options are its own: autograd's backward runs on threads of its own, with
 // the defaults.
 GemmOptions gemm_options();
+// The measured tables registered so far (torch.ops.bankops._gemm_tuning; bankops.tune loads
+// them), a snapshot that stays valid while held, and the one of a GPU (its name and SM count),
+// or null.
+using TunedTables = std::shared_ptr<const std::vector<TunedTable>>;
+TunedTables tuned_tables();
+const TunedTable* find_tuned(const TunedTables& tables, std::string_view gpu, int num_sms);
+// The kind of GPU a device name is (costs.h's tables): H100, H200, or Other.
+GpuKind gpu_kind(std::string_view name);
+
 // Test hook (option refuse_tma): the Hopper launcher acts as if the driver refused every tensor
 // map, so that the fallback to a route without TMA runs.
 bool refuse_tma();

@@ -24,20 +24,23 @@ TORCH_LIBRARY(bankops, m) {
   m.def("_bank_map(Tensor addr, int width, int active=-1, bool store=False) -> (Tensor, Tensor, Tensor)");
   // (int, not bool: a bool argument takes any number, so _set_poison(2) would pass unnoticed.)
   m.def("_set_poison(int on) -> ()");
-  // gemm's options for the calls this thread makes (bankops.options): "name=0|1,..." over the
+  // gemm's options for the calls this thread makes (bankops.options): "name=value,..." over the
   // current ones; returns them as they were. "" changes nothing.
   m.def("_gemm_options(str options=\"\") -> str");
+  // A GPU's measured table of plans (bankops.tune): 9 integers an entry; none drops the table.
+  m.def("_gemm_tuning(str gpu, int num_sms, int cc, str driver, int[] entries, str source) -> ()");
   // The bank probe: one warp, one shared-memory access (or cp.async) at the given lane addresses.
   m.def("_smem_probe(Tensor addr, int width, bool store=False, Tensor? src=None, bool zfill=False) -> Tensor");
   // bankops.explain: each kernel's shared-memory instructions and the bank model's cost.
-  m.def("_smem_trace(str op, str layout, ScalarType dtype, int[] problem, int num_sms=132, int cc=90, int[]? room=None) -> (str[], Tensor, Tensor)");
+  m.def("_smem_trace(str op, str layout, ScalarType dtype, int[] problem, int num_sms=132, int cc=90, int[]? room=None, str gpu=\"\") -> (str[], Tensor, Tensor)");
   // gemm's route on a device of num_sms SMs and compute capability cc (10 * major + minor):
   // one line, starting with the kernel family (ffma, mma, wgmma, rows). Meta tensors will do.
-  m.def("_gemm_route(Tensor a, Tensor b, str layout, int num_sms, int cc, int[]? room=None) -> str");
+  // gpu: the device's name (its cost constants and measured table), or "" for none.
+  m.def("_gemm_route(Tensor a, Tensor b, str layout, int num_sms, int cc, int[]? room=None, str gpu=\"\") -> str");
   // The plans the route was chosen from: route lines, tiers, predicted microseconds (NaN: no
-  // model), and the index of the chosen one.
-  m.def("_gemm_candidates(Tensor a, Tensor b, str layout, int num_sms, int cc, int[]? room=None) -> "
-        "(str[], str[], float[], int)");
+  // model), plan keys; the index of the chosen one and who chose it.
+  m.def("_gemm_candidates(Tensor a, Tensor b, str layout, int num_sms, int cc, int[]? room=None, str gpu=\"\") -> "
+        "(str[], str[], float[], int[], int, str)");
   // The blocks GPU `device` holds at once in thread-block clusters (DeviceInfo::room), for
   // the room argument above.
   m.def("_device_room(int device) -> int[]");

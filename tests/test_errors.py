@@ -179,6 +179,11 @@ calls = {
     "_device_room": lambda: [(i,) for i in ints],
 }
 calls["_gemm_candidates"] = calls["_gemm_route"]
+# Tables: entries of every wrong length, dtype and layout code, dims and keys; unknown GPUs.
+calls["_gemm_tuning"] = lambda: [(g, n, 90, "d", e, "t.json") for g in ["", "x", "\0" * 3] for n in [132, 0, 2**40]
+                                 for e in [[], [1] * 9, [7, 2, 0, 1, 1, 4096, 4096, 4096, 1], [7, 2, 0, 1] + [-1] * 5,
+                                           [7] * 8, [99, 9, 0, 0, 2**62, 2**62, 2**62, 2**62, 2**62]]]
+
 # Cluster rooms: too short, negative, past the SMs' slots, not whole clusters, huge; a valid one.
 rooms = [[], [-2] * 28, [2**40] * 28, [3] * 28, [2**62] * 28, [0] * 28]
 name = sys.argv[1]
@@ -196,8 +201,8 @@ print(name, tried, raised)
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("op", ["reduce_sum", "transpose", "gemm", "linear", "_tile_map", "_tile_info", "_bank_cost",
-                                "_bank_map", "_set_poison", "_gemm_options", "_smem_probe", "_smem_trace", "_gemm_route",
-                                "_gemm_candidates", "_device_room"])
+                                "_bank_map", "_set_poison", "_gemm_options", "_gemm_tuning", "_smem_probe", "_smem_trace",
+                                "_gemm_route", "_gemm_candidates", "_device_room"])
 def test_bad_argument_sweep_never_crashes(op, device, tmp_path):
     script = tmp_path / "sweep.py"
     script.write_text(SWEEP)

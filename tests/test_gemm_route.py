@@ -270,7 +270,8 @@ def test_options_are_the_calling_threads():
     with bankops.options(wgmma=False):
         with bankops.options(split_k=False):
             assert torch.ops.bankops._gemm_options("").startswith("wgmma=0,repack=1,stream_k=1,split_k=0")
-        assert torch.ops.bankops._gemm_options("") == "wgmma=0,repack=1,stream_k=1,split_k=1,persistent=1,refuse_tma=0"
+        assert torch.ops.bankops._gemm_options("") == \
+            "wgmma=0,repack=1,stream_k=1,split_k=1,persistent=1,refuse_tma=0,plan=0"
         inside.set()
         leave.wait(30)
         seen["mine"] = route(a, b)
@@ -313,6 +314,97 @@ def test_route_fields_and_candidates():
     assert [c.tier for c in rows.candidates if c.chosen] == ["rows"]
     ring = bankops.gemm_route(meta(16, 4096, dtype=F32), meta(4096, 4096, dtype=F32).t(), num_sms=132, cc=90)
     assert ring.fields["ring"] is True and ring.fields["split"] >= 1, ring
+
+
+def test_plan_option_takes_that_plan():
+    """bankops.options(plan=key) makes the call take the candidate of that key, whatever its tier
+    or predicted time (the tuner times each this way); a key no legal plan of the call has raises."""
+    a, b = meta(4096, 4096), meta(4096, 4096)
+    r = bankops.gemm_route(a, b, num_sms=132, cc=90)
+    assert r.chosen_by == "model"
+    others = [c for c in r.candidates if not c.chosen]
+    assert len({c.key for c in r.candidates}) == len(r.candidates) and others, r.candidates
+    for c in (others[0], others[-1]):
+        with bankops.options(plan=c.key):
+            forced = bankops.gemm_route(a, b, num_sms=132, cc=90)
+        assert forced == c.route and forced.chosen_by == "option", (forced, c)
+    with bankops.options(plan=12345):
+        with pytest.raises(RuntimeError, match=r"options\(plan=12345\) names no legal plan of this call"):
+            route(a, b)
+    with pytest.raises(TypeError, match="expected plan=<a candidate's key"):
+        with bankops.options(plan=-1):
+            pass
+
+
+def test_tuned_table_is_taken_near_its_shapes(tmp_path):
+    """A GPU's measured table (bankops.tune's format, loaded with bankops.tune.load): a call of the
+    same dtype, layout and majors within a factor of two of an entry's shape on one dim takes
+    the entry's plan where the call has it (gemm_route says the table chose); farther calls, other
+    dtypes or majors, other GPUs, a plan the call does not have, and the GPU after its table is
+    dropped take the model's."""
+    import json
+    from bankops import tune
+
+    a, b = meta(4096, 4096), meta(4096, 4096)
+    model = bankops.gemm_route(a, b, num_sms=132, cc=90, gpu="Test GPU")
+    want = next(c for c in model.candidates if c.route.fields["tile"] == "128x128x64" and c.route.fields["split"] == 1)
+    entry = dict(dtype="bfloat16", layout="swizzle", a_km=False, b_kn=True, batch=1, m=4096, n=4096, k=4096,
+                 plan=want.key)
+    table = dict(format=tune.FORMAT, gpu="Test GPU", sms=132, cc=90, driver="0.0", entries=[entry])
+    path = tmp_path / "test-gpu.json"
+    path.write_text(json.dumps(table))
+    tune.load(str(path))
+    try:
+        near = bankops.gemm_route(a, b, num_sms=132, cc=90, gpu="Test GPU")
+        assert near.fields["tile"] == "128x128x64" and near.chosen_by == "table test-gpu.json", near
+        assert near == bankops.gemm_route(a, b, num_sms=132, cc=90, gpu="Test GPU"), "the same table, the same plan"
+        wider = bankops.gemm_route(meta(4096, 8192), meta(8192, 4096), num_sms=132, cc=90, gpu="Test GPU")
+        assert wider.fields["tile"] == "128x128x64" and wider.chosen_by.startswith("table"), wider
+        for other in [bankops.gemm_route(meta(1024, 1024), meta(1024, 1024), num_sms=132, cc=90, gpu="Test GPU"),
+                      bankops.gemm_route(meta(4096, 4096, dtype=F16), meta(4096, 4096, dtype=F16), num_sms=132, cc=90,
+                                         gpu="Test GPU"),
+                      bankops.gemm_route(a, meta(4096, 4096).t(), num_sms=132, cc=90, gpu="Test GPU"),
+                      bankops.gemm_route(a, b, num_sms=132, cc=90, gpu="Other GPU"),
+                      bankops.gemm_route(a, b, num_sms=114, cc=90, gpu="Test GPU")]:
+            assert other.chosen_by == "model", other
+        assert bankops.explain("gemm", "swizzle", BF16, m=4096, n=4096, k=4096, num_sms=132, cc=90,
+                               gpu="Test GPU").route == near
+        entry["plan"] = 12345  # no call has it
+        path.write_text(json.dumps(table))
+        tune.load(str(path))
+        assert bankops.gemm_route(a, b, num_sms=132, cc=90, gpu="Test GPU") == model
+    finally:
+        tune.unregister("Test GPU", 132)
+    assert bankops.gemm_route(a, b, num_sms=132, cc=90, gpu="Test GPU").chosen_by == "model"
+    path.write_text(json.dumps(dict(table, format="other/1")))
+    with pytest.raises(ValueError, match="is not a bankops-tuning/1 table"):
+        tune.load(str(path))
+    path.write_text(json.dumps(dict(table, entries=[dict(entry, dtype="int8")])))
+    with pytest.raises(ValueError, match="test-gpu.json"):
+        tune.load(str(path))
+
+
+@requires_cuda
+def test_cuda_tuner_writes_and_takes_its_table(tmp_path):
+    """bankops.tune on the GPU at hand: every legal plan of each call timed, the fastest written
+    (with each plan's time) and registered, and the same calls then routed by the table to it,
+    with the bits of that plan forced by its key."""
+    from bankops import tune
+
+    out = tmp_path / "table.json"
+    table = tune(["256x512x384", "8x4096x4096t"], dtypes=("bfloat16",), out=str(out), reps=3, log=lambda *_: None)
+    try:
+        assert out.exists() and len(table["entries"]) == 2
+        for e, (a_t, b_t) in zip(table["entries"], [(False, False), (False, True)]):
+            assert e["route"] in [r for r, _ in e["timed"]] and e["us"] == min(us for _, us in e["timed"]), e
+            a, b = tune.operands(e["m"], e["n"], e["k"], a_t, b_t, torch.bfloat16)
+            r = bankops.gemm_route(a, b)
+            assert r.chosen_by == "table table.json" and str(r) == e["route"], (r, e["route"])
+            with bankops.options(plan=e["plan"]):
+                want = bankops.gemm(a, b)
+            assert torch.equal(bankops.gemm(a, b), want)
+    finally:
+        tune.unregister(table["gpu"], table["sms"])
 
 
 def test_explain_prints_the_route():

@@ -60,15 +60,19 @@ struct GemmOptions {
   bool persistent = true;   // the Hopper kernel's unsplit TMA plans run persistent blocks
   bool scratch = true;      // the call may take scratch memory (off: the caching allocator had none)
   bool tma = true;          // the driver encodes tensor maps (off once it refused one: no TMA producer)
+  int64_t plan = 0;         // the plan the call must take (route.h's gemm_plan_key), 0: the router's choice
 };
 
-// One gemm call as every family's plan sees it.
+struct TunedTable;  // tuning.h
+
+// One gemm call as every family's plan sees it, and the measured table of its GPU, if any.
 struct GemmCall {
   GemmArgs args;
   DType dtype;
   Layout layout;
   DeviceInfo device;
   GemmOptions options;
+  const TunedTable* tuned = nullptr;
 };
 
 }  // namespace bankops

@@ -1,16 +1,21 @@
 // Which kernel runs a gemm call, and how: gemm_route() lists the legal plans of every kernel
-// family for the call and takes one. Each family's plan (ffma_plan.h, mma_plan.h, wgmma_plan.h,
-// rows_plan.h) says what is legal and, where it has a cost model, how long each candidate takes;
-// the router only chooses. The op computes the route once per call; the launcher runs exactly
-// its plan, explain() traces it (trace.h) and torch.ops.bankops._gemm_route prints it.
+// family for the call and takes one: the plan the call's options name, else the one its GPU's
+// measured table (tuning.h) names for calls like it, else its own pick. Each family's plan
+// (ffma_plan.h, mma_plan.h, wgmma_plan.h, rows_plan.h) says what is legal and, where it has a
+// cost model, how long each candidate takes; the router only chooses. The op computes the route
+// once per call; the launcher runs exactly its plan, explain() traces it (trace.h) and
+// torch.ops.bankops._gemm_route prints it.
 #pragma once
+#include <array>
 #include <string>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
 #include "ffma_plan.h"
 #include "mma_plan.h"
 #include "rows_plan.h"
+#include "tuning.h"
 #include "wgmma_plan.h"
 
 namespace bankops {
@@ -64,17 +69,54 @@ struct GemmCandidate {
   double ns;  // predicted time, kUnmodelled where the family has no model
 };
 
-// The chosen plan with the call it runs on (its options as the plan read them), the scratch its
-// launch takes (the copies, or float32 stream-K's partial sums and flags) and why the call took
-// a route other than its first choice: none, no scratch to be had (GemmOptions::scratch), or no
-// tensor maps from the driver (GemmOptions::tma).
+// Who chose the plan: the router's tiers and models, the GPU's measured table, or the call's
+// options (GemmOptions::plan).
+enum class GemmChoice : int { Model, Table, Option };
+constexpr const char* kChoiceNames[] = {"model", "table", "option"};
+
+// The chosen plan with the call it runs on (its options as the plan read them), who chose it,
+// the scratch its launch takes (the copies, or float32 stream-K's partial sums and flags) and
+// why the call took a route other than its first choice: none, no scratch to be had
+// (GemmOptions::scratch), or no tensor maps from the driver (GemmOptions::tma).
 struct GemmRoute {
   GemmCall call;
   GemmCandidate chosen;
+  GemmChoice choice = GemmChoice::Model;
   int64_t scratch_bytes = 0;
   const char* fallback = nullptr;
   const GemmPlan& plan() const { return chosen.plan; }
 };
+
+// A plan's name for the tables and the options: its family, configuration, block tile, split and
+// the flags that set it apart from another plan of the same tile (copies first, the realigning
+// producer, the ring). Plans that differ only in what they derive from these (the Hopper plan's
+// persistent blocks, clusters, last wave) share a key; 0 names no plan.
+inline int64_t gemm_plan_key(const GemmCall& c, const GemmPlan& plan) {
+  const auto key = [](int family, int config, int bm, int bn, int bk, int split, int flags) {
+    return int64_t(family + 1) << 56 | int64_t(config) << 48 | int64_t(bm) << 36 | int64_t(bn) << 24 |
+           int64_t(bk) << 12 | int64_t(split) << 4 | flags;
+  };
+  const auto tile = [](auto config) { return std::array<int, 3>{decltype(config)::kBM, decltype(config)::kBN,
+                                                                decltype(config)::kBK}; };
+  return std::visit(
+      [&](const auto& p) {
+        using P = std::decay_t<decltype(p)>;
+        if constexpr (std::is_same_v<P, FfmaPlan>) {
+          const auto t = with_ffma_config(c.dtype, p, tile);
+          return key(0, int(p.config), t[0], t[1], t[2], p.split, 0);
+        } else if constexpr (std::is_same_v<P, MmaPlan>) {
+          const auto t = with_mma_config(p, tile);
+          return key(1, int(p.shape), t[0], t[1], t[2], p.split, 0);
+        } else if constexpr (std::is_same_v<P, WgmmaPlan>) {
+          const auto t = with_wgmma_config(p, tile);
+          const int flags = (p.repack.jobs > 0 ? 1 : 0) | (p.ops.fill != MmaFill::Async ? 2 : 0);
+          return key(2, int(p.shape), t[0], t[1], t[2], p.split, flags);
+        } else {
+          return key(3, p.mma ? 1 : 0, p.tm, rows_bn(p.mma), rows_window(c.dtype, p.mma), p.split, p.ring ? 4 : 0);
+        }
+      },
+      plan);
+}
 
 // A plan with what its family derives once it is chosen (the Hopper plan's blocks and clusters).
 inline GemmPlan gemm_finish(const GemmCall& c, const GemmPlan& plan) {
@@ -103,12 +145,35 @@ inline GemmRoute gemm_route_of(const GemmCall& c, const GemmCandidate& chosen) {
   return r;
 }
 
+// The plan the call's options name, else the one its GPU's table names for calls like it (0:
+// neither).
+inline int64_t gemm_wanted_plan(const GemmCall& c) {
+  if (c.options.plan != 0) return c.options.plan;
+  const GemmArgs& g = c.args;
+  const TunedEntry* e = c.tuned ? tuned_entry(*c.tuned, c.dtype, c.layout, mma_a_km(g), mma_b_kn(g), g) : nullptr;
+  return e ? e->plan : 0;
+}
+
 // The route of C = A @ B for the call (float32/float64: ffma; float16/bfloat16: mma or wgmma;
-// a few rows: rows). Data pointers count only through their alignment.
+// a few rows: rows). Data pointers count only through their alignment. A wanted plan that is
+// not among the call's legal ones leaves the choice to the model.
 inline GemmRoute gemm_route(const GemmCall& call) {
   const GemmCall c = gemm_call_options(call);
   GemmCandidate best{FfmaPlan{}, GemmTier::Ffma, kUnmodelled};
   bool found = false;
+  if (const int64_t want = gemm_wanted_plan(c); want != 0) {
+    gemm_tiers(c, [&](GemmTier tier, auto&& list) {
+      list([&](const auto& plan, double ns) {
+        if (!found && gemm_plan_key(c, plan) == want) best = GemmCandidate{plan, tier, ns}, found = true;
+      });
+      return !found;
+    });
+    if (found) {
+      GemmRoute r = gemm_route_of(c, best);
+      r.choice = c.options.plan != 0 ? GemmChoice::Option : GemmChoice::Table;
+      return r;
+    }
+  }
   gemm_tiers(c, [&](GemmTier tier, auto&& list) {
     list([&](const auto& plan, double ns) {
       if (!found || (ns >= 0 && best.ns >= 0 && 10 * ns < 9 * best.ns)) best = GemmCandidate{plan, tier, ns};
@@ -128,40 +193,6 @@ inline std::vector<GemmCandidate> gemm_candidates(const GemmCall& call) {
     return true;
   });
   return all;
-}
-
-// Blocks the route launches.
-inline int64_t gemm_route_blocks(const GemmRoute& r) {
-  const GemmCall& c = r.call;
-  return std::visit(
-      [&](const auto& p) -> int64_t {
-        using P = std::decay_t<decltype(p)>;
-        if constexpr (std::is_same_v<P, FfmaPlan>) return ffma_blocks(c, p);
-        else if constexpr (std::is_same_v<P, MmaPlan>) return mma_blocks(c, p);
-        else if constexpr (std::is_same_v<P, WgmmaPlan>) return wgmma_blocks(c, p);
-        else return rows_blocks(c, p);
-      },
-      r.plan());
-}
-
-// The route as one line (torch.ops.bankops._gemm_route, bankops.explain), e.g. "wgmma
-// 128x256x64 producer=tma a=mk b=kn repack=none split=1 persistent=1 multicast=2 tail=0
-// layout=swizzle blocks=132 sms=132 cc=90 scratch=0": the family and its block tile, its plan's
-// fields, then the call's.
-inline std::string gemm_route_line(const GemmRoute& r) {
-  const GemmCall& c = r.call;
-  const std::string plan = std::visit(
-      [&](const auto& p) {
-        using P = std::decay_t<decltype(p)>;
-        if constexpr (std::is_same_v<P, FfmaPlan>) return ffma_describe(c, p);
-        else if constexpr (std::is_same_v<P, MmaPlan>) return mma_describe(p);
-        else if constexpr (std::is_same_v<P, WgmmaPlan>) return wgmma_describe(p);
-        else return rows_describe(c, p);
-      },
-      r.plan());
-  return plan + " layout=" + kLayoutNames[int(c.layout)] + " blocks=" + std::to_string(gemm_route_blocks(r)) +
-         " sms=" + std::to_string(c.device.num_sms) + " cc=" + std::to_string(c.device.cc) +
-         " scratch=" + std::to_string(r.scratch_bytes) + (r.fallback ? std::string(" fallback=") + r.fallback : "");
 }
 
 }  // namespace bankops

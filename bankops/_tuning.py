@@ -1,0 +1,66 @@
+"""The measured tables of gemm plans (bankops.tune writes them): where they live, and handing
+them to the router. ``import bankops`` registers every table it finds; no GPU is touched to do so."""
+import glob
+import json
+import os
+import re
+import sys
+
+import torch
+
+from . import _C  # noqa: F401
+
+FORMAT = "bankops-tuning/1"
+PACKAGE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tuning")
+# kernels/dtype.h's DType codes and kernels/layout.cuh's Layout codes of what the tables hold.
+DTYPE_CODES = {"float16": 6, "bfloat16": 7, "float32": 8, "float64": 9}
+LAYOUT_CODES = {"none": 0, "pad": 1, "swizzle": 2}
+
+
+def slug(name):
+    """A GPU name as a file name: "NVIDIA H200" -> "h200", "NVIDIA H100 80GB HBM3" -> "h100-80gb-hbm3"."""
+    name = re.sub(r"^nvidia\s+", "", name.strip().lower())
+    return re.sub(r"[^a-z0-9]+", "-", name).strip("-") or "gpu"
+
+
+def user_dir():
+    return os.environ.get("BANKOPS_TUNING_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "bankops", "tuning")
+
+
+def register(table, source):
+    """Hands a table (the dict a tuning file holds) to the router."""
+    entries = []
+    for e in table["entries"]:
+        entries += [DTYPE_CODES[e["dtype"]], LAYOUT_CODES[e["layout"]], int(e["a_km"]), int(e["b_kn"]),
+                    e["batch"], e["m"], e["n"], e["k"], e["plan"]]
+    torch.ops.bankops._gemm_tuning(table["gpu"], table["sms"], table.get("cc", 0), table.get("driver", ""), entries,
+                                   source)
+
+
+def unregister(gpu, sms):
+    """Drops the table of a GPU (its name and SM count): its calls take the model's plans."""
+    torch.ops.bankops._gemm_tuning(gpu, sms, 0, "", [], "")
+
+
+def load(path):
+    """Reads and registers one tuning file; returns its table, or raises ValueError naming the file."""
+    with open(path) as f:
+        table = json.load(f)
+    if not isinstance(table, dict) or table.get("format") != FORMAT:
+        raise ValueError(f"bankops.tune.load: {path} is not a {FORMAT} table (format: "
+                         f"{table.get('format') if isinstance(table, dict) else type(table).__name__!r})")
+    try:
+        register(table, os.path.basename(path))
+    except (KeyError, TypeError, RuntimeError) as e:
+        raise ValueError(f"bankops.tune.load: {path}: {e}") from None
+    return table
+
+
+def load_all():
+    """Registers the shipped tables, then the user's (which replace a shipped one of the same GPU)."""
+    for directory in (PACKAGE_DIR, user_dir()):
+        for path in sorted(glob.glob(os.path.join(directory, "*.json"))):
+            try:
+                load(path)
+            except (OSError, ValueError) as e:
+                print(f"bankops: skipping tuning table {path}: {e}", file=sys.stderr)

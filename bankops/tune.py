@@ -1,0 +1,192 @@
+"""The tuner: times every legal plan of gemm calls on this GPU and writes the table of the
+fastest, which the router then takes before its own model for calls near those shapes.
+
+    python -m bankops.tune [--shapes 4096x4096x4096,64x4096x4096t ...] [--dtypes bfloat16,float16] [--out FILE]
+
+A table is a JSON file keyed by the GPU's name and SM count (the driver it was timed under is
+recorded beside them): ``bankops/tuning/<gpu>.json`` for the tables that ship with the package,
+``$BANKOPS_TUNING_DIR`` (else ``~/.cache/bankops/tuning``) for a user's own, which replace the
+shipped table of the same GPU. ``import bankops`` registers every table it finds (no GPU is
+touched to do so); a GPU with no table takes the model's plans. For a call, the router looks up
+the entry of the same dtype, layout and operand majors nearest its batch, m, n and k (within a
+factor of two on one dim: kernels/gemm/tuning.h) and takes that entry's plan where the call has
+it among its legal plans; the same table gives a call the same plan, and so the same bits.
+``bankops.gemm_route(a, b).chosen_by`` says whether the table, the model or an option chose.
+"""
+import argparse
+import datetime
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import types
+
+import torch
+
+from ._tuning import DTYPE_CODES, FORMAT, load, register, slug, unregister, user_dir  # noqa: F401  (load, for users)
+
+L2_BYTES = 60 * 2**20  # an H100's or H200's L2 and a little more: timed inputs rotate past it
+
+# The calls the tuner times by default, "MxNxK" with "t" after a dim whose operand is a transposed
+# view (x @ W.t(): "4096x4096x4096t" has B = W.t()): the bench's 16-bit squares and mid-size grids,
+# a Linear layer's three products for the bench's model shapes, and decode rows.
+MODEL_SHAPES = [(8192, 4096, 4096), (8192, 4096, 14336), (8192, 14336, 4096), (4096, 1024, 4096),
+                (2048, 2048, 2048), (16384, 768, 3072), (1024, 4096, 4096), (1536, 1536, 1536)]
+DEFAULT_SHAPES = (
+    [f"{s}x{s}x{s}" for s in (1024, 1536, 2048, 3072, 4096, 8192)]
+    + ["2048x2304x2048", "1152x4096x1024", "8192x8192x1024", "1024x8192x8192"]
+    + [shape for m, k, n in MODEL_SHAPES for shape in (f"{m}x{n}x{k}t", f"{m}x{k}x{n}", f"t{n}x{k}x{m}")]
+    + [f"{m}x{n}x{k}t" for m in (1, 8, 32, 64, 128) for k, n in ((4096, 4096), (4096, 14336), (14336, 4096))]
+)
+
+
+def parse_shape(text):
+    """'MxNxK' with 't' after a dim's operand transposed -> (m, n, k, a_t, b_t); a leading 't'
+    marks A transposed (a weight gradient's dy.t())."""
+    a_t = text.startswith("t")
+    body = text[1:] if a_t else text
+    b_t = body.endswith("t")
+    body = body[:-1] if b_t else body
+    try:
+        m, n, k = (int(v) for v in body.split("x"))
+    except ValueError:
+        raise ValueError(f"bankops.tune: expected a shape as MxNxK (optionally 't' before it or after it), "
+                         f"got {text!r}") from None
+    if min(m, n, k) < 1:
+        raise ValueError(f"bankops.tune: expected dims >= 1, got {text!r}")
+    return m, n, k, a_t, b_t
+
+
+def operands(m, n, k, a_t, b_t, dtype):
+    """Random a (m, k) and b (k, n), each a transposed view of row-major storage where asked."""
+    a = torch.randn(k, m, device="cuda", dtype=dtype).t() if a_t else torch.randn(m, k, device="cuda", dtype=dtype)
+    b = torch.randn(n, k, device="cuda", dtype=dtype).t() if b_t else torch.randn(k, n, device="cuda", dtype=dtype)
+    return a, b
+
+
+def majors(a, b):
+    """The operands' tile orientations as the router reads them (kernels/gemm/operands.h: a tile's
+    columns follow the contiguous dim, or the faster of two strided ones)."""
+    def cols_fast(s_col, s_row):
+        return s_col == 1 or (s_row != 1 and s_col <= s_row)
+    return cols_fast(a.stride(-2), a.stride(-1)), cols_fast(b.stride(-1), b.stride(-2))
+
+
+def time_us(fn, reps):
+    """Microseconds a call: the median over reps replays of a CUDA graph of enough calls to last
+    about a millisecond (fn rotates its inputs itself)."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    torch.cuda.synchronize()
+    calls = max(1, min(64, math.ceil(1.0 / max(start.elapsed_time(end), 1e-3))))
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            fn()
+    graph.replay()
+    times = []
+    for _ in range(reps):
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3 / calls)
+    return statistics.median(times)
+
+
+def driver_version():
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=30)
+        return out.stdout.split()[0] if out.returncode == 0 and out.stdout.split() else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def tune(shapes=None, dtypes=("bfloat16", "float16"), layouts=("swizzle",), out=None, reps=10, log=print):
+    """Times every legal plan of each call on the current GPU (shapes: "MxNxK" strings as
+    DEFAULT_SHAPES spells them), writes the table of the fastest to `out` (default: the user's
+    tuning directory, <gpu>.json), registers it and returns it."""
+    import bankops  # noqa: PLC0415  (bankops imports this module)
+
+    if not torch.cuda.is_available():
+        raise RuntimeError("bankops.tune: needs a CUDA GPU (it times the plans on the GPU at hand)")
+    for dt in dtypes:
+        if dt not in DTYPE_CODES:
+            raise ValueError(f"bankops.tune: unknown dtype {dt!r}; expected one of {', '.join(DTYPE_CODES)}")
+    name, props = torch.cuda.get_device_name(), torch.cuda.get_device_properties(torch.cuda.current_device())
+    table = {"format": FORMAT, "gpu": name, "sms": props.multi_processor_count, "cc": 10 * props.major + props.minor,
+             "driver": driver_version(), "torch": torch.__version__,
+             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"), "entries": []}
+    unregister(name, table["sms"])  # time the model's choice, not an earlier table's
+    todo = [(parse_shape(s), dt, layout) for s in (shapes or DEFAULT_SHAPES) for dt in dtypes for layout in layouts]
+    for i, ((m, n, k, a_t, b_t), dt, layout) in enumerate(todo):
+        dtype = getattr(torch, dt)
+        copies = max(1, math.ceil(2 * L2_BYTES / ((m * k + k * n) * dtype.itemsize)))  # reads past the L2
+        sets = [operands(m, n, k, a_t, b_t, dtype) for _ in range(copies)]
+        turn = iter(range(1 << 62))
+        a, b = sets[0]
+        route = bankops.gemm_route(a, b, layout)
+        timed = []
+        for c in route.candidates:
+            with bankops.options(plan=c.key):
+                us = time_us(lambda: bankops.gemm(*sets[next(turn) % len(sets)], layout), reps)
+            timed.append((us, c))
+        best_us, best = min(timed, key=lambda t: t[0])
+        model_us = next(us for us, c in timed if c.chosen)
+        a_km, b_kn = majors(a, b)
+        table["entries"].append({
+            "dtype": dt, "layout": layout, "a_km": a_km, "b_kn": b_kn, "batch": 1, "m": m, "n": n, "k": k,
+            "plan": best.key, "route": str(best.route), "us": round(best_us, 3),
+            "model_route": str(route), "model_us": round(model_us, 3),
+            "timed": [[str(c.route), round(us, 3)] for us, c in timed]})
+        log(f"[{i + 1}/{len(todo)}] {dt} {layout} {m}x{n}x{k}{' a.t' if a_t else ''}{' b.t' if b_t else ''}: "
+            f"{best_us:.1f} us on {best.route.fields['family']} {best.route.fields['tile']} "
+            f"(model {model_us:.1f} us, x{model_us / best_us:.3f}; {len(timed)} plans)")
+        del sets, a, b
+        torch.cuda.empty_cache()
+    out = out or os.path.join(user_dir(), slug(name) + ".json")
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump(table, f, indent=1)
+    register(table, os.path.basename(out))
+    log(f"wrote {len(table['entries'])} entries to {out}")
+    return table
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m bankops.tune", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shapes", default=None, help="comma-separated MxNxK (default: the bench's and the models' shapes)")
+    ap.add_argument("--dtypes", default="bfloat16,float16", help="comma-separated of " + ",".join(DTYPE_CODES))
+    ap.add_argument("--layouts", default="swizzle", help="comma-separated of none,pad,swizzle")
+    ap.add_argument("--out", default=None, help="the table's file (default: <user dir>/<gpu>.json)")
+    ap.add_argument("--reps", type=int, default=10, help="graph replays a plan's time is the median of")
+    args = ap.parse_args(argv)
+    tune(args.shapes.split(",") if args.shapes else None, tuple(args.dtypes.split(",")), tuple(args.layouts.split(",")),
+         args.out, args.reps)
+
+
+class _CallableModule(types.ModuleType):
+    """bankops.tune is this module and, called, its tune()."""
+
+    def __call__(self, *args, **kwargs):
+        return tune(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
+
+if __name__ == "__main__":
+    main()
