@@ -77,9 +77,9 @@ GemmGeometry gemm_geometry(const at::Tensor& a, const at::Tensor& b) {
   TORCH_CHECK(b.dim() == a.dim(), "gemm: expected b to be ", a.dim(), "-D like a, got ", b.dim(), "-D with shape ",
               b.sizes());
   const auto t = a.scalar_type();
-  TORCH_CHECK(t == at::kFloat || t == at::kHalf || t == at::kBFloat16 || t == at::kDouble, "gemm: a has dtype ", t,
-              "; expected float32, float16, bfloat16 or float64");
-  TORCH_CHECK(b.scalar_type() == t, "gemm: b has dtype ", b.scalar_type(), " but a has ", t,
+  TORCH_CHECK(t == at::kFloat || t == at::kHalf || t == at::kBFloat16 || t == at::kDouble, "gemm: a has dtype ",
+              dtype_name(t), "; expected float32, float16, bfloat16 or float64");
+  TORCH_CHECK(b.scalar_type() == t, "gemm: b has dtype ", dtype_name(b.scalar_type()), " but a has ", dtype_name(t),
               "; a and b must have the same dtype");
   TORCH_CHECK(a.device() == b.device(), "gemm: a is on ", a.device(), " but b is on ", b.device(),
               "; a and b must be on the same device");
