@@ -6,13 +6,13 @@ Four sections: "ops", each operator on its own shapes; "models", gemm as a model
 layer calls it (forward x@W.t(), input grad dy@W, weight grad dy.t()@x on the layer's views)
 and the layer's forward + backward against torch.nn.Linear (op "linear"), also timed eagerly;
 "inference", decode's x@W.t() with 1-128 rows (and x@W of a (K, N) weight), each call
-reading its weight from DRAM, also timed eagerly; "overhead", each operator's eager time per
-call on 64 x 64 tensors. Each graph timing also records the SM clock it ran at and the
-board's power (bench/clocks.py: NVML; RESULTS.md's MHz and W columns).
-Writes DIR/results.json, DIR/RESULTS.md and DIR/plots/<op>.png (DIR defaults to bench/),
-then prints a summary table last. Without a CUDA GPU it times the CPU reference instead,
-on small shapes, says so, and writes to bench/cpu/ unless --out says otherwise: the committed
-GPU tables stay as they are.
+reading its weight from DRAM, also timed eagerly, beside the read limit (torch.sum over a few
+GB); "overhead", each operator's eager time per call on 64 x 64 tensors. Each graph timing
+also records the SM clock it ran at and the board's power (bench/clocks.py: NVML).
+Writes the GPU's own results, DIR/<gpu>.json, DIR/<gpu>.md and DIR/<gpu>/<section>.png (DIR
+defaults to bench/results/; bench/report.py names the files), then prints a summary. Without
+a CUDA GPU it times the CPU reference instead, on small shapes, says so, and writes to
+bench/cpu/ unless --out says otherwise.
 """
 import argparse
 import gc
@@ -32,6 +32,7 @@ import torch  # noqa: E402
 import bankops  # noqa: E402
 import cases  # noqa: E402
 import report  # noqa: E402
+from cases import SECTIONS  # noqa: E402
 from clocks import MHZ, WATTS, SmClock  # noqa: E402
 
 WARMUP = 3
@@ -40,7 +41,7 @@ BUDGET_S = 1.0  # per timed function: keeps a slow layout from stretching the ru
 GRAPH_MS = 1.0  # calls per CUDA graph: enough that a replay lasts about this long
 GRAPH_CALLS_MAX = 64
 COPY_TRIALS = 3  # buffer pairs per copy reference
-SECTIONS = ("ops", "models", "inference", "overhead")
+READ_BYTES = {"cuda": 4 * 2**30, "cpu": 64 * 2**20}  # torch.sum's input for the read limit
 # A decode row's weight GB/s per timing: the weight's bytes over the call's time.
 WEIGHT_GBPS = {"ms": "weight_GBps", "peer_ms": "peer_weight_GBps", "eager_ms": "eager_weight_GBps",
                "eager_peer_ms": "eager_peer_weight_GBps"}
@@ -143,6 +144,16 @@ class CopyBandwidth:
                 del src, dst
             self.cache[nbytes] = statistics.median(speeds)
         return self.cache[nbytes]
+
+
+def read_limit(device, max_reps):
+    """(GB/s, how) of torch.sum over READ_BYTES of float32, eager: the DRAM read limit that a
+    decode row's weight GB/s is a fraction of."""
+    nbytes = READ_BYTES[device]
+    x = torch.randn(nbytes // 4, device=device)
+    ms, reps = time_ms(lambda: torch.sum(x), device == "cuda", max_reps, graph=False)
+    how = f"torch.sum over {nbytes / 1e9:.2f} GB of float32 (eager, median of {reps}) in the inference section"
+    return nbytes / (ms * 1e-3) / 1e9, how
 
 
 def short(exc):
@@ -290,11 +301,11 @@ def progress(row):
               f"x{row['ratio']:.3g} vs peer{eager}  {row['check']}", flush=True)
 
 
-def main():
+def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="a smaller, faster sweep (fewer cases and reps)")
-    ap.add_argument("--out", default=None, help="where results.json, RESULTS.md and plots/ go (default: bench/ "
-                    "on a GPU, bench/cpu/ without one: a CPU run never overwrites the GPU tables)")
+    ap.add_argument("--out", default=None, help="where <gpu>.json, <gpu>.md and <gpu>/ go (default: bench/results/ "
+                    "on a GPU, bench/cpu/ without one)")
     ap.add_argument("--reps", type=int, default=None, help="most repetitions per timing (default 20, --quick 10)")
     ap.add_argument("--ops", default=None, help="comma-separated subset of transpose,reduce_sum,gemm,linear")
     ap.add_argument("--sections", default=",".join(SECTIONS),
@@ -302,7 +313,7 @@ def main():
                          "steps), inference (decode's x @ W.t() and x @ W, weights read from DRAM) and overhead "
                          "(eager time per call on 64 x 64 tensors); default all. --sections models --ops linear: "
                          "the layer rows only")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     sections = set(args.sections.split(","))
     if not sections <= set(SECTIONS):
         ap.error(f"--sections: unknown {','.join(sorted(sections - set(SECTIONS)))}; choose from {','.join(SECTIONS)}")
@@ -322,38 +333,53 @@ def main():
         print("=" * 72, flush=True)
         todo = cases.cpu_cases()
     todo = [c for c in todo if c.section in sections]
-    out = args.out or (HERE if cuda else os.path.join(HERE, "cpu"))
+    out = args.out or (report.RESULTS if cuda else os.path.join(HERE, "cpu"))
     if args.quick:
         todo = [c for c in todo if c.quick]
     if args.ops:
         wanted = set(args.ops.split(","))
         todo = [c for c in todo if c.op in wanted]
+    by_section = {s: [c for c in todo if c.section == s] for s in SECTIONS}
+    by_section = {s: cs for s, cs in by_section.items() if cs}
 
     torch.manual_seed(0)
     copy_bw = CopyBandwidth(device, max_reps)
     clock = SmClock(torch.cuda.current_device()) if cuda else None
+    meta = report.metadata(device_name, ROOT)
     rows = []
     t0 = time.perf_counter()
+    left = len(todo)
     try:
-        for case in todo:
-            if case.section == "overhead":
-                rows += run_overhead(case, device, max_reps)
-            else:
-                rows += run_case(case, device, max_reps, copy_bw, clock)
+        for i, (name, section_cases) in enumerate(by_section.items(), 1):
+            print(f"\n== section {name} ({i} of {len(by_section)}): {len(section_cases)} cases; {left} cases left "
+                  f"of {len(todo)}, {time.perf_counter() - t0:.0f} s so far", flush=True)
+            if name == "inference":
+                meta["dram_read_GBps"], meta["dram_read"] = read_limit(device, max_reps)
+                print(f"  read limit {meta['dram_read_GBps']:.4g} GB/s: {meta['dram_read']}", flush=True)
+            for case in section_cases:
+                if name == "overhead":
+                    rows += run_overhead(case, device, max_reps)
+                else:
+                    rows += run_case(case, device, max_reps, copy_bw, clock)
+            left -= len(section_cases)
     finally:
         if clock:
             clock.close()
     elapsed = time.perf_counter() - t0
+    if meta.get("dram_read_GBps"):
+        for r in rows:
+            if r.get("weight_GBps"):
+                r["limit_fraction"] = r["weight_GBps"] / meta["dram_read_GBps"]
 
-    meta = report.metadata(device_name, ROOT)
+    if clock and clock.driver():
+        meta["driver"] = clock.driver()
     for key, field in (("sm_clock_mhz", MHZ), ("board_watts", WATTS)):
         if clock and clock.summary(field):
             meta[key] = clock.summary(field)
-    how = dict(cuda=cuda, warmup=WARMUP, min_reps=MIN_REPS, max_reps=max_reps, budget_s=BUDGET_S,
-               graph_ms=GRAPH_MS, graph_calls_max=GRAPH_CALLS_MAX)
-    plotted = report.write_all(rows, meta, how, out)
-    print(f"\n{len(todo)} cases in {elapsed:.0f} s; wrote results.json, RESULTS.md{', plots/' if plotted else ''}"
-          f" in {os.path.abspath(out)}")
+    meta["timing"] = dict(warmup=WARMUP, min_reps=MIN_REPS, max_reps=max_reps, budget_s=BUDGET_S, graph_ms=GRAPH_MS,
+                          graph_calls_max=GRAPH_CALLS_MAX)
+    written = report.write_all(rows, meta, out)
+    print(f"\n{len(todo)} cases in {elapsed:.0f} s; wrote " + ", ".join(os.path.relpath(p) for p in written))
     print(report.summary(rows, meta))
 
 
