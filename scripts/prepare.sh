@@ -14,8 +14,10 @@ install_missing() {
   done
   command -v ninja >/dev/null 2>&1 || missing+=(ninja)
   if ((${#missing[@]})); then
-    echo "bankops: installing ${missing[*]}$([[ " ${missing[*]} " == *" torch "* ]] && echo \
-      " (torch with CUDA is about 5.6 GB; on a machine without a GPU the CPU wheel is 0.2 GB: README, Install)")"
+    echo "bankops: installing ${missing[*]}"
+    if [[ " ${missing[*]} " == *" torch "* ]]; then
+      echo "bankops: torch with CUDA is about 5.6 GB; without a GPU the CPU wheel is under 1 GB (README, Install)"
+    fi
     "$PY" -m pip install "${missing[@]}"
   fi
 }

@@ -14,6 +14,6 @@ fi
 build
 selection=(tests)
 for arg in "$@"; do
-  [[ $arg != -* && -e ${arg%%::*} ]] && selection=()
+  if [[ $arg != -* && -e ${arg%%::*} ]]; then selection=(); fi
 done
 "$PY" -m pytest "${selection[@]}" -q "$@"
