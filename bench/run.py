@@ -93,10 +93,9 @@ def eager_ms(fn, reps):
 def graph_ms(fn, est_s, max_reps, cycle=1):
     """GPU milliseconds per call: fn captured CALLS times into one CUDA graph, one event pair per
     replay. Timing eager calls instead would time the host wherever a call's Python and launch
-    overhead (10-20 us for torch.matmul and for a torch.ops call alike) exceeds its kernel, as at
-    gemm 1024^3, and then the ratio compares two dispatchers, not two kernels. CALLS is a multiple
-    of cycle, so that an fn rotating through cycle input sets ends each replay where the next one
-    starts (no set twice in a row)."""
+    overhead exceeds its kernel, and then the ratio compares two dispatchers, not two kernels.
+    CALLS is a multiple of cycle, so that an fn rotating through cycle input sets ends each replay
+    where the next one starts (no set twice in a row)."""
     calls = max(1, min(GRAPH_CALLS_MAX, math.ceil(GRAPH_MS * 1e-3 / max(est_s, 1e-9))))
     calls = math.ceil(calls / cycle) * cycle
     side = torch.cuda.Stream()
@@ -123,10 +122,8 @@ def graph_ms(fn, est_s, max_reps, cycle=1):
 
 class CopyBandwidth:
     """GB/s of y.copy_(x) (bytes read + written), measured once per byte size in this run: the
-    median over COPY_TRIALS fresh buffer pairs. One pair's figure for the 34 MB of int8
-    4097 x 8191 (input and output together a little over the 50 MB L2) ranged over 1394-2210
-    GB/s between runs and 1871-2057 between pairs of one process, which moved that row's ratio
-    to copy by as much."""
+    median over COPY_TRIALS fresh buffer pairs, since one pair's figure for inputs near the L2's
+    size varies from pair to pair as much as the ratios it divides."""
 
     def __init__(self, device, max_reps):
         self.device, self.max_reps, self.cache = device, max_reps, {}
@@ -137,8 +134,8 @@ class CopyBandwidth:
             for _ in range(COPY_TRIALS):
                 src = torch.randint(0, 256, (nbytes,), dtype=torch.uint8, device=self.device)
                 dst = torch.empty_like(src)
-                # Eager: captured in a CUDA graph, copy_ becomes a memcpy node, which the H100 ran at
-                # 2400 GB/s for 134 MB-1 GB copies (3000 GB/s eager, the figure the kernels can reach).
+                # Eager: captured in a CUDA graph, copy_ becomes a memcpy node, slower than the copy
+                # kernel that eager calls run (and that the kernels are measured against).
                 ms, _ = time_ms(lambda: dst.copy_(src), self.device == "cuda", self.max_reps, graph=False)
                 speeds.append(2 * nbytes / (ms * 1e-3) / 1e9)
                 del src, dst
@@ -214,7 +211,7 @@ def run_case(case, device, max_reps, copy_bw, clock=None):
         copy_gbps = copy_bw(sum(t.nbytes for t in inputs)) if case.memory_bound else None
         for i, layout in enumerate(bankops.LAYOUTS):
             # The peer again right before each later layout: a slow layout before heats the GPU,
-            # and its clock drops for whatever runs next (a long Linear layer: 1550 against 1965 MHz).
+            # and its clock drops for whatever runs next.
             if i > 0 and cuda:
                 peer_ms, _, peer_clock = clocked(case.peer)
             row = dict(base, layout=layout, peer_ms=peer_ms)
