@@ -174,6 +174,8 @@ def render(json_path, ncu=None):
     rows, meta = doc["results"], {k: v for k, v in doc.items() if k != "results"}
     base = json_path[: -len(".json")]
     drawn = plots(rows, meta, base)
+    for stale in set(glob.glob(os.path.join(base, "*.png"))) - set(drawn.values()):
+        os.remove(stale)  # a plot of a section this file no longer has
     with open(base + ".md", "w") as f:
         f.write(markdown(rows, meta, os.path.basename(base), drawn, ncu or ncu_doc(meta["device"])))
     return [base + ".md", *drawn.values()]

@@ -117,3 +117,12 @@ def test_summary_takes_each_cases_best_layout():
             row(shape=[8, 8, 8], layout="none", ms=1.0), row(shape=[8, 8, 8], layout="pad", ms=4.0, check="MISMATCH")]
     (line,) = [ln for ln in report.summary_lines(rows) if "float32" in ln[0]]
     assert line[2] == "1.00-2.00 (1.50)"
+
+
+def test_render_drops_the_plots_of_sections_a_file_lacks(tmp_path):
+    path = tmp_path / "x.json"
+    path.write_text(json.dumps(doc([row(op="transpose", unit="GB/s", ratio_to_copy=0.9, shape=[64, 64])])))
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "models.png").write_bytes(b"an older run's plot")
+    report.render(str(path))
+    assert sorted(os.listdir(tmp_path / "x")) == ["summary.png", "transpose.png"]
