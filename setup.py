@@ -1,15 +1,17 @@
-"""Builds bankops._C from ops/ and kernels/.
+"""Builds bankops._C from ops/ and kernels/, and records what it built in bankops/_build.json.
 
-CUDA sources are compiled when nvcc and a CUDA build of torch are both present; otherwise
-the CPU reference alone is built. Without TORCH_CUDA_ARCH_LIST the build targets the visible
-GPUs, or sm_90 (the H100) without one, instead of every architecture torch knows; 9.0 is
-built as 9.0a (wgmma, for the float16/bfloat16 gemm's Hopper kernel).
+BANKOPS_CPU_ONLY=1 builds the CPU reference alone, BANKOPS_CPU_ONLY=0 the CUDA sources too
+(an error without nvcc and a CUDA build of torch); unset, the CUDA sources are compiled where
+both are present. Without TORCH_CUDA_ARCH_LIST the build targets the visible GPUs, or sm_90
+(the H100, H200) without one, instead of every architecture torch knows; 9.0 is built as
+9.0a (wgmma, for the float16/bfloat16 gemm's Hopper kernel).
 """
 import glob
 import importlib.util
+import json
 import os
-
 import shutil
+import subprocess
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
@@ -31,9 +33,8 @@ if find_cuda_home():
     os.environ.setdefault("CUDA_HOME", find_cuda_home())
 
 # The system compiler unless BANKOPS_CXX names another, whatever CXX says: an inherited CXX may
-# be a wrapper that links its own libstdc++ into the extension. The GPU machine's
-# /opt/gcc/bin/g++ does: a _C.so built with it crashed (segmentation fault) at the first error
-# it raised, while formatting the message; built with c++ it raises them (H100, 2026-11-25).
+# be a wrapper that links its own libstdc++ into the extension, which then crashes at its first
+# error while formatting the message.
 os.environ["CXX"] = os.environ.get("BANKOPS_CXX", "c++")
 
 try:
@@ -76,18 +77,25 @@ def toolkit_gaps():
     return [f"-idirafter{d}" for d in found[:1]]
 
 
-def extension():
+def with_cuda():
+    """Whether to compile the CUDA sources (BANKOPS_CPU_ONLY, else whether nvcc and a CUDA torch exist)."""
+    can = cpp_extension.CUDA_HOME is not None and torch.version.cuda is not None
+    asked = os.environ.get("BANKOPS_CPU_ONLY")
+    if asked == "0" and not can:
+        raise SystemExit("bankops: BANKOPS_CPU_ONLY=0 asks for the CUDA sources, but "
+                         + ("torch is a CPU build" if torch.version.cuda is None else "no nvcc was found (CUDA_HOME)"))
+    return can and asked != "1"
+
+
+def extension(cuda):
     cpu_sources = [s for s in rel("ops/*.cpp") if not s.endswith("_cuda.cpp")]
-    cxx = ["-O3"]
-    with_cuda = cpp_extension.CUDA_HOME is not None and torch.version.cuda is not None
-    if os.environ.get("BANKOPS_CPU_ONLY") == "1":
-        with_cuda = False
-    if not with_cuda:
-        print("bankops: building the CPU reference only (no nvcc or no CUDA build of torch)")
+    cxx = ["-O3", "-g0"]  # Python's own flags add -g: debug info would double the compile time and the size
+    if not cuda:
+        print("bankops: building the CPU reference only", flush=True)
         return cpp_extension.CppExtension("bankops._C", cpu_sources, extra_compile_args={"cxx": cxx})
     archs = cuda_arch_list()
     os.environ["TORCH_CUDA_ARCH_LIST"] = archs
-    print(f"bankops: building with CUDA for TORCH_CUDA_ARCH_LIST={archs}")
+    print(f"bankops: building with CUDA for TORCH_CUDA_ARCH_LIST={archs}", flush=True)
     nvcc = ["-O3", "-lineinfo"]
     if "9.0a" in [a.split("+")[0].strip() for a in archs.replace(" ", ";").split(";")]:
         nvcc.append("-DBANKOPS_WGMMA")  # kernels/gemm/wgmma.cu: the Hopper gemm kernel
@@ -98,5 +106,47 @@ def extension():
     )
 
 
+def commit():
+    """BANKOPS_COMMIT, else this checkout's commit (with -dirty for uncommitted changes), else
+    "unknown": a tree copied inside another repository does not take that one's commit."""
+    if os.environ.get("BANKOPS_COMMIT"):
+        return os.environ["BANKOPS_COMMIT"]
+    git = ["git", "-C", ROOT]
+    try:
+        top = subprocess.run(git + ["rev-parse", "--show-toplevel"], capture_output=True, text=True, check=True)
+        if os.path.realpath(top.stdout.strip()) != os.path.realpath(ROOT):
+            return "unknown"
+        head = subprocess.run(git + ["rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True)
+        dirty = subprocess.run(git + ["status", "--porcelain"], capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+
+
+CUDA = with_cuda()
+
+
+class BuildExtension(cpp_extension.BuildExtension):
+    """torch's build_ext (ninja compiles what changed), with each kind of build's objects (CPU
+    only, CUDA) in their own folder, so that switching kinds relinks instead of recompiling, and
+    _build.json beside the library: its kind and commit."""
+
+    def finalize_options(self):
+        super().finalize_options()
+        self.build_temp = os.path.join(self.build_temp, "cuda" if CUDA else "cpu")
+
+    def build_extension(self, ext):
+        super().build_extension(ext)
+        self.record = os.path.join(os.path.dirname(self.get_ext_fullpath(ext.name)), "_build.json")
+        with open(self.record, "w") as f:
+            json.dump({"cuda": CUDA, "commit": commit()}, f)
+            f.write("\n")
+
+    def run(self):
+        super().run()  # builds in build_lib; in place, then copies the library into bankops/
+        if self.inplace:
+            shutil.copy(self.record, os.path.join(ROOT, "bankops", "_build.json"))
+
+
 # Name, version, dependencies: pyproject.toml.
-setup(ext_modules=[extension()], cmdclass={"build_ext": cpp_extension.BuildExtension})
+setup(ext_modules=[extension(CUDA)], cmdclass={"build_ext": BuildExtension})

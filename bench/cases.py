@@ -15,7 +15,9 @@ f32, f16, bf16, f64 = torch.float32, torch.float16, torch.bfloat16, torch.float6
 RTOL = {f32: 1e-4, f16: 1e-2, bf16: 4e-2, f64: 1e-9}
 
 L2_BYTES = 50 * 2**20  # the H100's (and H200's) L2
-# "case" values of rows that belong to a section other than "models" (the rows of no case: "ops")
+# The bench's sections in the order they run, and the "case" values of rows that belong to a
+# section other than "models" (the rows of no case: "ops").
+SECTIONS = ("ops", "models", "inference", "overhead")
 CASE_SECTIONS = {None: "ops", "decode": "inference", "decode x@W": "inference", "overhead": "overhead"}
 
 

@@ -47,6 +47,13 @@ class SmClock:
             return
         threading.Thread(target=self._poll, daemon=True).start()
 
+    def driver(self):
+        """The driver's version (e.g. "580.159.04"), or None without NVML."""
+        if not self.nvml:
+            return None
+        version = ctypes.create_string_buffer(96)
+        return version.value.decode() if self.nvml.nvmlSystemGetDriverVersion(version, 96) == 0 else None
+
     def _watts(self):
         """The board's power: the instant reading, or the driver's average where that is refused."""
         field = FieldValue(fieldId=NVML_FI_DEV_POWER_INSTANT)

@@ -1,41 +1,71 @@
-"""Turn benchmark rows into results.json, RESULTS.md, plots/<op>.png and a text summary."""
+"""Turn benchmark rows into one GPU's results: bench/results/<gpu>.json, <gpu>.md, <gpu>/*.png.
+
+    python3 bench/report.py [JSON ...]        rewrite the .md and plots of results files
+                                              (default: every bench/results/*.json)
+    python3 bench/report.py --merge OUT.json --note TEXT IN.json ...
+                                              one results file from sections run in separate processes
+    python3 bench/report.py --readme          the README's summary table, a column per GPU
+    python3 bench/report.py --bank-map bench/plots/bank_map.png    the README's bank map
+
+Each GPU's files are named by its device name (slug: "NVIDIA H100 80GB HBM3" ->
+h100-80gb-hbm3); a run writes its own GPU's files and leaves every other file as it is.
+"""
+import argparse
 import datetime
+import glob
 import json
 import math
 import os
+import re
 import statistics
-import subprocess
+import sys
 
-import torch
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(1, ROOT)  # the working tree's bankops, not an installed copy
 
-from bankops import LAYOUTS
-from cases import CASE_SECTIONS
+import torch  # noqa: E402
+
+from cases import CASE_SECTIONS, SECTIONS  # noqa: E402
+RESULTS = os.path.join(HERE, "results")
 OPS = ("transpose", "reduce_sum", "gemm", "linear")
-# The models section's tables: a Linear layer's gemm calls, each its row's "case", in the
-# order forward, input grad, weight grad; and the layout they show (bankops' default).
+# A Linear layer's rows in the models section, each its row's "case", in the order forward,
+# input grad, weight grad, then the layer's step.
 PRODUCTS = (("x@W.t()", "forward"), ("dy@W", "input grad"), ("dy.t()@x", "weight grad"))
-MODEL_LAYOUT = "swizzle"
+LAYER_CASES = (*PRODUCTS, ("layer", "forward + backward"))
+MODEL_LAYOUT = "swizzle"  # bankops' default: the layout a best-layout cell names when it is another
+# A decode row's product, as its case names it.
+DECODE_PRODUCTS = {"decode": "x @ W.t()", "decode x@W": "x @ W"}
+# A row shows its two sides' SM clocks (power) only where they differ by more than this fraction:
+# a ratio taken at different clocks compares the clocks as much as the kernels.
+MARGIN = {"sm_mhz": 0.03, "watts": 0.10}
+UNITS = {"sm_mhz": "MHz", "watts": "W"}
+
+
+def slug(device):
+    """A device's file name: lower case without "NVIDIA", each run of other characters one "-"."""
+    name = re.sub(r"^nvidia ", "", device.strip().lower())
+    return re.sub(r"[^a-z0-9]+", "-", name).strip("-") or "unknown"
 
 
 def metadata(device_name, root):
     return {
         "device": device_name,
         "date": datetime.datetime.now(datetime.timezone.utc).date().isoformat(),
-        "commit": git_commit(root),
+        "commit": build_commit(root),
         "torch": torch.__version__,
     }
 
 
-def git_commit(root):
-    # A copy of the tree without .git (the GPU machine gets one) names its commit in BANKOPS_COMMIT.
+def build_commit(root):
+    """BANKOPS_COMMIT, else the commit the library in root/bankops was built from (setup.py
+    records it in _build.json), else "unknown": never the git metadata of a copied tree."""
     if os.environ.get("BANKOPS_COMMIT"):
         return os.environ["BANKOPS_COMMIT"]
     try:
-        git = ["git", "-C", root]
-        head = subprocess.run(git + ["rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True)
-        dirty = subprocess.run(git + ["status", "--porcelain"], capture_output=True, text=True, check=True)
-        return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
-    except (OSError, subprocess.CalledProcessError):
+        with open(os.path.join(root, "bankops", "_build.json")) as f:
+            return json.load(f).get("commit") or "unknown"
+    except (OSError, ValueError):
         return "unknown"
 
 
@@ -81,19 +111,21 @@ def status(row):
     return row.get("check", "—")
 
 
-def groups(rows, op):
-    """Rows of one op, grouped per case (shape, dtype), in the order they were run; the overhead
-    rows (one layout, timed apart) have their own table."""
+def cases_of(rows):
+    """Rows grouped per case (op, label, dtype), in the order they were run."""
     out = {}
     for r in rows:
-        if r["op"] == op and section(r) != "overhead":
-            out.setdefault((label(r), r["dtype"]), []).append(r)
+        out.setdefault((r["op"], label(r), r["dtype"]), []).append(r)
     return out
 
 
 def best(case_rows):
     ok = [r for r in case_rows if valid(r)]
     return min(ok, key=lambda r: r["ms"]) if ok else None
+
+
+def geomean(values):
+    return statistics.geometric_mean(values) if values else None
 
 
 def clean(v):
@@ -103,64 +135,192 @@ def clean(v):
     return v
 
 
-def write_all(rows, meta, how, out_dir):
+# ---------------------------------------------------------------------------- files
+
+
+def results_path(device, out_dir=RESULTS):
+    """A device's results file in out_dir; its .md and plot folder are beside it, of the same name."""
+    return os.path.join(out_dir, slug(device) + ".json")
+
+
+def write_all(rows, meta, out_dir=RESULTS):
+    """The run's own GPU's json, md and plots in out_dir; returns the paths written."""
     os.makedirs(out_dir, exist_ok=True)
     doc = dict(meta, results=[{k: clean(v) for k, v in r.items()} for r in rows])
-    with open(os.path.join(out_dir, "results.json"), "w") as f:
+    path = results_path(meta["device"], out_dir)
+    with open(path, "w") as f:
         json.dump(doc, f, indent=1, allow_nan=False)
         f.write("\n")
-    with open(os.path.join(out_dir, "RESULTS.md"), "w") as f:
-        f.write(markdown(rows, meta, how))
-        f.write(kept_sections())
-    splice_ncu(out_dir)
-    return plots(rows, meta, os.path.join(out_dir, "plots"))
+    return [path, *render(path)]
 
 
-# Sections RESULTS.md carries over from files beside this one, as they are: runs this script
-# does not make (two GPUs) and the figures behind the kernels' design.
-KEPT = ("ddp.md", "design_notes.md")
+def load(json_path):
+    with open(json_path) as f:
+        return json.load(f)
 
 
-def kept_sections():
-    text = ""
-    for name in KEPT:
-        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
-        if os.path.exists(path):
-            with open(path) as f:
-                text += "\n" + f.read()
-    return text
+def ncu_doc(device):
+    """bench/ncu.json where it was measured on this device (bench/ncu.py writes it), else None."""
+    path = os.path.join(HERE, "ncu.json")
+    if not os.path.exists(path):
+        return None
+    doc = load(path)
+    return doc if doc.get("device") == device else None
 
 
-def how_measured(how):
-    if how["cuda"]:
-        return (
-            "Each case runs the bankops operator once per layout and its torch peer in the same process, "
-            "the peer timed again right before each layout (graph timing, and eager timing where a row has "
-            "it), so that each ratio compares two timings taken back to back, at about the same temperature "
-            "(not always the same clock: at the board's power limit a kernel that draws more runs slower; the "
-            "MHz and W columns give each side's). "
-            "Before timing, the bankops result is checked against the peer once (transpose: bit-exact; "
-            "reduce_sum and gemm: a loose tolerance relative to the dtype; integers exact). Timing: "
-            f"{how['warmup']} warm-up calls, then the call is captured into a CUDA graph, repeated until one "
-            f"replay lasts about {how.get('graph_ms', 1):g} ms (at most {how.get('graph_calls_max', 64)} calls), "
-            "one pair of CUDA events around each replay, and the median per call "
-            f"over {how['min_reps']}-{how['max_reps']} replays (fewer only when a call is slow enough to pass "
-            f"{how['budget_s']:g} s). The graph removes the host's share (Python, dispatch, launch: 10-20 µs a "
-            "call on both sides), so short calls such as gemm 1024³ compare kernels, not dispatchers. Inputs are random (randn / randint, never zeros); the memory-bound "
-            "operators use inputs larger than the 50 MB L2, so they measure DRAM bandwidth. GB/s counts input "
-            "plus output bytes; TFLOP/s is 2·B·M·N·K. *ratio vs peer* is peer ms / bankops ms (above 1: bankops "
-            "is faster); *ratio to copy* is bankops GB/s over `y.copy_(x)` GB/s for the same input byte count, "
-            "measured in the same run (eagerly, one event pair per call: in a graph the copy becomes a memcpy "
-            "node, which runs slower than the copy kernel; the median over three fresh buffer pairs). TF32 is off (`torch.backends.cuda.matmul.allow_tf32 = False`, "
-            "`torch.backends.cudnn.allow_tf32 = False`), so float32 gemm is FFMA against true-float32 cuBLAS."
-        )
-    return (
-        "**No CUDA GPU: these are timings of the CPU reference implementation (plain C++ loops), not the "
-        "CUDA kernels. They show that the benchmark runs; they say nothing about the kernels' speed.** "
-        "Small shapes, time.perf_counter around each call after "
-        f"{how['warmup']} warm-up calls, median over {how['min_reps']}-{how['max_reps']} repetitions, random "
-        "inputs, each result checked against the torch CPU peer once; ratio to copy uses a CPU `y.copy_(x)`."
-    )
+def render(json_path, ncu=None):
+    """(Re)writes the .md and the plots beside a results file from its contents; returns their paths."""
+    doc = load(json_path)
+    rows, meta = doc["results"], {k: v for k, v in doc.items() if k != "results"}
+    base = json_path[: -len(".json")]
+    drawn = plots(rows, meta, base)
+    for stale in set(glob.glob(os.path.join(base, "*.png"))) - set(drawn.values()):
+        os.remove(stale)  # a plot of a section this file no longer has
+    with open(base + ".md", "w") as f:
+        f.write(markdown(rows, meta, os.path.basename(base), drawn, ncu or ncu_doc(meta["device"])))
+    return [base + ".md", *drawn.values()]
+
+
+def splice_ncu(out_dir):
+    """Rewrites the .md of the GPU that out_dir/ncu.json was measured on, with its Nsight Compute tables."""
+    ncu_path = os.path.join(out_dir, "ncu.json")
+    if os.path.exists(ncu_path):
+        doc = load(ncu_path)
+        if os.path.exists(results_path(doc["device"])):
+            render(results_path(doc["device"]), doc)
+
+
+def merge(docs, note):
+    """One results file from results of one device, commit and torch whose sections ran in
+    separate processes: their rows in section order, each process's sections and clocks one of
+    `runs`, the read limit of the process that measured it."""
+    for key in ("device", "commit", "torch"):
+        values = {d.get(key) for d in docs}
+        if len(values) > 1:
+            raise SystemExit(f"report.py --merge: the files disagree on {key}: {sorted(map(str, values))}")
+    per_run = ("date", "sm_clock_mhz", "board_watts")
+    runs = [dict({"sections": [s for s in SECTIONS if any(section(r) == s for r in d["results"])],
+                  "ops": list(dict.fromkeys(r["op"] for r in d["results"]))},
+                 **{k: d[k] for k in per_run if k in d}) for d in docs]
+    meta = {}
+    for d in docs:
+        meta.update({k: v for k, v in d.items() if k not in ("results", *per_run)})
+    meta.update(date=max(d["date"] for d in docs), note=note, runs=runs)
+    rows = [r for s in SECTIONS for d in docs for r in d["results"] if section(r) == s]
+    return dict(meta, results=rows)
+
+
+# ---------------------------------------------------------------------------- summary
+
+
+def group(name, pick, key="ratio", against=None):
+    """A summary line: its rows (pick), the value read from each case's best layout (key) and the
+    peer it is against (by default the rows' own peers)."""
+    return {"name": name, "pick": pick, "key": key, "against": against}
+
+
+def ops_rows(op, dtypes=None):
+    return lambda r: section(r) == "ops" and r["op"] == op and (dtypes is None or r["dtype"] in dtypes)
+
+
+def model_rows(op, dtype, case=None):
+    return lambda r: (section(r) == "models" and r["op"] == op and r["dtype"] == dtype
+                      and (case is None or r.get("case") == case))
+
+
+def decode_rows(case, dtype):
+    return lambda r: r.get("case") == case and r["dtype"] == dtype
+
+
+SIXTEEN = ("float16", "bfloat16")
+SUMMARY = [
+    group("`transpose`, 1-8 byte elements", ops_rows("transpose"), "ratio_to_copy",
+          against="copy bandwidth (`y.copy_(x)`)"),
+    group("`transpose`", ops_rows("transpose")),
+    group("`reduce_sum`", ops_rows("reduce_sum")),
+    group("`gemm` float32 (FFMA)", ops_rows("gemm", ("float32",))),
+    group("`gemm` float16, bfloat16", ops_rows("gemm", SIXTEEN)),
+    group("a Linear layer's three gemms, float32", model_rows("gemm", "float32")),
+    group("a Linear layer's three gemms, bfloat16", model_rows("gemm", "bfloat16")),
+    group("`bankops.nn.Linear` forward + backward, float32", model_rows("linear", "float32", "layer")),
+    group("`bankops.nn.Linear` forward + backward, bfloat16", model_rows("linear", "bfloat16", "layer")),
+    group("the same, float32 under `torch.autocast` bfloat16",
+          model_rows("linear", "float32", "layer, autocast bfloat16")),
+    group("decode `x @ W.t()`, float32", decode_rows("decode", "float32")),
+    group("decode `x @ W.t()`, bfloat16", decode_rows("decode", "bfloat16")),
+    group("decode `x @ W` (W stored (K, N)), float32", decode_rows("decode x@W", "float32")),
+    group("decode `x @ W` (W stored (K, N)), bfloat16", decode_rows("decode x@W", "bfloat16")),
+    group("per-call time, 64x64, eager: µs more than torch", lambda r: section(r) == "overhead", "diff_us",
+          against="torch's peer"),
+]
+
+
+def against(rows, g):
+    """The peer a summary line is against: its own, else its rows' peers (on the same views, for a
+    Linear layer's gemms)."""
+    if g["against"]:
+        return g["against"]
+    names = dict.fromkeys(f"`{r['peer']}`" for r in rows if g["pick"](r))
+    return ", ".join(names) + (" on the same views" if any(section(r) == "models" and r["op"] == "gemm"
+                                                          for r in rows if g["pick"](r)) else "")
+
+
+def summary_values(rows, g):
+    """The values of g's key over its cases: each case's best layout (the overhead rows, one a case, as they are)."""
+    picked = [r for r in rows if g["pick"](r)]
+    if g["key"] == "diff_us":
+        return [r["diff_us"] for r in picked if r.get("diff_us") is not None]
+    bests = (best(c) for c in cases_of(picked).values())
+    return [b[g["key"]] for b in bests if b is not None and b.get(g["key"]) is not None]
+
+
+def summary_cell(values, key):
+    """"min-max (median)" of ratios; for the overhead, bankops' µs minus torch's, as a range."""
+    if not values:
+        return "—"
+    lo, hi, mid = min(values), max(values), statistics.median(values)
+    if key == "diff_us":
+        return f"{lo:+.1f} to {hi:+.1f}"
+    return f"{fmt(lo)}-{fmt(hi)} ({fmt(mid)})" if len(values) > 1 else fmt(lo)
+
+
+def summary_lines(rows):
+    """[what, against, cell] for each summary line the rows have."""
+    out = []
+    for g in SUMMARY:
+        values = summary_values(rows, g)
+        if values:
+            out.append([g["name"], against(rows, g), summary_cell(values, g["key"])])
+    return out
+
+
+def readme_table(json_paths, link_root=ROOT):
+    """The README's summary: a line per SUMMARY entry, a column per GPU (its .md linked)."""
+    docs = [load(p) for p in json_paths]
+    header = ["", "against"] + [
+        f"[{d['device'].replace('NVIDIA ', '')}]({os.path.relpath(p[:-len('.json')] + '.md', link_root)})"
+        for d, p in zip(docs, json_paths)]
+    lines = []
+    for g in SUMMARY:
+        cells = [summary_cell(summary_values(d["results"], g), g["key"]) for d in docs]
+        if any(c != "—" for c in cells):
+            lines.append([g["name"], against([r for d in docs for r in d["results"]], g), *cells])
+    return md_table(header, lines)
+
+
+def summary(rows, meta):
+    """Plain text for the end of a run: the summary lines, then any row that failed."""
+    out = [f"bankops vs torch on {meta['device']} ({meta['date']}, commit {meta['commit']}, torch {meta['torch']}): "
+           "best layout per case, ratio = peer ms / ms (above 1: bankops is faster), min-max (median)"]
+    lines = summary_lines(rows)
+    width = max((len(w) for w, _, _ in lines), default=0)
+    out += [f"  {what:<{width}}  {cell:<24} against {against}" for what, against, cell in lines]
+    bad = [f"  {r['op']} {label(r)} {r['dtype']} {r['layout']}: {status(r)}" for r in rows
+           if r.get("error") or (r.get("check") not in (None, "ok"))]
+    return "\n".join(out + (["", "problems:"] + bad if bad else []))
+
+
+# ---------------------------------------------------------------------------- markdown
 
 
 def md_table(header, lines):
@@ -169,290 +329,358 @@ def md_table(header, lines):
     return "\n".join(out) + "\n"
 
 
-def markdown(rows, meta, how):
-    parts = [
-        "# bankops benchmark results\n",
-        f"- date: {meta['date']} (UTC)\n- device: {meta['device']}\n- commit: {meta['commit']}\n"
-        f"- torch: {meta['torch']}\n" + clock_line(meta),
-        "## How measured\n",
-        how_measured(how) + "\n",
-    ]
-    op_rows = [r for r in rows if section(r) == "ops"]  # the other sections have their own tables
-    for op in OPS:
-        if any(r["op"] == op for r in op_rows):
-            parts += rows_section(f"## {op}\n", [r for r in op_rows if r["op"] == op])
-    parts += models_markdown([r for r in rows if section(r) == "models"])
-    parts += inference_markdown([r for r in rows if section(r) == "inference"], how)
-    parts += overhead_markdown([r for r in rows if section(r) == "overhead"], how)
-
-    lines = []
-    for op in OPS:
-        for (lab, dtype), case_rows in groups(rows, op).items():
-            b = best(case_rows)
-            if b is None:
-                lines.append([op, lab, dtype, "no valid layout", "—", "—", "—", "—"])
-                continue
-            slowest = max(r["ms"] for r in case_rows if valid(r))
-            lines.append([op, lab, dtype, b["layout"], fmt(b["ms"]), fmt(b["ratio"]),
-                          fmt(b.get("ratio_to_copy")), fmt(slowest / b["ms"])])
-    parts += [
-        "## Best layout per case\n",
-        "Fastest layout whose result checked ok; *slowest / best* is how much the layout choice matters.\n",
-        md_table(["op", "shape", "dtype", "best layout", "ms", "ratio vs peer", "ratio to copy", "slowest / best"],
-                 lines),
-    ]
-    return "\n".join(parts)
+def range_text(s, unit):
+    if s["min"] == s["max"]:
+        return f"{s['min']:.0f} {unit} throughout"
+    return f"median {s['median']:.0f} {unit}, {s['min']:.0f}-{s['max']:.0f}"
 
 
-def clock_line(meta):
-    c, w = meta.get("sm_clock_mhz"), meta.get("board_watts")
-    if not c:
-        return ""
-    power = f"; board power median {w['median']:.0f} W, {w['min']:.0f}-{w['max']:.0f}" if w else ""
-    columns = "*MHz* and *W* columns" if w else "*MHz* column"
-    return (f"- SM clock while timing (NVML, every 50 ms): median {c['median']:.0f} MHz, "
-            f"{c['min']:.0f}-{c['max']:.0f}{power}; each row's {columns}: the median over its bankops / peer timing\n")
+def run_line(run):
+    """One process's clocks and power while it timed: a line of text, or "" without NVML."""
+    parts = []
+    if run.get("sm_clock_mhz"):
+        parts.append("SM clock " + range_text(run["sm_clock_mhz"], "MHz"))
+    if run.get("board_watts"):
+        parts.append("board power " + range_text(run["board_watts"], "W"))
+    return "; ".join(parts)
 
 
-def mhz_cell(row):
-    return f"{fmt(row.get('sm_mhz'))} / {fmt(row.get('peer_sm_mhz'))}"
+def header_markdown(meta):
+    lines = [f"- device: {meta['device']}" + (f", driver {meta['driver']}" if meta.get("driver") else ""),
+             f"- date: {meta['date']} (UTC)", f"- commit: {meta['commit']}", f"- torch: {meta['torch']}"]
+    if meta.get("runs"):
+        lines.append(f"- {meta['note']}")
+        for run in meta["runs"]:
+            what = ("section " if len(run["sections"]) == 1 else "sections ") + ", ".join(run["sections"])
+            clocks = run_line(run)
+            lines.append(f"  - {what} ({', '.join(run['ops'])})" + (f": {clocks}" if clocks else ""))
+    elif run_line(meta):
+        lines.append(f"- while timing (NVML, every 50 ms): {run_line(meta)}")
+    if meta.get("dram_read_GBps"):
+        lines.append(f"- DRAM read limit: {fmt(meta['dram_read_GBps'])} GB/s, {meta['dram_read']}")
+    return "\n".join(lines) + "\n"
 
 
-def watts_cell(row):
-    return f"{fmt(row.get('watts'))} / {fmt(row.get('peer_watts'))}"
+def how_measured(meta):
+    timing = meta.get("timing")
+    if meta["device"] == "cpu":
+        return ("**No CUDA GPU: these are timings of the CPU reference implementation (plain C++ loops), not the "
+                "CUDA kernels. They show that the benchmark runs; they say nothing about the kernels' speed.**\n")
+    text = ("Each case runs the bankops operator once per layout and its torch peer in the same process, the peer "
+            "timed again right before each layout, so that each ratio compares two timings taken back to back. "
+            "*ratio* is peer ms / bankops ms (above 1: bankops is faster); *of copy* is bankops' GB/s (input + "
+            "output bytes) over `y.copy_(x)`'s for as many bytes in the same run; every result is checked against "
+            "the peer once before it is timed. How the timings are taken: [README.md](README.md).")
+    if timing:
+        text += (f" This run: {timing['warmup']} warm-up calls, CUDA graphs of calls lasting about "
+                 f"{timing['graph_ms']:g} ms (at most {timing['graph_calls_max']} calls), the median over "
+                 f"{timing['min_reps']}-{timing['max_reps']} replays within {timing['budget_s']:g} s.")
+    return text + "\n"
+
+
+def clock_note(row):
+    """Each side's SM clock (and power) where they differ by more than MARGIN; "" elsewhere."""
+    notes = []
+    for key, margin in MARGIN.items():
+        own, peer = row.get(key), row.get("peer_" + key)
+        if own and peer and abs(own - peer) > margin * max(own, peer):
+            notes.append(f"{fmt(own)} / {fmt(peer)} {UNITS[key]}")
+    return ", ".join(notes)
+
+
+def with_notes(header, lines, rows):
+    """The table with a last column of clock notes where any row has one."""
+    notes = [clock_note(r) for r in rows]
+    if any(notes):
+        return md_table(header + ["bankops / peer clock"], [line + [n] for line, n in zip(lines, notes)])
+    return md_table(header, lines)
 
 
 def peers(rows):
     return ", ".join(dict.fromkeys(f"`{r['peer']}`" for r in rows))
 
 
-SHAPE_NOTES = (("gemm", "gemm shapes are [B,] M, N, K"), ("linear", "linear shapes are M tokens, K in, N out"))
+def best_cell(row, key="ratio"):
+    """A best row's value, and its layout where that is not MODEL_LAYOUT."""
+    return fmt(row.get(key)) + ("" if row["layout"] == MODEL_LAYOUT else f" ({row['layout']})")
 
 
-def rows_section(title, rows):
-    """A heading, the peers and a table of every row: the ratio to copy for the memory-bound
-    operators, the eager timings where the rows have them."""
+def every_layout(title, rows):
+    """The per-layout rows of a section, after its best-layout table."""
     unit = rows[0]["unit"]
-    memory_bound = unit == "GB/s"
-    eager = "eager_ms" in rows[0]
-    ops = {r["op"] for r in rows}
-    notes = [note for op, note in SHAPE_NOTES if op in ops]
-    shape_note = f" ({'; '.join(notes)})" if notes else ""
-    header = ["shape", "dtype", "layout", "ms", unit, "peer ms", "ratio vs peer"]
-    header += ["ratio to copy"] if memory_bound else []
-    header += ["eager ms", "eager peer ms", "eager ratio"] if eager else []
-    clocked, powered = any("sm_mhz" in r for r in rows), any("watts" in r for r in rows)
-    header += ["MHz"] if clocked else []
-    header += ["W"] if powered else []
+    memory_bound, eager = unit == "GB/s", any("eager_ms" in r for r in rows)
+    header = ["case", "dtype", "layout", "ms", unit, "peer ms", "ratio"] + (["of copy"] if memory_bound else [])
+    header += ["eager ratio"] if eager else []
     lines = []
     for r in rows:
-        line = [label(r), r["dtype"], r["layout"], fmt(r.get("ms")), fmt(r.get("figure")),
-                fmt(r.get("peer_ms")), fmt(r.get("ratio"))]
+        line = [label(r), r["dtype"], r["layout"], fmt(r.get("ms")), fmt(r.get("figure")), fmt(r.get("peer_ms")),
+                fmt(r.get("ratio"))]
         line += [fmt(r.get("ratio_to_copy"))] if memory_bound else []
-        line += [fmt(r.get(k)) for k in ("eager_ms", "eager_peer_ms", "eager_ratio")] if eager else []
-        line += [mhz_cell(r)] if clocked else []
-        line += [watts_cell(r)] if powered else []
+        line += [fmt(r.get("eager_ratio"))] if eager else []
         lines.append(line + [status(r)])
-    return [title, f"Peer: {peers(rows)}{shape_note}.\n", md_table(header + ["check"], lines)]
+    return [title, with_notes(header + ["check"], lines, rows)]
 
 
-def by_layer(rows):
-    """Model rows grouped per Linear layer (dtype, [M, K, N]) in run order, each a dict of its
-    rows of MODEL_LAYOUT by case."""
+def picture(plot_dir, drawn, name):
+    return [f"![{name}]({plot_dir}/{name}.png)\n"] if name in drawn else []
+
+
+def ops_markdown(op, rows, plot_dir, drawn):
+    """An operator's section: its cases' best layouts, the plot, then every layout."""
+    memory_bound = rows[0]["unit"] == "GB/s"
+    lines, bests = [], []
+    for case_rows in cases_of(rows).values():
+        b = best(case_rows)
+        r0 = case_rows[0]
+        if b is None:
+            lines.append([label(r0), r0["dtype"], "no valid layout"] + ["—"] * (6 if memory_bound else 5))
+            bests.append(r0)
+            continue
+        slowest = max(r["ms"] for r in case_rows if valid(r))
+        lines.append([label(b), b["dtype"], b["layout"], fmt(b["ratio"])]
+                     + ([fmt(b.get("ratio_to_copy"))] if memory_bound else [])
+                     + [fmt(b["figure"]), fmt(b["ms"]), fmt(b["peer_ms"]), fmt(slowest / b["ms"])])
+        bests.append(b)
+    header = ["case", "dtype", "best layout", "ratio"] + (["of copy"] if memory_bound else [])
+    header += [rows[0]["unit"], "ms", "peer ms", "slowest / best"]
+    shape = {"gemm": " Shapes are [B,] M, N, K."}.get(op, "")
+    return [f"## {op}\n", f"Against {peers(rows)}.{shape} *slowest / best*: how much the layout matters.\n",
+            with_notes(header, lines, bests), *picture(plot_dir, drawn, op),
+            *every_layout(f"### {op}: every layout\n", rows)]
+
+
+def layers(rows):
+    """Model rows per Linear layer (dtype, M, K, N) in run order: {case: its rows}."""
     out = {}
     for r in rows:
-        if section(r) == "models" and r["layout"] == MODEL_LAYOUT:
-            out.setdefault((r["dtype"], *r["linear_shape"]), {})[r["case"]] = r
+        out.setdefault((r["dtype"], *r["linear_shape"]), {}).setdefault(r["case"], []).append(r)
     return out
 
 
-def ratios(rows, key):
-    """The checked rows' values of key ("ratio" or "eager_ratio")."""
-    return [r[key] for r in rows if r is not None and valid(r) and r.get(key)]
+def graph_eager(row, key="ratio"):
+    return "—" if row is None else f"{best_cell(row, key)} / {fmt(row.get('eager_' + key))}"
 
 
-def geomean(values):
-    return statistics.geometric_mean(values) if values else None
-
-
-def ratio_cell(rows):
-    """graph / eager ratio, as the geometric mean where there are several rows."""
-    rows = [r for r in rows if r is not None]
-    if not rows:
-        return "—"
-    if len(rows) == 1 and not valid(rows[0]):
-        return "error" if rows[0].get("error") else "wrong"
-    return f"{fmt(geomean(ratios(rows, 'ratio')))} / {fmt(geomean(ratios(rows, 'eager_ratio')))}"
-
-
-def models_markdown(rows):
-    """The models section: a Linear layer's three gemm calls and its training step, ratio of
-    MODEL_LAYOUT to torch per layer shape, a geometric mean per dtype, then every row."""
-    if not rows:
-        return []
-    layers = by_layer(rows)
-    dtypes = list(dict.fromkeys(dt for dt, *_ in layers))
-    product_lines = [[dt, m, k, n] + [ratio_cell([by_case.get(c)]) for c, _ in PRODUCTS]
-                     for (dt, m, k, n), by_case in layers.items()]
-    product_lines += [[f"geomean {dt}", "", "", ""]
-                      + [ratio_cell([cs.get(c) for (d, *_), cs in layers.items() if d == dt]) for c, _ in PRODUCTS]
-                      for dt in dtypes]
-    layer_lines = []
-    for (dt, m, k, n), by_case in layers.items():
-        for case in (c for c in by_case if c.startswith("layer")):  # "layer", "layer, autocast bfloat16"
-            r = by_case[case]
-            layer_lines.append([dt + case[len("layer"):], m, k, n, ratio_cell([r])]
-                               + [fmt(r.get(f)) for f in ("figure", "ms", "peer_ms")])
-    products, _ = model_rows(rows)
+def models_markdown(rows, meta, plot_dir, drawn):
+    """The models section: per Linear layer its three gemms and its step, best layout against torch."""
+    by_layer = layers(rows)
+    lines, geo = [], {}
+    for (dt, m, k, n), by_case in by_layer.items():
+        cells = []
+        for case, _ in LAYER_CASES:
+            b = best(by_case.get(case, []))
+            cells.append(graph_eager(b))
+            if b is not None:
+                geo.setdefault((dt, case), []).append(b)
+        lines.append([dt, m, k, n, *cells])
+        for case in by_case:
+            if case.startswith("layer, "):  # the layer under autocast: a line of its own
+                b = best(by_case[case])
+                lines.append([f"{dt}, {case[len('layer, '):]}", m, k, n, "", "", "", graph_eager(b)])
+    for dt in dict.fromkeys(dt for dt, *_ in by_layer):
+        lines.append([f"geomean {dt}", "", "", ""] + [
+            f"{fmt(geomean([b['ratio'] for b in geo.get((dt, c), [])]))} / "
+            f"{fmt(geomean([b['eager_ratio'] for b in geo.get((dt, c), []) if b.get('eager_ratio')]))}"
+            for c, _ in LAYER_CASES])
     return [
         "## Models\n",
-        "gemm as a model's Linear layer y = x @ W.t() + b calls it, W (N, K), x (M, K) and dy (M, N) contiguous: "
-        "the forward `x @ W.t()`, the input grad `dy @ W` and the weight grad `dy.t() @ x` on those views (the "
-        "rows' shapes are each product's own M, N, K), against `torch.matmul` on the same views; then the layer's "
-        "forward with bias and backward (grads of x, weight and bias), `bankops.nn.Linear` against "
-        f"`torch.nn.Linear` sharing its parameters. Cells: ratio vs torch of layout `{MODEL_LAYOUT}`, graph / eager "
-        "(above 1: bankops is faster). *graph* is timed as above, kernels only; *eager* times eager calls, one "
-        "CUDA event pair around each, no sync in between: a call's host overhead counts where it outlasts the "
-        "kernel, as in a model run eagerly. The geomean rows are over the shapes of that dtype.\n",
-        md_table(["dtype", "M", "K", "N"] + [f"{what} `{c}`" for c, what in PRODUCTS], product_lines),
-        f"Geometric mean over every product above: {fmt(geomean(ratios(products, 'ratio')))} graph, "
-        f"{fmt(geomean(ratios(products, 'eager_ratio')))} eager.\n",
-        "### Linear layer: forward + backward\n",
-        "TFLOP/s counts the three products (6·M·N·K); ms is graph-timed.\n",
-        md_table(["dtype", "M", "K", "N", "ratio graph / eager", "TFLOP/s", "ms", "torch ms"], layer_lines),
-        *rows_section("### Every model row\n", rows),
+        "gemm as a model's Linear layer y = x @ W.t() + b calls it (x (M, K), W (N, K), dy (M, N) contiguous): "
+        "the forward `x @ W.t()`, the input grad `dy @ W` and the weight grad `dy.t() @ x` on those views against "
+        "`torch.matmul` on the same views, and the layer's forward with bias and backward, `bankops.nn.Linear` "
+        "against `torch.nn.Linear` sharing its parameters. Cells: the best layout's ratio, CUDA graphs / eager "
+        f"calls (eager: host overhead counts where it outlasts the kernel), its layout named where it is not "
+        f"`{MODEL_LAYOUT}`.\n",
+        md_table(["dtype", "M", "K", "N"] + [f"{what} `{c}`" if c != "layer" else what for c, what in LAYER_CASES],
+                 lines),
+        *picture(plot_dir, drawn, "models"),
+        *every_layout("### Models: every layout (gemm rows: the product's own M, N, K; layer rows: M, K, N)\n", rows),
     ]
 
 
-def graph_eager(row, key, scale=1):
-    """"graph / eager" cell of a row's key and eager_<key> (ms, peer_ms, ratio, weight_GBps, ...)."""
-    def value(k):
-        return None if row.get(k) is None else row[k] * scale
-    return f"{fmt(value(key))} / {fmt(value('eager_' + key))}"
-
-
-def decode_best(rows, case="decode"):
-    """The fastest checked layouts' rows (graph time) of the decode cases of one product
-    ("decode": x @ W.t(), "decode x@W"), in run order."""
-    cases = groups([r for r in rows if r.get("case") == case], "gemm").values()
-    return [b for b in map(best, cases) if b is not None]
-
-
-# A decode row's product, as its case names it.
-DECODE_PRODUCTS = {"decode": "x @ W.t()", "decode x@W": "x @ W"}
-
-
-def inference_markdown(rows, how):
+def inference_markdown(rows, meta, plot_dir, drawn):
     """The inference section: per decode case the best layout against torch, then every row."""
-    if not rows:
-        return []
-    lines = []
-    for (_, dtype), case_rows in groups(rows, "gemm").items():
-        m, k, n = case_rows[0]["linear_shape"]
+    read = meta.get("dram_read_GBps")
+    lines, bests = [], []
+    for case_rows in cases_of(rows).values():
+        r0 = case_rows[0]
+        m, k, n = r0["linear_shape"]
         b = best(case_rows)
-        head = [DECODE_PRODUCTS[case_rows[0]["case"]], m, k, n, dtype]
-        lines.append(head + (["no valid layout"] + ["—"] * 5 if b is None else [
-            b["layout"], graph_eager(b, "ms", 1e3), graph_eager(b, "peer_ms", 1e3), graph_eager(b, "ratio"),
-            graph_eager(b, "weight_GBps"), graph_eager(b, "peer_weight_GBps")]))
-    sets = span(r["copies"] for r in rows if r.get("copies"))
-    together = (f"together at least four times the 50 MB L2 and at least two ({sets} sets here)" if how["cuda"]
-                else f"{sets} here (on the CPU, whose caches are not the point)")
+        head = [DECODE_PRODUCTS[r0["case"]], m, k, n, r0["dtype"]]
+        if b is None:
+            lines.append(head + ["no valid layout"] + ["—"] * 5)
+            bests.append(r0)
+            continue
+        lines.append(head + [b["layout"], f"{fmt(b['ratio'])} / {fmt(b.get('eager_ratio'))}",
+                             f"{fmt(b['ms'] * 1e3)} / {fmt(b['peer_ms'] * 1e3)}", fmt(b.get("weight_GBps")),
+                             fmt(b.get("peer_weight_GBps")), fmt(b.get("limit_fraction"))])
+        bests.append(b)
+    limit = (f"*of limit*: the weight's GB/s over the read limit above ({fmt(read)} GB/s)." if read else
+             "This run did not measure a read limit.")
+    geo = [f"{p} {fmt(geomean([b['ratio'] for b in bests if b.get('case') == c and valid(b)]))}"
+           for c, p in DECODE_PRODUCTS.items() if any(b.get("case") == c for b in bests)]
     return [
         "## Inference (decode)\n",
-        "A served model's layer at decode: `x @ W.t()` with x (M, K) of M = 1-128 tokens and the weight W (N, K) "
-        "row-major, read in place (`bankops.gemm(x, W.t(), layout)`, i.e. `torch.ops.bankops.gemm`), against "
-        "`torch.matmul(x, W.t())` on the same views; and `x @ W` of a weight stored (K, N), as models that keep "
-        "it (in, out) call it. Each call reads its weight from DRAM, as in a model whose "
-        "layers each read their own weights: the timed calls take the next of several fresh (x, W) sets in turn, "
-        f"{together}, bankops and torch the same sets in the same turn, and a CUDA graph holds whole turns. "
-        "*graph* is timed as above, kernels only; *eager* times eager calls, one CUDA event pair around each, no "
-        "sync in between, so a call's host overhead counts where it outlasts its kernel. *weight GB/s*: the "
-        "weight's N·K·element bytes over the call's time. The layout is the fastest graph-timed layout whose "
-        "result checked ok; its eager figures are that layout's. Ratio above 1: bankops is faster.\n",
-        md_table(["product", "M", "K", "N", "dtype", "layout", "µs graph / eager", "torch µs graph / eager",
-                  "ratio graph / eager", "weight GB/s graph / eager", "torch weight GB/s graph / eager"], lines),
-        "Geometric mean of the ratios above (graph / eager): "
-        + ", ".join(f"{p} {ratio_cell(decode_best(rows, c))}" for c, p in DECODE_PRODUCTS.items() if decode_best(rows, c))
-        + ".\n",
-        *rows_section("### Every decode row\n", rows),
+        "A served model's layer at decode: `x @ W.t()` with x (M, K) of M tokens and the weight W (N, K) read in "
+        "place, and `x @ W` of a weight stored (K, N), against `torch.matmul` on the same views. Each call reads "
+        "its weight from DRAM: the timed calls take fresh (x, W) sets in turn, together larger than the L2. "
+        f"*weight GB/s*: the weight's bytes over the call's graph-timed time. {limit}\n",
+        md_table(["product", "M", "K", "N", "dtype", "best layout", "ratio graph / eager", "µs / torch µs",
+                  "weight GB/s", "torch weight GB/s", "of limit"], lines),
+        f"Geometric mean of the best layouts' ratios: {', '.join(geo)}.\n",
+        *picture(plot_dir, drawn, "inference"),
+        *every_layout("### Inference: every layout (shapes M, N, K)\n", rows),
     ]
 
 
-def overhead_markdown(rows, how):
+def overhead_markdown(rows, meta, plot_dir, drawn):
     """The overhead section: one line per operator call, bankops' µs per call beside torch's."""
-    if not rows:
-        return []
     lines = [[r["op"], label(r, case=False), "yes" if r.get("requires_grad") else "no", f"`{r['peer']}`",
               fmt(r.get("us")), fmt(r.get("torch_us")), fmt(r.get("diff_us")), status(r)] for r in rows]
     return [
         "## Per-call overhead\n",
-        "Eager time per call where the kernel is tiny and the host's share (Python, the dispatcher, argument "
-        "checks, allocation, the launch) sets it: each operator on 64 x 64 float32 tensors (gemm [M, N, K], "
-        "linear [M tokens, K in, N out] with bias), bankops with its default layout `swizzle` against its torch "
-        f"peer on the same inputs. The wall time of {span(r['calls'] for r in rows)} back-to-back calls, "
-        f"synchronized before the first and after the last, after {how['warmup']} such runs to warm up, median "
-        f"over {span(r['reps'] for r in rows if r.get('reps'))} runs, divided by the calls. *requires_grad*: "
-        "every input requires grad, so the call also records its autograd node (forward only). *difference* is "
-        "bankops µs − torch µs.\n",
+        "Eager time per call where the host's share (Python, the dispatcher, checks, allocation, the launch) sets "
+        "it: each operator on 64 x 64 float32 tensors, bankops' default layout against its torch peer, the wall "
+        f"time of {span(r['calls'] for r in rows)} back-to-back calls over the calls, median over "
+        f"{span(r['reps'] for r in rows if r.get('reps'))} runs. *requires_grad*: the call also records its "
+        "autograd node.\n",
         md_table(["op", "shape", "requires_grad", "torch peer", "bankops µs", "torch µs", "difference µs", "check"],
                  lines),
+        *picture(plot_dir, drawn, "overhead"),
     ]
 
 
-def model_rows(rows):
-    """The MODEL_LAYOUT rows of the Linear layers' products, and of the layers' steps."""
-    layers = by_layer(rows).values()
-    return [cs[c] for cs in layers for c, _ in PRODUCTS if c in cs], [cs["layer"] for cs in layers if "layer" in cs]
+def markdown(rows, meta, plot_dir, drawn, ncu=None):
+    parts = [f"# bankops on {meta['device']}\n", header_markdown(meta), how_measured(meta),
+             "## Summary\n",
+             "Each case's best layout against its peer: min-max (median) over the cases (per-call time: bankops' "
+             "µs minus torch's).\n",
+             md_table(["", "against", "ratio"], summary_lines(rows)), *picture(plot_dir, drawn, "summary")]
+    op_rows = [r for r in rows if section(r) == "ops"]
+    for op in OPS:
+        if any(r["op"] == op for r in op_rows):
+            parts += ops_markdown(op, [r for r in op_rows if r["op"] == op], plot_dir, drawn)
+    for name, of_section in (("models", models_markdown), ("inference", inference_markdown),
+                             ("overhead", overhead_markdown)):
+        chosen = [r for r in rows if section(r) == name]
+        if chosen:
+            parts += of_section(chosen, meta, plot_dir, drawn)
+    if ncu:
+        parts.append(ncu_markdown(ncu))
+    return "\n".join(parts)
+
+
+# ---------------------------------------------------------------------------- plots
 
 
 def plots(rows, meta, plot_dir):
-    """One grouped bar chart per op; returns whether matplotlib was there to draw them."""
+    """plot_dir/<section>.png (each operator of the ops section its own) and summary.png;
+    returns {name: path} of those drawn ({} without matplotlib)."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
         print("note: matplotlib is not importable, no plots written")
-        return False
+        return {}
     os.makedirs(plot_dir, exist_ok=True)
-    rows = [r for r in rows if not r.get("case")]  # the model rows would crowd the operators' bars
+    title = f"{meta['device']}, {meta['date']}, commit {meta['commit']}"
+    figures = {}
     for op in OPS:
-        cases = groups(rows, op)
-        if not cases:
-            continue
-        fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(cases) + 2), 4.5))
-        width = 0.8 / len(LAYOUTS)
-        for i, layout in enumerate(LAYOUTS):
-            xs, ys, hatches = [], [], []
-            for x, case_rows in enumerate(cases.values()):
-                r = next((r for r in case_rows if r["layout"] == layout), None)
-                if r is not None and r.get("ratio") is not None:
-                    xs.append(x + (i - (len(LAYOUTS) - 1) / 2) * width)
-                    ys.append(r["ratio"])
-                    hatches.append("" if valid(r) else "xx")  # a wrong answer's speed is not to be trusted
-            bars = ax.bar(xs, ys, width, label=layout)
-            for bar, h in zip(bars, hatches):
-                bar.set_hatch(h)
-        ax.axhline(1.0, color="black", linewidth=1)
-        ratios = [r["ratio"] for rs in cases.values() for r in rs if r.get("ratio")]
-        if ratios and max(ratios) / min(ratios) > 20:  # a linear axis would flatten the small bars to nothing
-            ax.set_yscale("log")
-        ax.set_xticks(range(len(cases)))
-        ax.set_xticklabels([f"{lab}\n{dt}" for lab, dt in cases], rotation=30, ha="right", fontsize=8)
-        ax.set_ylabel("ratio vs peer (peer ms / ms; >1 faster)")
-        peer = next(r["peer"] for r in rows if r["op"] == op)
-        ax.set_title(f"{op} vs {peer}\n{meta['device']}, {meta['date']}, {meta['commit']}", fontsize=10)
-        ax.legend(title="layout")
-        fig.tight_layout()
-        fig.savefig(os.path.join(plot_dir, f"{op}.png"), dpi=110)
+        chosen = [r for r in rows if section(r) == "ops" and r["op"] == op]
+        if chosen:
+            limit = ("of copy bandwidth (GB/s over y.copy_(x)'s)", "ratio_to_copy") if chosen[0]["unit"] == "GB/s" \
+                else None
+            figures[op] = dot_plot(plt, chosen, f"{op} vs {chosen[0]['peer']}\n{title}", limit)
+    for name, limit in (("models", None), ("inference", ("of the DRAM read limit (weight GB/s)", "limit_fraction"))):
+        chosen = [r for r in rows if section(r) == name]
+        if chosen:
+            has_limit = limit and any(r.get(limit[1]) for r in chosen)
+            figures[name] = dot_plot(plt, chosen, f"{name} vs torch\n{title}", limit if has_limit else None)
+    overhead = [dict(r, ratio=r["torch_us"] / r["us"]) for r in rows if section(r) == "overhead" and valid_us(r)]
+    if overhead:
+        figures["overhead"] = dot_plot(plt, overhead, f"per-call time, eager, torch µs / bankops µs\n{title}")
+    lines = [(g["name"].replace("`", ""), summary_values(rows, g)) for g in SUMMARY if g["key"] != "diff_us"]
+    lines = [(n, v) for n, v in lines if v]
+    if lines:
+        figures["summary"] = summary_plot(plt, lines, f"each case's best layout vs its peer\n{title}")
+    out = {}
+    for name, fig in figures.items():
+        out[name] = os.path.join(plot_dir, f"{name}.png")
+        fig.savefig(out[name], dpi=100)
         plt.close(fig)
-    bank_map(plot_dir, plt)
-    return True
+    return out
 
 
-def bank_map(plot_dir, plt):
-    """plots/bank_map.png: the transpose's tile-column read under none and swizzle, as the bank
-    model serves it (bankops.plot_banks): the picture in the README."""
+def valid_us(row):
+    return row.get("check") == "ok" and row.get("us") and row.get("torch_us")
+
+
+MARKERS = {"none": "o", "pad": "^", "swizzle": "s"}
+
+
+def dot_plot(plt, rows, title, limit=None):
+    """One line per case, each layout's ratio to the peer a marker (log axis, 1 = as fast); with
+    limit = (what, key), a second panel of each layout's fraction of that limit."""
+    cases = list(cases_of(rows).items())
+    panels = [("ratio to the peer (peer ms / ms; right of 1: bankops faster)", "ratio")] + ([limit] if limit else [])
+    fig, axes = plt.subplots(1, len(panels), sharey=True, squeeze=False,
+                             figsize=(6 * len(panels) + 3, 1.2 + 0.24 * len(cases)))
+    for ax, (what, key) in zip(axes[0], panels):
+        for layout in dict.fromkeys(r["layout"] for r in rows):
+            points = [(r[key], y) for y, (_, case_rows) in enumerate(cases) for r in case_rows
+                      if r["layout"] == layout and r.get(key) and r.get("check") == "ok"]
+            if points:
+                ax.scatter(*zip(*points), marker=MARKERS.get(layout, "o"), label=layout, alpha=0.8, s=24)
+        ax.axvline(1.0, color="black", linewidth=1)
+        if key == "ratio":
+            plain_log_axis(ax)
+        ax.set_xlabel(what, fontsize=8)
+        ax.grid(axis="x", alpha=0.3)
+    axes[0][0].set_yticks(range(len(cases)), [f"{lab}  {dt}" for (_, lab, dt), _ in cases], fontsize=7)
+    axes[0][0].set_ylim(len(cases) - 0.5, -0.5)
+    axes[0][-1].legend(title="layout", fontsize=7, loc="best")
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def plain_log_axis(ax):
+    """A log x axis labelled 0.1, 0.2, 0.5, 1, 2, 5 (not 2 x 10^-1)."""
+    from matplotlib.ticker import FuncFormatter
+
+    def plain(v, _):
+        return f"{v:g}" if round(v / 10 ** math.floor(math.log10(v))) in (1, 2, 5) else ""
+
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(FuncFormatter(plain))
+    ax.xaxis.set_minor_formatter(FuncFormatter(plain))
+    ax.tick_params(axis="x", which="both", labelsize=7)
+
+
+def summary_plot(plt, lines, title):
+    """Each summary line's range of best-layout ratios (a bar from min to max, its median a dot)."""
+    fig, ax = plt.subplots(figsize=(9, 1 + 0.4 * len(lines)))
+    for y, (_, values) in enumerate(lines):
+        ax.plot([min(values), max(values)], [y, y], color="tab:blue", linewidth=6, alpha=0.4, solid_capstyle="butt")
+        ax.plot([statistics.median(values)], [y], "o", color="tab:blue")
+    ax.axvline(1.0, color="black", linewidth=1)
+    plain_log_axis(ax)
+    ax.set_yticks(range(len(lines)), [name for name, _ in lines], fontsize=8)
+    ax.set_ylim(len(lines) - 0.5, -0.5)
+    ax.set_xlabel("ratio to the peer, min-max and median (right of 1: bankops faster)", fontsize=8)
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def bank_map(path):
+    """The README's picture: the transpose's tile-column read under none and swizzle, as the bank
+    model serves it (bankops.plot_banks)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     import bankops
 
     shape = dict(shape=(64, 64))
@@ -462,58 +690,11 @@ def bank_map(plot_dir, plt):
     for ax, layout in zip(axes, ("none", "swizzle")):
         bankops.plot_banks("transpose", layout, worst, torch.float32, ax=ax, **shape)
     fig.tight_layout()
-    fig.savefig(os.path.join(plot_dir, "bank_map.png"), dpi=110)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
-def summary(rows, meta):
-    """Compact plain text: one line per case, the ratio vs peer of each layout and the best one."""
-    head = f"{'op':<10} {'shape':<28} {'dtype':<8} " + " ".join(f"{l:>7}" for l in LAYOUTS)
-    head += f"  {'best':<7} {'figure':>14} {'vs copy':>7}"
-    out = [f"bankops vs torch peer on {meta['device']} ({meta['date']}, commit {meta['commit']}, "
-           f"torch {meta['torch']}); ratio = peer ms / ms, >1 means bankops is faster",
-           head, "-" * len(head)]
-    bad = []
-    for op in OPS:
-        for (lab, dtype), case_rows in groups(rows, op).items():
-            by_layout = {r["layout"]: r for r in case_rows}
-            cells = []
-            for layout in LAYOUTS:
-                r = by_layout.get(layout)
-                if r is None:
-                    cells.append("—")
-                elif r.get("error"):
-                    cells.append("ERR")
-                    bad.append(f"{op} {lab} {dtype} {layout}: {r['error']}")
-                elif not valid(r):
-                    cells.append("WRONG")
-                    bad.append(f"{op} {lab} {dtype} {layout}: {r.get('check')}")
-                else:
-                    cells.append(fmt(r["ratio"]))
-            b = best(case_rows)
-            tail = (f"{b['layout']:<7} {fmt(b['figure']) + ' ' + b['unit']:>14} {fmt(b.get('ratio_to_copy')):>7}"
-                    if b else f"{'—':<7} {'—':>14} {'—':>7}")
-            out.append(f"{op:<10} {lab:<28} {dtype:<8} " + " ".join(f"{c:>7}" for c in cells) + "  " + tail)
-    products, layers = model_rows(rows)
-    if products or layers:
-        out += ["", f"models, {MODEL_LAYOUT} vs torch, geometric mean of ratios (graph / eager): Linear layers' gemm "
-                    f"calls {ratio_cell(products)}, their forward + backward {ratio_cell(layers)}"]
-    for case, product in DECODE_PRODUCTS.items():
-        decode = decode_best(rows, case)
-        if decode:
-            out += [f"inference, decode {product}, best layout vs torch, geometric mean of ratios (graph / eager): "
-                    f"{ratio_cell(decode)}"]
-    overhead = [r for r in rows if section(r) == "overhead"]
-    if overhead:
-        out += ["", "per-call overhead, eager, us a call:"]
-        out += [f"{r['op']:<10} {label(r):<38} bankops {fmt(r.get('us')):>6}  torch {fmt(r.get('torch_us')):>6}  "
-                f"{status(r)}" for r in overhead]
-    if bad:
-        out += ["", "problems:"] + [f"  {b}" for b in bad]
-    return "\n".join(out)
-
-
-NCU_MARK = "<!-- bank conflicts: bench/ncu.py -->"
+# ---------------------------------------------------------------------------- Nsight Compute
 
 
 def ncu_markdown(doc):
@@ -578,17 +759,33 @@ def ncu_markdown(doc):
     ]
     if doc.get("unavailable"):
         out.append(f"\nMetrics this ncu does not offer (not measured): {', '.join(doc['unavailable'])}.")
-    return "\n".join(out)
+    return "\n".join(out) + "\n"
 
 
-def splice_ncu(out_dir):
-    """Puts ncu.json's table at the end of RESULTS.md (replacing an older one)."""
-    ncu_path, md_path = os.path.join(out_dir, "ncu.json"), os.path.join(out_dir, "RESULTS.md")
-    if not (os.path.exists(ncu_path) and os.path.exists(md_path)):
-        return
-    with open(ncu_path) as f:
-        doc = json.load(f)
-    with open(md_path) as f:
-        text = f.read().split(NCU_MARK)[0].rstrip("\n")
-    with open(md_path, "w") as f:
-        f.write(f"{text}\n\n{NCU_MARK}\n{ncu_markdown(doc)}")
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("files", nargs="*", help="results files (default: every bench/results/*.json)")
+    ap.add_argument("--merge", metavar="OUT", help="write OUT from the files (one device, commit and torch)")
+    ap.add_argument("--note", default="", help="--merge: how the files' processes ran, for the metadata and the .md")
+    ap.add_argument("--readme", action="store_true", help="print the README's summary table")
+    ap.add_argument("--bank-map", metavar="PNG", help="draw the README's bank map (bench/plots/bank_map.png)")
+    args = ap.parse_args()
+    files = args.files or sorted(glob.glob(os.path.join(RESULTS, "*.json")))
+    if args.bank_map:
+        bank_map(args.bank_map)
+    elif args.readme:
+        print(readme_table(files), end="")
+    elif args.merge:
+        if not args.note:
+            ap.error("--merge needs --note: how the processes ran (one machine? one session?)")
+        with open(args.merge, "w") as f:
+            json.dump(merge([load(p) for p in args.files], args.note), f, indent=1, allow_nan=False)
+            f.write("\n")
+        print("\n".join([args.merge, *render(args.merge)]))
+    else:
+        for path in files:
+            print("\n".join([path, *render(path)]))
+
+
+if __name__ == "__main__":
+    main()

@@ -6,13 +6,13 @@ Four sections: "ops", each operator on its own shapes; "models", gemm as a model
 layer calls it (forward x@W.t(), input grad dy@W, weight grad dy.t()@x on the layer's views)
 and the layer's forward + backward against torch.nn.Linear (op "linear"), also timed eagerly;
 "inference", decode's x@W.t() with 1-128 rows (and x@W of a (K, N) weight), each call
-reading its weight from DRAM, also timed eagerly; "overhead", each operator's eager time per
-call on 64 x 64 tensors. Each graph timing also records the SM clock it ran at and the
-board's power (bench/clocks.py: NVML; RESULTS.md's MHz and W columns).
-Writes DIR/results.json, DIR/RESULTS.md and DIR/plots/<op>.png (DIR defaults to bench/),
-then prints a summary table last. Without a CUDA GPU it times the CPU reference instead,
-on small shapes, says so, and writes to bench/cpu/ unless --out says otherwise: the committed
-GPU tables stay as they are.
+reading its weight from DRAM, also timed eagerly, beside the read limit (torch.sum over a few
+GB); "overhead", each operator's eager time per call on 64 x 64 tensors. Each graph timing
+also records the SM clock it ran at and the board's power (bench/clocks.py: NVML).
+Writes the GPU's own results, DIR/<gpu>.json, DIR/<gpu>.md and DIR/<gpu>/<section>.png (DIR
+defaults to bench/results/; bench/report.py names the files), then prints a summary. Without
+a CUDA GPU it times the CPU reference instead, on small shapes, says so, and writes to
+bench/cpu/ unless --out says otherwise.
 """
 import argparse
 import gc
@@ -32,6 +32,7 @@ import torch  # noqa: E402
 import bankops  # noqa: E402
 import cases  # noqa: E402
 import report  # noqa: E402
+from cases import SECTIONS  # noqa: E402
 from clocks import MHZ, WATTS, SmClock  # noqa: E402
 
 WARMUP = 3
@@ -40,7 +41,7 @@ BUDGET_S = 1.0  # per timed function: keeps a slow layout from stretching the ru
 GRAPH_MS = 1.0  # calls per CUDA graph: enough that a replay lasts about this long
 GRAPH_CALLS_MAX = 64
 COPY_TRIALS = 3  # buffer pairs per copy reference
-SECTIONS = ("ops", "models", "inference", "overhead")
+READ_BYTES = {"cuda": 4 * 2**30, "cpu": 64 * 2**20}  # torch.sum's input for the read limit
 # A decode row's weight GB/s per timing: the weight's bytes over the call's time.
 WEIGHT_GBPS = {"ms": "weight_GBps", "peer_ms": "peer_weight_GBps", "eager_ms": "eager_weight_GBps",
                "eager_peer_ms": "eager_peer_weight_GBps"}
@@ -92,10 +93,9 @@ def eager_ms(fn, reps):
 def graph_ms(fn, est_s, max_reps, cycle=1):
     """GPU milliseconds per call: fn captured CALLS times into one CUDA graph, one event pair per
     replay. Timing eager calls instead would time the host wherever a call's Python and launch
-    overhead (10-20 us for torch.matmul and for a torch.ops call alike) exceeds its kernel, as at
-    gemm 1024^3, and then the ratio compares two dispatchers, not two kernels. CALLS is a multiple
-    of cycle, so that an fn rotating through cycle input sets ends each replay where the next one
-    starts (no set twice in a row)."""
+    overhead exceeds its kernel, and then the ratio compares two dispatchers, not two kernels.
+    CALLS is a multiple of cycle, so that an fn rotating through cycle input sets ends each replay
+    where the next one starts (no set twice in a row)."""
     calls = max(1, min(GRAPH_CALLS_MAX, math.ceil(GRAPH_MS * 1e-3 / max(est_s, 1e-9))))
     calls = math.ceil(calls / cycle) * cycle
     side = torch.cuda.Stream()
@@ -122,10 +122,8 @@ def graph_ms(fn, est_s, max_reps, cycle=1):
 
 class CopyBandwidth:
     """GB/s of y.copy_(x) (bytes read + written), measured once per byte size in this run: the
-    median over COPY_TRIALS fresh buffer pairs. One pair's figure for the 34 MB of int8
-    4097 x 8191 (input and output together a little over the 50 MB L2) ranged over 1394-2210
-    GB/s between runs and 1871-2057 between pairs of one process, which moved that row's ratio
-    to copy by as much."""
+    median over COPY_TRIALS fresh buffer pairs, since one pair's figure for inputs near the L2's
+    size varies from pair to pair as much as the ratios it divides."""
 
     def __init__(self, device, max_reps):
         self.device, self.max_reps, self.cache = device, max_reps, {}
@@ -136,13 +134,23 @@ class CopyBandwidth:
             for _ in range(COPY_TRIALS):
                 src = torch.randint(0, 256, (nbytes,), dtype=torch.uint8, device=self.device)
                 dst = torch.empty_like(src)
-                # Eager: captured in a CUDA graph, copy_ becomes a memcpy node, which the H100 ran at
-                # 2400 GB/s for 134 MB-1 GB copies (3000 GB/s eager, the figure the kernels can reach).
+                # Eager: captured in a CUDA graph, copy_ becomes a memcpy node, slower than the copy
+                # kernel that eager calls run (and that the kernels are measured against).
                 ms, _ = time_ms(lambda: dst.copy_(src), self.device == "cuda", self.max_reps, graph=False)
                 speeds.append(2 * nbytes / (ms * 1e-3) / 1e9)
                 del src, dst
             self.cache[nbytes] = statistics.median(speeds)
         return self.cache[nbytes]
+
+
+def read_limit(device, max_reps):
+    """(GB/s, how) of torch.sum over READ_BYTES of float32, eager: the DRAM read limit that a
+    decode row's weight GB/s is a fraction of."""
+    nbytes = READ_BYTES[device]
+    x = torch.randn(nbytes // 4, device=device)
+    ms, reps = time_ms(lambda: torch.sum(x), device == "cuda", max_reps, graph=False)
+    how = f"torch.sum over {nbytes / 1e9:.2f} GB of float32 (eager, median of {reps}) in the inference section"
+    return nbytes / (ms * 1e-3) / 1e9, how
 
 
 def short(exc):
@@ -203,7 +211,7 @@ def run_case(case, device, max_reps, copy_bw, clock=None):
         copy_gbps = copy_bw(sum(t.nbytes for t in inputs)) if case.memory_bound else None
         for i, layout in enumerate(bankops.LAYOUTS):
             # The peer again right before each later layout: a slow layout before heats the GPU,
-            # and its clock drops for whatever runs next (a long Linear layer: 1550 against 1965 MHz).
+            # and its clock drops for whatever runs next.
             if i > 0 and cuda:
                 peer_ms, _, peer_clock = clocked(case.peer)
             row = dict(base, layout=layout, peer_ms=peer_ms)
@@ -290,11 +298,11 @@ def progress(row):
               f"x{row['ratio']:.3g} vs peer{eager}  {row['check']}", flush=True)
 
 
-def main():
+def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="a smaller, faster sweep (fewer cases and reps)")
-    ap.add_argument("--out", default=None, help="where results.json, RESULTS.md and plots/ go (default: bench/ "
-                    "on a GPU, bench/cpu/ without one: a CPU run never overwrites the GPU tables)")
+    ap.add_argument("--out", default=None, help="where <gpu>.json, <gpu>.md and <gpu>/ go (default: bench/results/ "
+                    "on a GPU, bench/cpu/ without one)")
     ap.add_argument("--reps", type=int, default=None, help="most repetitions per timing (default 20, --quick 10)")
     ap.add_argument("--ops", default=None, help="comma-separated subset of transpose,reduce_sum,gemm,linear")
     ap.add_argument("--sections", default=",".join(SECTIONS),
@@ -302,7 +310,7 @@ def main():
                          "steps), inference (decode's x @ W.t() and x @ W, weights read from DRAM) and overhead "
                          "(eager time per call on 64 x 64 tensors); default all. --sections models --ops linear: "
                          "the layer rows only")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     sections = set(args.sections.split(","))
     if not sections <= set(SECTIONS):
         ap.error(f"--sections: unknown {','.join(sorted(sections - set(SECTIONS)))}; choose from {','.join(SECTIONS)}")
@@ -322,38 +330,53 @@ def main():
         print("=" * 72, flush=True)
         todo = cases.cpu_cases()
     todo = [c for c in todo if c.section in sections]
-    out = args.out or (HERE if cuda else os.path.join(HERE, "cpu"))
+    out = args.out or (report.RESULTS if cuda else os.path.join(HERE, "cpu"))
     if args.quick:
         todo = [c for c in todo if c.quick]
     if args.ops:
         wanted = set(args.ops.split(","))
         todo = [c for c in todo if c.op in wanted]
+    by_section = {s: [c for c in todo if c.section == s] for s in SECTIONS}
+    by_section = {s: cs for s, cs in by_section.items() if cs}
 
     torch.manual_seed(0)
     copy_bw = CopyBandwidth(device, max_reps)
     clock = SmClock(torch.cuda.current_device()) if cuda else None
+    meta = report.metadata(device_name, ROOT)
     rows = []
     t0 = time.perf_counter()
+    left = len(todo)
     try:
-        for case in todo:
-            if case.section == "overhead":
-                rows += run_overhead(case, device, max_reps)
-            else:
-                rows += run_case(case, device, max_reps, copy_bw, clock)
+        for i, (name, section_cases) in enumerate(by_section.items(), 1):
+            print(f"\n== section {name} ({i} of {len(by_section)}): {len(section_cases)} cases; {left} cases left "
+                  f"of {len(todo)}, {time.perf_counter() - t0:.0f} s so far", flush=True)
+            if name == "inference":
+                meta["dram_read_GBps"], meta["dram_read"] = read_limit(device, max_reps)
+                print(f"  read limit {meta['dram_read_GBps']:.4g} GB/s: {meta['dram_read']}", flush=True)
+            for case in section_cases:
+                if name == "overhead":
+                    rows += run_overhead(case, device, max_reps)
+                else:
+                    rows += run_case(case, device, max_reps, copy_bw, clock)
+            left -= len(section_cases)
     finally:
         if clock:
             clock.close()
     elapsed = time.perf_counter() - t0
+    if meta.get("dram_read_GBps"):
+        for r in rows:
+            if r.get("weight_GBps"):
+                r["limit_fraction"] = r["weight_GBps"] / meta["dram_read_GBps"]
 
-    meta = report.metadata(device_name, ROOT)
+    if clock and clock.driver():
+        meta["driver"] = clock.driver()
     for key, field in (("sm_clock_mhz", MHZ), ("board_watts", WATTS)):
         if clock and clock.summary(field):
             meta[key] = clock.summary(field)
-    how = dict(cuda=cuda, warmup=WARMUP, min_reps=MIN_REPS, max_reps=max_reps, budget_s=BUDGET_S,
-               graph_ms=GRAPH_MS, graph_calls_max=GRAPH_CALLS_MAX)
-    plotted = report.write_all(rows, meta, how, out)
-    print(f"\n{len(todo)} cases in {elapsed:.0f} s; wrote results.json, RESULTS.md{', plots/' if plotted else ''}"
-          f" in {os.path.abspath(out)}")
+    meta["timing"] = dict(warmup=WARMUP, min_reps=MIN_REPS, max_reps=max_reps, budget_s=BUDGET_S, graph_ms=GRAPH_MS,
+                          graph_calls_max=GRAPH_CALLS_MAX)
+    written = report.write_all(rows, meta, out)
+    print(f"\n{len(todo)} cases in {elapsed:.0f} s; wrote " + ", ".join(os.path.relpath(p) for p in written))
     print(report.summary(rows, meta))
 
 

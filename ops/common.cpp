@@ -1,7 +1,9 @@
 #include "common.h"
 
 #include <atomic>
+#include <cctype>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 
 namespace bankops {
@@ -9,12 +11,29 @@ namespace {
 std::atomic<bool> g_poison{false};
 }
 
+namespace {
+// name with every byte outside printable ASCII as \xNN: a NUL would end the message early.
+std::string printable(std::string_view name) {
+  std::string out;
+  for (const unsigned char c : name) {
+    if (std::isprint(c)) {
+      out += static_cast<char>(c);
+    } else {
+      char hex[5];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    }
+  }
+  return out;
+}
+}  // namespace
+
 Layout parse_layout(std::string_view name, const char* op) {
   for (int i = 0; i < kLayouts; ++i)
     if (name == kLayoutNames[i]) return static_cast<Layout>(i);
   std::string names;
   for (int i = 0; i < kLayouts; ++i) names += std::string(i ? ", " : "") + kLayoutNames[i];
-  TORCH_CHECK(false, op, ": unknown layout '", name, "' for argument layout; expected one of: ", names);
+  TORCH_CHECK(false, op, ": unknown layout '", printable(name), "' for argument layout; expected one of: ", names);
 }
 
 DType to_dtype(at::ScalarType t) {
@@ -29,8 +48,29 @@ DType to_dtype(at::ScalarType t) {
     case at::kBFloat16: return DType::BF16;
     case at::kFloat: return DType::F32;
     case at::kDouble: return DType::F64;
-    default: TORCH_CHECK(false, "bankops: no kernel type for dtype ", t);
+    default: TORCH_CHECK(false, "bankops: no kernel type for dtype ", dtype_name(t));
   }
+}
+
+std::string dtype_name(at::ScalarType t) {
+  switch (t) {
+    case at::kByte: return "torch.uint8";
+    case at::kChar: return "torch.int8";
+    case at::kShort: return "torch.int16";
+    case at::kInt: return "torch.int32";
+    case at::kLong: return "torch.int64";
+    case at::kHalf: return "torch.float16";
+    case at::kFloat: return "torch.float32";
+    case at::kDouble: return "torch.float64";
+    case at::kComplexHalf: return "torch.complex32";
+    case at::kComplexFloat: return "torch.complex64";
+    case at::kComplexDouble: return "torch.complex128";
+    default: break;
+  }
+  // The other names are c10's in lower case: bool, bfloat16, qint8, float8_e4m3fn, uint16...
+  std::string name = c10::toString(t);
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return "torch." + name;
 }
 
 at::Tensor new_output(at::IntArrayRef sizes, const at::TensorOptions& options) {
@@ -52,6 +92,7 @@ at::Tensor element_aligned(const at::Tensor& t) {
 }
 
 void check_dense(const at::Tensor& x, const char* op, const char* arg) {
+  TORCH_CHECK(x.defined(), op, ": expected ", arg, " to be a tensor, got None");
   TORCH_CHECK(x.layout() == at::kStrided, op, ": expected ", arg, " to be a dense (strided) tensor, got layout ",
               x.layout());
   TORCH_CHECK(!x.is_quantized(), op, ": expected ", arg, " to be a plain tensor, got a quantized one");

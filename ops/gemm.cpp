@@ -62,9 +62,9 @@ GemmGeometry gemm_geometry(const at::Tensor& a, const at::Tensor& b) {
   TORCH_CHECK(b.dim() == a.dim(), "gemm: expected b to be ", a.dim(), "-D like a, got ", b.dim(), "-D with shape ",
               b.sizes());
   const auto t = a.scalar_type();
-  TORCH_CHECK(t == at::kFloat || t == at::kHalf || t == at::kBFloat16 || t == at::kDouble, "gemm: a has dtype ", t,
-              "; expected float32, float16, bfloat16 or float64");
-  TORCH_CHECK(b.scalar_type() == t, "gemm: b has dtype ", b.scalar_type(), " but a has ", t,
+  TORCH_CHECK(t == at::kFloat || t == at::kHalf || t == at::kBFloat16 || t == at::kDouble, "gemm: a has dtype ",
+              dtype_name(t), "; expected float32, float16, bfloat16 or float64");
+  TORCH_CHECK(b.scalar_type() == t, "gemm: b has dtype ", dtype_name(b.scalar_type()), " but a has ", dtype_name(t),
               "; a and b must have the same dtype");
   TORCH_CHECK(a.device() == b.device(), "gemm: a is on ", a.device(), " but b is on ", b.device(),
               "; a and b must be on the same device");
@@ -121,26 +121,60 @@ namespace {
 
 // a @ b (+ bias, added to the wide sum before its one rounding, as the kernels do).
 at::Tensor gemm_reference(const at::Tensor& a_in, const at::Tensor& b_in, const at::Tensor& bias) {
+  // Blocked so that the time follows the work whatever the strides: a task takes kRows rows of
+  // one product and copies b, kDepth x kCols at a time, into a contiguous tile of the wide type
+  // that its rows stream through. Each sum still adds its k terms in order, in the wide type.
   const GemmGeometry g = gemm_geometry(a_in, b_in);
   const at::Tensor a = element_aligned(a_in), b = element_aligned(b_in);
   at::Tensor out = new_output(g.out_sizes, a.options());
   const GemmArgs s = gemm_args(g, a, b, nullptr);
+  constexpr int64_t kRows = 32, kCols = 128, kDepth = 128;
+  const int64_t row_blocks = (g.m + kRows - 1) / kRows;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.scalar_type(), "gemm_cpu", [&] {
+    using acc_t = wide_t<scalar_t>;
     const scalar_t* pa = a.const_data_ptr<scalar_t>();
     const scalar_t* pb = b.const_data_ptr<scalar_t>();
     const scalar_t* pbias = bias.defined() ? bias.const_data_ptr<scalar_t>() : nullptr;
     scalar_t* pc = out.mutable_data_ptr<scalar_t>();
-    at::parallel_for(0, g.batch * g.m, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t row = begin; row < end; ++row) {
-        const int64_t bi = row / g.m, m = row % g.m;
-        for (int64_t n = 0; n < g.n; ++n) {
-          wide_t<scalar_t> acc = 0;
-          for (int64_t k = 0; k < g.k; ++k) {
-            acc += static_cast<wide_t<scalar_t>>(pa[bi * s.a_sb + m * s.a_sm + k * s.a_sk]) *
-                   static_cast<wide_t<scalar_t>>(pb[bi * s.b_sb + k * s.b_sk + n * s.b_sn]);
+    at::parallel_for(0, g.batch * row_blocks, 1, [&](int64_t begin, int64_t end) {
+      std::vector<acc_t> acc(kRows * kCols), tile(kDepth * kCols);
+      for (int64_t task = begin; task < end; ++task) {
+        const int64_t bi = task / row_blocks, m0 = (task % row_blocks) * kRows;
+        const int64_t rows = std::min(kRows, g.m - m0);
+        const scalar_t* a0 = pa + bi * s.a_sb + m0 * s.a_sm;
+        const scalar_t* b0 = pb + bi * s.b_sb;
+        for (int64_t n0 = 0; n0 < g.n; n0 += kCols) {
+          const int64_t cols = std::min(kCols, g.n - n0);
+          std::fill(acc.begin(), acc.end(), acc_t(0));
+          for (int64_t k0 = 0; k0 < g.k; k0 += kDepth) {
+            const int64_t depth = std::min(kDepth, g.k - k0);
+            for (int64_t k = 0; k < depth; ++k)
+              for (int64_t j = 0; j < cols; ++j)
+                tile[k * kCols + j] = static_cast<acc_t>(b0[(k0 + k) * s.b_sk + (n0 + j) * s.b_sn]);
+            // Four rows at a time, so that each tile row loaded serves four sums (rows past the
+            // last add zeros into sums never stored).
+            for (int64_t i = 0; i < rows; i += 4) {
+              acc_t* sums = acc.data() + i * kCols;
+              for (int64_t k = 0; k < depth; ++k) {
+                acc_t x[4];
+                for (int64_t q = 0; q < 4; ++q)
+                  x[q] = i + q < rows ? static_cast<acc_t>(a0[(i + q) * s.a_sm + (k0 + k) * s.a_sk]) : acc_t(0);
+                const acc_t* row = tile.data() + k * kCols;
+                for (int64_t j = 0; j < cols; ++j) {
+                  sums[j] += x[0] * row[j];
+                  sums[kCols + j] += x[1] * row[j];
+                  sums[2 * kCols + j] += x[2] * row[j];
+                  sums[3 * kCols + j] += x[3] * row[j];
+                }
+              }
+            }
           }
-          if (pbias != nullptr) acc += static_cast<wide_t<scalar_t>>(pbias[n]);
-          pc[row * g.n + n] = static_cast<scalar_t>(acc);
+          for (int64_t i = 0; i < rows; ++i)
+            for (int64_t j = 0; j < cols; ++j) {
+              acc_t v = acc[i * kCols + j];
+              if (pbias != nullptr) v += static_cast<acc_t>(pbias[n0 + j]);
+              pc[(bi * g.m + m0 + i) * g.n + n0 + j] = static_cast<scalar_t>(v);
+            }
         }
       }
     });

@@ -16,7 +16,7 @@ ReduceGeometry reduce_geometry(const at::Tensor& x, std::optional<int64_t> dim, 
   const auto t = x.scalar_type();
   TORCH_CHECK(t == at::kBool || t == at::kByte || t == at::kChar || t == at::kShort || t == at::kInt ||
                   t == at::kLong || t == at::kHalf || t == at::kBFloat16 || t == at::kFloat || t == at::kDouble,
-              "reduce_sum: x has dtype ", t,
+              "reduce_sum: x has dtype ", dtype_name(t),
               "; expected one of bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64");
   ReduceGeometry g;
   g.out_dtype = at::isIntegralType(t, /*includeBool=*/true) ? at::kLong : t;

@@ -13,8 +13,8 @@ namespace bankops {
 TransposeGeometry transpose_geometry(const at::Tensor& x, int64_t dim0, int64_t dim1) {
   check_dense(x, "transpose", "x");
   const int64_t e = x.element_size();
-  TORCH_CHECK(e == 1 || e == 2 || e == 4 || e == 8 || e == 16, "transpose: x has dtype ", x.scalar_type(), " of ", e,
-              " bytes; expected elements of 1, 2, 4, 8 or 16 bytes");
+  TORCH_CHECK(e == 1 || e == 2 || e == 4 || e == 8 || e == 16, "transpose: x has dtype ", dtype_name(x.scalar_type()),
+              " of ", e, " bytes; expected elements of 1, 2, 4, 8 or 16 bytes");
   TransposeGeometry g{wrap_dim(dim0, x.dim(), "transpose", "dim0"), wrap_dim(dim1, x.dim(), "transpose", "dim1"),
                       x.sizes().vec()};
   if (x.dim() > 0) std::swap(g.out_sizes[g.dim0], g.out_sizes[g.dim1]);

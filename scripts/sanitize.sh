@@ -7,7 +7,9 @@
 # bounds (and so CUDA graphs, which capture from the allocator's pools, are left out).
 # SANITIZE_K, if set, narrows the subset further (a pytest -k expression).
 set -euo pipefail
-source "$(dirname "$0")/prepare.sh" pytest
+source "$(dirname "$0")/prepare.sh"
+install_missing pytest
+build
 export PYTORCH_NO_CUDA_MEMORY_CACHING=1
 subset='(test_cuda_matches_reference and (torch.float32- or torch.int8- or torch.bfloat16- or torch.complex128-)
   and (33x65 or 257- or 100003 or 5000x40 or 7x40000 or 63x65x31 or 3x33x17x65 or 2x3x4x5-1-3 or 3x33x65-0-1

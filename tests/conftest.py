@@ -81,3 +81,16 @@ def with_room_for(nbytes, fn):
         return out
     finally:
         torch.cuda.set_per_process_memory_fraction(1.0)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Skipped tests, one line per reason (pytest's -rs gives one per test location)."""
+    import collections
+
+    reasons = collections.Counter(
+        str(r.longrepr[2]).removeprefix("Skipped: ") if isinstance(r.longrepr, tuple) else str(r.longrepr)
+        for r in terminalreporter.stats.get("skipped", []))
+    if reasons:
+        terminalreporter.section("skipped, by reason")
+        for reason, count in reasons.most_common():
+            terminalreporter.write_line(f"{count:6d}  {reason}")

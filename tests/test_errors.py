@@ -38,10 +38,10 @@ def test_unknown_layout_lists_the_valid_ones(device, call):
         (lambda d: ops.gemm(torch.randn(4, 4, device=d), torch.randn(2, 4, 4, device=d)), r"expected b to be 2-D like a"),
         (lambda d: ops.gemm(torch.randn(4, 5, device=d), torch.randn(4, 5, device=d)), r"a's columns \(K=5\) must equal b's rows \(4\)"),
         (lambda d: ops.gemm(torch.randn(2, 4, 5, device=d), torch.randn(3, 5, 4, device=d)), r"a has batch size 2 but b has 3"),
-        (lambda d: ops.gemm(torch.randn(4, 4, device=d), torch.randn(4, 4, device=d).half()), r"b has dtype Half but a has Float"),
+        (lambda d: ops.gemm(torch.randn(4, 4, device=d), torch.randn(4, 4, device=d).half()), r"b has dtype torch.float16 but a has torch.float32"),
         (lambda d: ops.gemm(torch.ones(4, 4, dtype=torch.int32, device=d), torch.ones(4, 4, dtype=torch.int32, device=d)),
-         r"a has dtype Int; expected float32, float16, bfloat16 or float64"),
-        (lambda d: ops.reduce_sum(torch.randn(4, 4, dtype=torch.complex64, device=d)), r"x has dtype ComplexFloat; expected one of bool"),
+         r"a has dtype torch.int32; expected float32, float16, bfloat16 or float64"),
+        (lambda d: ops.reduce_sum(torch.randn(4, 4, dtype=torch.complex64, device=d)), r"x has dtype torch.complex64; expected one of bool"),
         (lambda d: ops.reduce_sum(torch.randn(4, 4, device=d), 2), r"dim=2 is out of range for a 2-d tensor \(expected -2 to 1\)"),
         (lambda d: ops.reduce_sum(torch.randn((), device=d), 1), r"dim=1 is out of range for a 0-d tensor \(expected -1 to 0\)"),
         (lambda d: ops.transpose(torch.randn(4, 4, device=d), 0, -3), r"dim1=-3 is out of range for a 2-d tensor"),
@@ -51,6 +51,49 @@ def test_unknown_layout_lists_the_valid_ones(device, call):
 def test_bad_arguments(device, call, message):
     with pytest.raises(RuntimeError, match=message):
         call(device)
+
+
+@pytest.mark.parametrize(
+    "call,arg",
+    [
+        (lambda x: ops.gemm(None, x), "gemm: expected a"),
+        (lambda x: ops.gemm(x, None), "gemm: expected b"),
+        (lambda x: ops.linear(None, x), "linear: expected x"),
+        (lambda x: ops.linear(x, None), "linear: expected weight"),
+        (lambda x: bankops.gemm(None, x), "gemm: expected a"),
+        (lambda x: bankops.linear(None, x), "linear: expected x"),
+    ],
+    ids=["gemm-a", "gemm-b", "linear-x", "linear-weight", "bankops.gemm", "bankops.linear"],
+)
+def test_none_for_a_tensor_is_named(call, arg):
+    """None beside another tensor reaches the op as an undefined tensor: the message says None, not a shape."""
+    with pytest.raises(RuntimeError, match=re.escape(arg) + " to be a tensor, got None"):
+        call(torch.randn(4, 4))
+
+
+@pytest.mark.parametrize(
+    "dtype", [torch.int8, torch.uint8, torch.int16, torch.int64, torch.bool, torch.complex64, torch.complex128],
+    ids=str)
+def test_dtypes_have_their_python_names(dtype):
+    """A refused dtype is printed as Python names it (torch.int8), beside the Python names expected."""
+    x = torch.zeros(4, 4, dtype=dtype)
+    with pytest.raises(RuntimeError, match=re.escape(f"gemm: a has dtype {dtype}; expected float32")):
+        ops.gemm(x, x)
+    with pytest.raises(RuntimeError, match=re.escape(f"gemm: b has dtype {dtype} but a has torch.float32")):
+        ops.gemm(torch.zeros(4, 4), x)
+    if dtype.is_complex:
+        with pytest.raises(RuntimeError, match=re.escape(f"reduce_sum: x has dtype {dtype}; expected one of")):
+            ops.reduce_sum(x)
+
+
+def test_layout_with_a_nul_byte_is_printed_whole():
+    """The layout is printed with bytes outside printable ASCII escaped: a NUL would end the message."""
+    x = torch.randn(4, 4)
+    expected = r"unknown layout 'pad\x00' for argument layout; expected one of: " + ", ".join(bankops.LAYOUTS)
+    for call in (lambda: ops.gemm(x, x, "pad\0"), lambda: ops.transpose(x, 0, 1, "pad\0"),
+                 lambda: bankops.reduce_sum(x, layout="pad\0")):
+        with pytest.raises(RuntimeError, match=re.escape(expected)):
+            call()
 
 
 def test_sparse_input_is_refused():
