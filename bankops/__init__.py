@@ -55,6 +55,18 @@ _gemm = torch.ops.bankops.gemm.default
 _linear = torch.ops.bankops.linear.default
 
 
+def _argument_error(op, tensors, ints):
+    """A clearer error than the dispatcher's where it could not convert an argument (a tensor
+    argument that is no tensor, an int past 64 bits), or None: the error as it was."""
+    for name, value in tensors.items():
+        if not isinstance(value, torch.Tensor):
+            return TypeError(f"{op}: expected {name} to be a tensor, got {'None' if value is None else type(value).__name__}")
+    for name, value in ints.items():
+        if isinstance(value, int) and not -(2**63) <= value < 2**63:
+            return ValueError(f"{op}: expected {name} to fit in 64 bits, got {value}")
+    return None
+
+
 def reduce_sum(x, dim=None, keepdim=False, layout="swizzle"):
     """Sum of ``x`` over ``dim`` (every element when ``dim`` is None), like ``torch.sum``.
 
@@ -62,14 +74,26 @@ def reduce_sum(x, dim=None, keepdim=False, layout="swizzle"):
     float64; integer and bool inputs give int64. The result is deterministic: the same
     input gives the same bits on every run.
     """
-    if keepdim is not False or layout != "swizzle":
-        return _reduce_sum(x, dim, keepdim, layout)
-    return _reduce_sum(x) if dim is None else _reduce_sum(x, dim)
+    try:
+        if keepdim is not False or layout != "swizzle":
+            return _reduce_sum(x, dim, keepdim, layout)
+        return _reduce_sum(x) if dim is None else _reduce_sum(x, dim)
+    except (RuntimeError, TypeError) as e:
+        clearer = _argument_error("reduce_sum", {"x": x}, {"dim": dim})
+        if clearer is None:
+            raise
+        raise clearer from e
 
 
 def transpose(x, dim0=-2, dim1=-1, layout="swizzle"):
     """``x.transpose(dim0, dim1).contiguous()`` as a new tensor, for any dtype and dims."""
-    return _transpose(x, dim0, dim1) if layout == "swizzle" else _transpose(x, dim0, dim1, layout)
+    try:
+        return _transpose(x, dim0, dim1) if layout == "swizzle" else _transpose(x, dim0, dim1, layout)
+    except (RuntimeError, TypeError) as e:
+        clearer = _argument_error("transpose", {"x": x}, {"dim0": dim0, "dim1": dim1})
+        if clearer is None:
+            raise
+        raise clearer from e
 
 
 def gemm(a, b, layout="swizzle"):

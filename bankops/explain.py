@@ -7,6 +7,7 @@ compiled with, one warp at a time, and asks the bank model (kernels/bank_model.h
 many wavefronts each warp-wide access needs.
 """
 import math
+import operator
 from typing import NamedTuple, Optional
 
 import torch
@@ -178,6 +179,22 @@ def problem_of(op, shape=None, dim=None, m=None, n=None, k=None, batch=1, a_tran
     - gemm: ``m``, ``n``, ``k`` (and ``batch``); ``a_transposed`` / ``b_transposed`` when the
       input is a transposed view (``x.t()`` of a contiguous tensor).
     """
+    def count(name, v, lo=0):  # a size: an int no tensor outgrows (a dim index: lo < 0)
+        try:
+            i = None if isinstance(v, bool) else operator.index(v)
+        except TypeError:
+            i = None
+        if i is None or not lo <= i <= 2**62:
+            raise ValueError(f"explain('{op}'): expected {name} to be an int in [{lo}, 2^62], got {v!r}")
+        return i
+
+    def elements(name, dims):
+        if math.prod(dims) > 2**62:
+            raise ValueError(f"explain('{op}'): {name} holds {math.prod(dims)} elements, more than any tensor (2^62)")
+
+    if shape is not None:
+        shape = [count(f"shape[{i}]", d) for i, d in enumerate(shape)]
+        elements("shape", shape)
     if op == "transpose":
         if shape is None or len(shape) < 2:
             raise ValueError("explain('transpose'): expected shape=(..., rows, cols) with at least 2 dims")
@@ -186,6 +203,7 @@ def problem_of(op, shape=None, dim=None, m=None, n=None, k=None, batch=1, a_tran
         if shape is None:
             raise ValueError("explain('reduce_sum'): expected shape=(...) and optionally dim")
         shape = list(shape) or [1]
+        dim = None if dim is None else count("dim", dim, -len(shape))
         if dim is None:
             return [1, math.prod(shape), 1]
         if not -len(shape) <= dim < len(shape):
@@ -196,6 +214,9 @@ def problem_of(op, shape=None, dim=None, m=None, n=None, k=None, batch=1, a_tran
     if op == "gemm":
         if None in (m, n, k):
             raise ValueError("explain('gemm'): expected m=, n= and k= (and optionally batch=)")
+        m, n, k, batch = count("m", m), count("n", n), count("k", k), count("batch", batch)
+        for name, dims in (("a", (batch, m, k)), ("b", (batch, k, n)), ("the output", (batch, m, n))):
+            elements(name, dims)
         # The kernels stage along whichever dim is contiguous: k for a row-major A and for a
         # transposed view of B.
         return [batch, m, n, k, int(not a_transposed), int(b_transposed)]
@@ -268,6 +289,9 @@ class Report:
     def find(self, instruction):
         """Index of a row: an int, or a substring of ``kernel: instruction``."""
         if isinstance(instruction, int):
+            if not -len(self.rows) <= instruction < len(self.rows):
+                raise ValueError(f"instruction {instruction} is out of range: the report has {len(self.rows)} rows "
+                                 f"({[r['instruction'] for r in self.rows]})")
             return instruction
         hits = [i for i, r in enumerate(self.rows) if instruction in f"{r['kernel']}: {r['instruction']}"]
         if not hits:

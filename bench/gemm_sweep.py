@@ -3,7 +3,7 @@ route and block tile), the same call with one switch off (`--off wgmma`: on the 
 kernel, `bankops.options(wgmma=False)`; `--off repack`: misaligned rows realigned in the Hopper kernel's
 producers instead of copied first, `repack=False`) and cuBLAS, timed alike in one
 process (bench/run.py's CUDA-graph timing). For setting the dispatch rules between the
-kernels (kernels/gemm/route.h's wgmma_plan and repack route), not for RESULTS.md.
+kernels (kernels/gemm/wgmma_plan.h's plans and copies), not for bench/results/.
 
     python3 bench/gemm_sweep.py [--dtype float16] [--off wgmma|repack] [MxNxK | BxMxNxK ...]
 """

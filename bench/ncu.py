@@ -11,8 +11,9 @@ measurements of the same launches: the SASS-instrumented count
 instruction's lane addresses, and the hardware counter
 `l1tex__data_pipe_lsu_wavefronts_mem_shared_op_<kind>.sum`, which also counts the cycles a
 data bank spends on other L1 traffic at the same time; both over
-`smsp__sass_inst_executed_op_<kind>.sum`. Writes DIR/ncu.json and the tables into
-DIR/RESULTS.md (if there is one). Needs a CUDA GPU and ncu (PATH or /usr/local/cuda/bin).
+`smsp__sass_inst_executed_op_<kind>.sum`. Writes the GPU's bench/results/<gpu>.ncu.json (or
+DIR/<gpu>.ncu.json) and the tables into its bench/results/<gpu>.md. Needs a CUDA GPU and ncu (PATH
+or /usr/local/cuda/bin).
 """
 import argparse
 import csv
@@ -388,7 +389,7 @@ def run_probes(args, metrics):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default=HERE, help="where ncu.json and RESULTS.md are (default: bench/)")
+    ap.add_argument("--out", default=report.RESULTS, help="where <gpu>.ncu.json goes (default: bench/results/)")
     ap.add_argument("--quick", action="store_true", help="float32 only")
     ap.add_argument("--ops", type=lambda v: v.split(","), help="comma-separated operators (default: all)")
     ap.add_argument("--no-probe", action="store_true", help="skip the single-pattern bank probes")
@@ -405,10 +406,10 @@ def main():
     doc = dict(report.metadata(torch.cuda.get_device_name(), ROOT), tolerance=TOLERANCE, metrics=metrics,
                unavailable=missing, probes=[] if args.no_probe else run_probes(args, metrics),
                results=run_cases(args, metrics))
-    with open(os.path.join(args.out, "ncu.json"), "w") as f:
+    with open(report.ncu_path(doc["device"], args.out), "w") as f:
         json.dump(doc, f, indent=1)
         f.write("\n")
-    report.splice_ncu(args.out)
+    report.splice_ncu(doc)
     print(report.ncu_markdown(doc))
 
 

@@ -138,6 +138,11 @@ def clean(v):
 # ---------------------------------------------------------------------------- files
 
 
+def results_files(out_dir=RESULTS):
+    """The results files in out_dir, one a GPU (not their Nsight Compute tables)."""
+    return sorted(p for p in glob.glob(os.path.join(out_dir, "*.json")) if not p.endswith(".ncu.json"))
+
+
 def results_path(device, out_dir=RESULTS):
     """A device's results file in out_dir; its .md and plot folder are beside it, of the same name."""
     return os.path.join(out_dir, slug(device) + ".json")
@@ -159,13 +164,15 @@ def load(json_path):
         return json.load(f)
 
 
+def ncu_path(device, out_dir=RESULTS):
+    """A device's Nsight Compute tables (bench/ncu.py writes them), beside its results file."""
+    return os.path.join(out_dir, slug(device) + ".ncu.json")
+
+
 def ncu_doc(device):
-    """bench/ncu.json where it was measured on this device (bench/ncu.py writes it), else None."""
-    path = os.path.join(HERE, "ncu.json")
-    if not os.path.exists(path):
-        return None
-    doc = load(path)
-    return doc if doc.get("device") == device else None
+    """The device's Nsight Compute tables, else None."""
+    path = ncu_path(device)
+    return load(path) if os.path.exists(path) else None
 
 
 def render(json_path, ncu=None):
@@ -181,13 +188,11 @@ def render(json_path, ncu=None):
     return [base + ".md", *drawn.values()]
 
 
-def splice_ncu(out_dir):
-    """Rewrites the .md of the GPU that out_dir/ncu.json was measured on, with its Nsight Compute tables."""
-    ncu_path = os.path.join(out_dir, "ncu.json")
-    if os.path.exists(ncu_path):
-        doc = load(ncu_path)
-        if os.path.exists(results_path(doc["device"])):
-            render(results_path(doc["device"]), doc)
+def splice_ncu(doc):
+    """Rewrites the .md of the GPU an Nsight Compute run measured (its results file, where there
+    is one) with those tables."""
+    if os.path.exists(results_path(doc["device"])):
+        render(results_path(doc["device"]), doc)
 
 
 def merge(docs, note):
@@ -698,7 +703,7 @@ def bank_map(path):
 
 
 def ncu_markdown(doc):
-    """The predicted-vs-measured tables of bench/ncu.py's ncu.json."""
+    """The predicted-vs-measured tables of bench/ncu.py's <gpu>.ncu.json."""
     tol = doc["tolerance"]
 
     def trio(k):
@@ -770,7 +775,7 @@ def main():
     ap.add_argument("--readme", action="store_true", help="print the README's summary table")
     ap.add_argument("--bank-map", metavar="PNG", help="draw the README's bank map (bench/plots/bank_map.png)")
     args = ap.parse_args()
-    files = args.files or sorted(glob.glob(os.path.join(RESULTS, "*.json")))
+    files = args.files or results_files()
     if args.bank_map:
         bank_map(args.bank_map)
     elif args.readme:

@@ -96,7 +96,7 @@ def main(argv=None):
                 f"layout {args.layout}, eager")
         text = f"{head}\n\n" + "\n".join(report)
         print(text)
-        if args.out:  # bench/ddp.md: bench/report.py carries it into RESULTS.md
+        if args.out:  # bench/ddp.md
             with open(args.out, "w") as f:
                 f.write(f"## Two GPUs: DistributedDataParallel\n\n`torchrun --nproc_per_node={world} "
                         f"examples/ddp_mlp.py`, {datetime.date.today()}: {text}")

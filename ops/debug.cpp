@@ -97,7 +97,7 @@ at::Tensor lane_addresses(const at::Tensor& t, const char* op, const char* arg) 
   TORCH_CHECK(t.dim() == 1 && t.numel() == kWarpLanes, op, ": expected ", arg, " to hold 32 lane addresses, got shape ",
               t.sizes());
   TORCH_CHECK(at::isIntegralType(t.scalar_type(), /*includeBool=*/false), op, ": expected ", arg,
-              " to hold integer byte addresses, got dtype ", t.scalar_type());
+              " to hold integer byte addresses, got dtype ", dtype_name(t.scalar_type()));
   return t.to(at::kCPU, at::kLong).contiguous();
 }
 

@@ -87,8 +87,11 @@ LinearCall linear_call(const at::Tensor& x, const at::Tensor& weight, const std:
               "-D with shape ", weight.sizes());
   TORCH_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), "linear: x has shape ", x.sizes(),
               "; expected its last dim to be weight's in_features = ", weight.size(1));
-  TORCH_CHECK(x.scalar_type() == weight.scalar_type(), "linear: x has dtype ", x.scalar_type(), " but weight has ",
-              weight.scalar_type(), "; they must match");
+  const auto t = x.scalar_type();
+  TORCH_CHECK(t == at::kFloat || t == at::kHalf || t == at::kBFloat16 || t == at::kDouble, "linear: x has dtype ",
+              dtype_name(t), "; expected torch.float32, torch.float16, torch.bfloat16 or torch.float64");
+  TORCH_CHECK(weight.scalar_type() == t, "linear: x has dtype ", dtype_name(t), " but weight has ",
+              dtype_name(weight.scalar_type()), "; they must match");
   TORCH_CHECK(x.device() == weight.device(), "linear: x is on ", x.device(), " but weight is on ", weight.device());
   const int64_t rows = c10::multiply_integers(x.sizes().slice(0, x.dim() - 1));  // -1 cannot infer it at K = 0
   LinearCall call{x.reshape({rows, x.size(-1)}), weight.t(), at::Tensor(), x.sizes().vec()};
@@ -98,8 +101,8 @@ LinearCall linear_call(const at::Tensor& x, const at::Tensor& weight, const std:
     check_dense(b, "linear", "bias");
     TORCH_CHECK(b.dim() == 1 && b.size(0) == weight.size(0), "linear: bias has shape ", b.sizes(),
                 "; expected (out_features,) = (", weight.size(0), ",)");
-    TORCH_CHECK(b.scalar_type() == x.scalar_type(), "linear: bias has dtype ", b.scalar_type(), " but x has ",
-                x.scalar_type(), "; they must match");
+    TORCH_CHECK(b.scalar_type() == t, "linear: bias has dtype ", dtype_name(b.scalar_type()), " but x has ",
+                dtype_name(t), "; they must match");
     TORCH_CHECK(b.device() == x.device(), "linear: bias is on ", b.device(), " but x is on ", x.device());
     call.bias = element_aligned(b.contiguous());
   }

@@ -81,6 +81,8 @@ def test_dtypes_have_their_python_names(dtype):
         ops.gemm(x, x)
     with pytest.raises(RuntimeError, match=re.escape(f"gemm: b has dtype {dtype} but a has torch.float32")):
         ops.gemm(torch.zeros(4, 4), x)
+    with pytest.raises(RuntimeError, match=re.escape(f"linear: x has dtype {dtype}; expected torch.float32")):
+        ops.linear(x, x)
     if dtype.is_complex:
         with pytest.raises(RuntimeError, match=re.escape(f"reduce_sum: x has dtype {dtype}; expected one of")):
             ops.reduce_sum(x)
@@ -116,7 +118,7 @@ def test_mixed_devices():
     "call,message",
     [
         (lambda: ops._bank_cost(torch.full((32,), 2**32, dtype=torch.long), 4), r"lane 0 address 4294967296 is outside \[0, 2\^32\)"),
-        (lambda: ops._bank_map(torch.arange(32, dtype=torch.float) * 4, 4), r"_bank_map: expected addr to hold integer byte addresses, got dtype Float"),
+        (lambda: ops._bank_map(torch.arange(32, dtype=torch.float) * 4, 4), r"_bank_map: expected addr to hold integer byte addresses, got dtype torch.float32"),
         (lambda: ops._bank_cost(torch.zeros(32, dtype=torch.complex64), 4), r"expected addr to hold integer byte addresses"),
         (lambda: ops._bank_cost(torch.arange(32) * 4, 4, 2**32), r"expected active to be a 32-lane mask"),
         (lambda: ops._bank_cost(torch.arange(32) * 4, 4, -2), r"expected active to be a 32-lane mask"),
@@ -255,3 +257,27 @@ def test_bad_argument_sweep_never_crashes(op, device, tmp_path):
     assert run.returncode == 0, f"{op} on {device}: exit {run.returncode}\n{run.stdout[-2000:]}\n{run.stderr[-3000:]}"
     name, tried, raised = run.stdout.split()[-3:]
     assert name == op and int(tried) > 0
+
+
+@pytest.mark.parametrize("call,error,message", [
+    (lambda x: bankops.reduce_sum(None), TypeError, "reduce_sum: expected x to be a tensor, got None"),
+    (lambda x: bankops.transpose([1, 2]), TypeError, "transpose: expected x to be a tensor, got list"),
+    (lambda x: bankops.transpose(x, 2**70), ValueError, f"transpose: expected dim0 to fit in 64 bits, got {2**70}"),
+    (lambda x: bankops.reduce_sum(x, -2**64), ValueError, f"reduce_sum: expected dim to fit in 64 bits, got {-2**64}"),
+    (lambda x: bankops.explain("gemm", m=64.5, n=64, k=64), ValueError,
+     "explain('gemm'): expected m to be an int in [0, 2^62], got 64.5"),
+    (lambda x: bankops.explain("gemm", m=True, n=64, k=64), ValueError, "expected m to be an int"),
+    (lambda x: bankops.explain("gemm", m=2**40, n=2**40, k=64), ValueError,
+     "explain('gemm'): the output holds 1208925819614629174706176 elements, more than any tensor"),
+    (lambda x: bankops.explain("transpose", shape=(2**40, 2**40)), ValueError, "shape holds 1208925819614629174706176"),
+    (lambda x: bankops.explain("reduce_sum", shape=(4, 4), dim=1.5), ValueError,
+     "expected dim to be an int in [-2, 2^62], got 1.5"),
+    (lambda x: bankops.explain("transpose", shape=(64, 64)).worst_access(99), ValueError,
+     "instruction 99 is out of range: the report has"),
+], ids=["reduce_sum-None", "transpose-list", "dim0-2^70", "dim--2^64", "m-float", "m-bool", "gemm-oversized",
+        "transpose-oversized", "dim-float", "instruction-99"])
+def test_python_api_names_the_bad_argument(call, error, message):
+    """The Python functions name the argument the dispatcher could not take (a tensor that is none,
+    an int past 64 bits) and explain's problem (ints that fit a tensor), in their own words."""
+    with pytest.raises(error, match=re.escape(message)):
+        call(torch.randn(4, 4))

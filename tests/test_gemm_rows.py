@@ -174,7 +174,7 @@ def test_explain_stages_x_by_windows(dtype):
     rows an 8-lane phase: pad and swizzle are conflict-free, none takes two wavefronts where
     one would do. pad's odd rows start 64 bytes past a 128-byte line, and the bank model
     charges a copy there a second wavefront per global line, as the probe of plain cp.async
-    measures (its copies in half again; bench/RESULTS.md's bank-conflict table has what
+    measures (its copies in half again; bench/results/<gpu>.md's Nsight Compute table has what
     Nsight Compute counts in this kernel)."""
     m, n, k = 8, 4096, 4096
     window, bn = (256, 32) if dtype == F32 else (256, 64)

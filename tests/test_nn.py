@@ -69,7 +69,7 @@ def test_linear_refuses_bad_arguments():
     lin = bankops.nn.Linear(4, 3)
     with pytest.raises(RuntimeError, match=r"input has shape \(2, 6\); expected its last dim to be in_features=4"):
         lin(torch.randn(2, 6))  # (2, 6) would reshape to (3, 4) rows without the check
-    with pytest.raises(RuntimeError, match=r"x has dtype Double but weight has Float"):
+    with pytest.raises(RuntimeError, match=r"x has dtype torch.float64 but weight has torch.float32"):
         lin(torch.randn(2, 4, dtype=torch.float64))
 
 

@@ -27,7 +27,9 @@ def test_wheel(tmp_path):
         meta = z.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
         built = json.loads(z.read("bankops/_build.json"))
     assert any(n.startswith("bankops/_C") and n.endswith(".so") for n in names), names
-    assert "bankops/__init__.py" in names and "bankops/nn.py" in names, names
+    assert "bankops/__init__.py" in names and "bankops/nn.py" in names and "bankops/tune.py" in names, names
+    tables = {f"bankops/tuning/{os.path.basename(p)}" for p in glob.glob(os.path.join(ROOT, "bankops", "tuning", "*.json"))}
+    assert tables <= set(names), tables - set(names)  # the measured tables of gemm plans ship
     assert "Requires-Dist: torch" in meta and "BSD-3-Clause" in meta, meta
     assert built["cuda"] == cuda and built["commit"]
 

@@ -22,7 +22,7 @@ H100_SHA256 = "1d7119ede6f73e78ac547ceb9509deaaf45b612f3f72aea961b09b5389d945ba"
 
 
 def committed_results():
-    return sorted(p for p in os.listdir(RESULTS) if p.endswith(".json"))
+    return [os.path.basename(p) for p in report.results_files(RESULTS)]
 
 
 def tree(root):
