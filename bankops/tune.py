@@ -74,18 +74,9 @@ def majors(a, b):
     return cols_fast(a.stride(-2), a.stride(-1)), cols_fast(b.stride(-1), b.stride(-2))
 
 
-def time_us(fn, reps):
-    """Microseconds a call: the median over reps replays of a CUDA graph of enough calls to last
-    about a millisecond (fn rotates its inputs itself)."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    fn()
-    end.record()
-    torch.cuda.synchronize()
-    calls = max(1, min(64, math.ceil(1.0 / max(start.elapsed_time(end), 1e-3))))
+def capture(fn, calls):
+    """fn captured `calls` times into one CUDA graph, after a call on a side stream (capture needs
+    warmed-up libraries: cuBLAS's workspaces). bench/run.py times its cases through it too."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -95,15 +86,30 @@ def time_us(fn, reps):
     with torch.cuda.graph(graph):
         for _ in range(calls):
             fn()
+    return graph
+
+
+def time_us(fn, reps, cycle=1):
+    """Microseconds a call, as the bench takes them: the median over reps back-to-back replays of
+    a CUDA graph of enough calls to last about a millisecond, a multiple of cycle (fn rotates
+    through cycle input sets itself)."""
+    for _ in range(3):
+        fn()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    torch.cuda.synchronize()
+    calls = math.ceil(max(1, min(64, math.ceil(1.0 / max(start.elapsed_time(end), 1e-3)))) / cycle) * cycle
+    graph = capture(fn, calls)
     graph.replay()
-    times = []
-    for _ in range(reps):
-        start.record()
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+    for a, b in events:
+        a.record()
         graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3 / calls)
-    return statistics.median(times)
+        b.record()
+    torch.cuda.synchronize()
+    return statistics.median(a.elapsed_time(b) * 1e3 / calls for a, b in events)
 
 
 def driver_version():
@@ -142,7 +148,7 @@ def tune(shapes=None, dtypes=("bfloat16", "float16"), layouts=("swizzle",), out=
         timed = []
         for c in route.candidates:
             with bankops.options(plan=c.key):
-                us = time_us(lambda: bankops.gemm(*sets[next(turn) % len(sets)], layout), reps)
+                us = time_us(lambda: bankops.gemm(*sets[next(turn) % len(sets)], layout), reps, len(sets))
             timed.append((us, c))
         best_us, best = min(timed, key=lambda t: t[0])
         model_us = next(us for us, c in timed if c.chosen)

@@ -31,6 +31,7 @@ import torch  # noqa: E402
 
 import bankops  # noqa: E402
 import cases  # noqa: E402
+from bankops.tune import capture  # noqa: E402
 import report  # noqa: E402
 from cases import SECTIONS  # noqa: E402
 from clocks import MHZ, WATTS, SmClock  # noqa: E402
@@ -98,15 +99,7 @@ def graph_ms(fn, est_s, max_reps, cycle=1):
     where the next one starts (no set twice in a row)."""
     calls = max(1, min(GRAPH_CALLS_MAX, math.ceil(GRAPH_MS * 1e-3 / max(est_s, 1e-9))))
     calls = math.ceil(calls / cycle) * cycle
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):  # capture needs warmed-up libraries (cuBLAS workspaces)
-        fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(calls):
-            fn()
+    graph = capture(fn, calls)
     graph.replay()
     reps = reps_within_budget(est_s * calls, max_reps)
     events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
