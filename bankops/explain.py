@@ -16,7 +16,7 @@ from . import _C  # noqa: F401
 
 __all__ = ["explain", "gemm_route", "GemmRoute", "Candidate", "Report"]
 
-_STATS = ("op", "width", "count", "wavefronts", "ideal", "iterations", "worst_wavefronts", "peer")
+_STATS = ("op", "width", "count", "wavefronts", "ideal", "iterations", "worst_wavefronts", "peer", "bytes")
 # kernels/smem_trace.h's SmemOp, as Nsight Compute names the kinds: lds, sts, ldmatrix and
 # cp.async's write into shared memory.
 OPS = ("ld", "st", "ldsm", "ldgsts")
@@ -245,7 +245,8 @@ class Report:
     iteration; ideal = no conflict), ``per_instruction`` (wavefronts / count),
     ``iterations`` (per launch), ``conflicts`` (wavefronts - ideal, per launch) and ``peer``
     (True: the instruction reaches a cluster peer's shared memory, distributed shared memory,
-    whose banks are that SM's; Nsight Compute's shared-memory counters count it on neither).
+    whose banks are that SM's; Nsight Compute's shared-memory counters count it on neither) and
+    ``bytes`` (what its active lanes move, per iteration).
     ``totals``: per launch, for "ld", "st" and any other kind the kernels issue: instructions,
     wavefronts, ideal.
     """
@@ -272,6 +273,7 @@ class Report:
                     "conflicts": (s["wavefronts"] - s["ideal"]) * s["iterations"],
                     "worst_wavefronts": s["worst_wavefronts"],
                     "peer": bool(s["peer"]),
+                    "bytes": s["bytes"],
                 }
             )
         self.totals = totals_of(self.rows)

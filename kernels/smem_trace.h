@@ -39,6 +39,7 @@ struct SmemInstr {
   int64_t wavefronts = 0;   // predicted, summed over those executions
   int64_t ideal = 0;        // with no bank conflict
   int64_t iterations = 0;   // iterations per launch (blocks x loop trips) for the given problem
+  int64_t bytes = 0;        // bytes the active lanes move, summed over the executions (per iteration)
   WarpAccess worst{};       // the costliest warp access seen, for bank maps
   int worst_wavefronts = -1;
 };
@@ -81,6 +82,7 @@ void add_warp(SmemInstr& row, int warp, F&& byte_of, G&& src_of, int64_t times =
   if (a.active == 0) return;
   const BankCost cost = bank_cost(a);
   row.count += times;
+  row.bytes += times * __builtin_popcount(a.active) * row.width;
   row.wavefronts += times * cost.wavefronts;
   row.ideal += times * cost.ideal;
   if (cost.wavefronts > row.worst_wavefronts) {

@@ -80,9 +80,9 @@ SmemTrace trace_op(std::string_view op, Layout layout, at::ScalarType dtype, con
   return trace;
 }
 
-// names: "kernel: instruction"; stats: int64 [n, 8] = SmemOp (0 ld, 1 st, 2 ldsm, 3 ldgsts), width, count per iteration,
-// wavefronts and ideal per iteration, iterations per launch, wavefronts of the worst warp, and
-// 1 for accesses to a cluster peer's shared memory (SmemInstr::peer);
+// names: "kernel: instruction"; stats: int64 [n, 9] = SmemOp (0 ld, 1 st, 2 ldsm, 3 ldgsts), width, count per iteration,
+// wavefronts and ideal per iteration, iterations per launch, wavefronts of the worst warp, 1 for
+// accesses to a cluster peer's shared memory (SmemInstr::peer), and the bytes moved per iteration;
 // worst: int64 [n, 32], that warp's lane byte addresses (-1: inactive lane).
 std::tuple<std::vector<std::string>, at::Tensor, at::Tensor> smem_trace(std::string_view op, std::string_view layout,
                                                                         at::ScalarType dtype, std::vector<int64_t> problem,
@@ -93,16 +93,16 @@ std::tuple<std::vector<std::string>, at::Tensor, at::Tensor> smem_trace(std::str
   const SmemTrace trace = trace_op(op, parse_layout(layout, "_smem_trace"), dtype, problem, num_sms, cc, room, gpu);
   const auto& rows = trace.rows();
   const int64_t n = static_cast<int64_t>(rows.size());
-  at::Tensor stats = at::zeros({n, 8}, at::kLong), worst = at::full({n, kWarpLanes}, -1, at::kLong);
+  at::Tensor stats = at::zeros({n, 9}, at::kLong), worst = at::full({n, kWarpLanes}, -1, at::kLong);
   auto s = stats.accessor<int64_t, 2>();
   auto w = worst.accessor<int64_t, 2>();
   std::vector<std::string> names;
   for (int64_t i = 0; i < n; ++i) {
     const SmemInstr& r = rows[i];
     names.push_back(r.kernel + ": " + r.name);
-    const int64_t v[8] = {static_cast<int64_t>(r.op), r.width,      r.count,          r.wavefronts,
-                          r.ideal,                   r.iterations, r.worst_wavefronts, r.peer};
-    for (int j = 0; j < 8; ++j) s[i][j] = v[j];
+    const int64_t v[9] = {static_cast<int64_t>(r.op), r.width,      r.count,          r.wavefronts, r.ideal,
+                          r.iterations,              r.worst_wavefronts, r.peer,        r.bytes};
+    for (int j = 0; j < 9; ++j) s[i][j] = v[j];
     for (int lane = 0; lane < kWarpLanes; ++lane)
       if (r.worst.active >> lane & 1u) w[i][lane] = r.worst.addr[lane];
   }

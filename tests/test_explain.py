@@ -317,3 +317,58 @@ def test_pad_breaks_cp_async_lines(dtype):
     assert none.per_instruction("ldgsts") == swizzle.per_instruction("ldgsts")
     assert pad.per_instruction("ldgsts") > 1.5 * none.per_instruction("ldgsts")
     assert conflicts(swizzle) == 0
+
+
+# (dtype, layout, options, problem) of routes over every family and fill: the trace of each must
+# move, per iteration, exactly its block tile's bytes in its copies into the tiles and its stores
+# of C or of a split's partial.
+TILE_BYTE_CASES = [
+    (BF16, "pad", {}, dict(m=1024, n=1024, k=1024)),                                  # mma.sync, cp.async
+    (F16, "none", {}, dict(m=4096, n=4096, k=4096)),                                  # mma.sync 128x256
+    (BF16, "pad", {}, dict(m=130, n=264, k=200, a_transposed=True, b_transposed=True)),
+    (BF16, "swizzle", dict(repack=False), dict(m=4095, n=4097, k=4093)),              # wgmma, realigning producer
+    (BF16, "swizzle", {}, dict(m=4096, n=4096, k=4096)),                              # wgmma persistent
+    (BF16, "swizzle", {}, dict(m=2048, n=2304, k=2048)),                              # 128x192, split last wave
+    (BF16, "swizzle", {}, dict(m=64, n=4096, k=4096, b_transposed=True)),             # the thin tile, split
+    (F32, "swizzle", {}, dict(m=2048, n=2048, k=2048)),                               # ffma Wide, stream-K
+    (F32, "pad", {}, dict(m=512, n=512, k=512, a_transposed=True)),                   # ffma Small
+    (F32, "swizzle", {}, dict(m=64, n=4096, k=4096, b_transposed=True)),              # ffma split-K
+    (F64, "none", {}, dict(m=256, n=192, k=160)),                                     # DFMA
+    (F32, "swizzle", {}, dict(m=8, n=4096, k=4096, b_transposed=True)),               # rows, FFMA
+    (F32, "none", {}, dict(m=16, n=4096, k=4096, b_transposed=True)),                 # rows, the ring along k
+    (F32, "pad", {}, dict(m=16, n=4096, k=4096)),                                     # rows, the ring along n
+    (BF16, "swizzle", {}, dict(m=16, n=4096, k=4096, b_transposed=True)),             # rows, mma.sync
+]
+
+
+@pytest.mark.parametrize("dtype,layout,opts,problem", TILE_BYTE_CASES,
+                         ids=[f"{str(c[0])[6:]}-{c[1]}-{'x'.join(str(c[3][d]) for d in 'mnk')}" for c in TILE_BYTE_CASES])
+def test_traces_move_each_tile_once(dtype, layout, opts, problem):
+    """Each trace is pinned to its kernel's tile: per iteration its copies into A's and B's tiles
+    (or the few-rows kernel's windows) move BM x BK and BN x BK elements, its stores of C a BM x BN
+    tile of C's type and a split's partial one of floats, BM, BN and BK the route's block tile
+    (the kernel's own constants). A trace whose loops drift from its kernel's (a chunk missed, or
+    stored twice) fails here, without the profiler."""
+    with bankops.options(**opts):
+        rep = bankops.explain("gemm", layout, dtype, num_sms=132, cc=90, **problem)
+    bm, bn, bk = (int(v) for v in rep.route.fields["tile"].split("x"))
+    rows_kernel = rep.route.fields["family"] == "rows"
+    e, c_bytes = dtype.itemsize, 2 if dtype in (F16, BF16) else dtype.itemsize
+    want = {"A": bm * bk * e, "B": bn * bk * e, "C": bm * bn * c_bytes, "P": bm * bn * 4}
+    got = dict.fromkeys(want, 0)
+    for r in rep.rows:
+        name = r["instruction"]
+        if "edge" in name or "raw" in name or r["op"] not in ("st", "ldgsts"):
+            continue  # partial tiles at C's edges, the realigning fill's raw stage; loads
+        kind = ("A" if "x window" in name else "B" if "w window" in name else None) if rows_kernel else \
+            "A" if " As[" in name else "B" if " Bs[" in name else None
+        if kind is None:
+            kind = "P" if name.split()[1] == "P" or "partial" in name else "C" if "C tile" in name else None
+        if kind is not None and "peer" not in name and "sums <-" not in name:
+            got[kind] += r["bytes"]
+    for kind in want:
+        if got[kind]:
+            assert got[kind] == want[kind], (kind, got, want, str(rep))
+    family = rep.route.fields["family"]
+    assert got["A"] or family == "wgmma", rep  # TMA fills are no warp instruction
+    assert got["C"] or got["P"] or family in ("ffma", "rows"), rep  # FFMA stores C from registers
