@@ -1,6 +1,6 @@
 // The constants the plans' cost models and thresholds read, one table per kind of GPU: a new
-// GPU is a new table (measured as each line says), not new rules. bench/design_notes.md
-// ("The route's constants") has the measurements behind each.
+// GPU is a new table (measured as each line says), not new rules. bench/design_notes.md ("The
+// route") has the measurements behind each.
 #pragma once
 #include "args.h"
 
@@ -12,7 +12,7 @@ constexpr double kUnmodelled = -1.0;
 struct GemmCosts {
   const char* gpu;
   // The Hopper plan's time model (wgmma_plan.h): a block runs its k-tiles plus
-  // wgmma_block_steps, each wgmma_step_units(BN) units of wgmma_step_ns; a split block adds
+  // wgmma_block_steps, each wgmma_step_units_of(BN) units of wgmma_step_ns; a split block adds
   // wgmma_sum_units + BN * wgmma_sum_units_per_col; reading the operands runs at
   // wgmma_block_gbps a resident block, at most wgmma_dram_gbps. Fitted to forced plans' times.
   double wgmma_step_ns;
