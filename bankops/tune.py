@@ -15,6 +15,7 @@ it among its legal plans; the same table gives a call the same plan, and so the 
 """
 import argparse
 import datetime
+import itertools
 import json
 import math
 import os
@@ -142,7 +143,7 @@ def tune(shapes=None, dtypes=("bfloat16", "float16"), layouts=("swizzle",), out=
         dtype = getattr(torch, dt)
         copies = max(1, math.ceil(2 * L2_BYTES / ((m * k + k * n) * dtype.itemsize)))  # reads past the L2
         sets = [operands(m, n, k, a_t, b_t, dtype) for _ in range(copies)]
-        turn = iter(range(1 << 62))
+        turn = itertools.count()
         a, b = sets[0]
         route = bankops.gemm_route(a, b, layout)
         timed = []

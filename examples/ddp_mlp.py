@@ -10,11 +10,8 @@ both loss curves (the loss averaged over the ranks), whether they match, and eac
 time per step (CUDA events, median after warm-up); --out writes that report as markdown.
 """
 import argparse
-import contextlib
 import datetime
-import io
 import os
-import statistics
 import sys
 
 import torch
@@ -22,7 +19,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from train_mlp import TOLERANCE, batches, losses_match, make_mlp  # noqa: E402  (it puts the checkout on sys.path)
+from train_mlp import TOLERANCE, add_rank_args, batches, make_mlp, rank_report  # noqa: E402  (it puts the checkout on sys.path)
 
 import bankops  # noqa: E402
 
@@ -58,26 +55,13 @@ def compare(args, dtype_name, rank, device):
     data = batches(args.steps, args.batch, sizes, dtype, device, rank=rank)
     ref_loss, ref_ms = train(DDP(ref, device_ids=[device.index]), data, args.lr)
     my_loss, my_ms = train(DDP(mine, device_ids=[device.index]), data, args.lr)
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        ok = losses_match(ref_loss, my_loss, TOLERANCE[dtype])
-        timed = slice(min(args.warmup, args.steps - 1), None)
-        r, m = statistics.median(ref_ms[timed]), statistics.median(my_ms[timed])
-        print(f"ms/step (rank {rank}, median of steps {timed.start + 1}-{args.steps}): torch.nn.Linear {r:.3f}, "
-              f"bankops.nn.Linear {m:.3f} ({m / r:.2f}x torch's time)")
-    return ok, out.getvalue()
+    return rank_report(rank, ref_loss, my_loss, ref_ms, my_ms, TOLERANCE[dtype], args.warmup)
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--dtypes", default="float32,bfloat16")
-    p.add_argument("--layout", default="swizzle", choices=bankops.LAYOUTS)
-    p.add_argument("--steps", type=int, default=30)
-    p.add_argument("--batch", type=int, default=8192, help="rows per rank and step")
-    p.add_argument("--sizes", default="4096,4096,4096,10")
-    p.add_argument("--lr", type=float, default=0.05)
-    p.add_argument("--warmup", type=int, default=5)
-    p.add_argument("--out", default=None, help="rank 0 writes its report here as markdown")
+    add_rank_args(p)
     args = p.parse_args(argv)
     torch.backends.cuda.matmul.allow_tf32 = False  # true float32 on both sides
     dist.init_process_group("nccl")

@@ -12,11 +12,8 @@ of one task (the same for both models). Rank 0 prints both loss curves (averaged
 ranks), whether they match, and each model's time per step; --out writes that as markdown.
 """
 import argparse
-import contextlib
 import datetime
-import io
 import os
-import statistics
 import sys
 import time
 
@@ -26,7 +23,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from train_mlp import TOLERANCE, batches, losses_match, make_mlp  # noqa: E402  (it puts the checkout on sys.path)
+from train_mlp import TOLERANCE, add_rank_args, batches, make_mlp, rank_report  # noqa: E402  (it puts the checkout on sys.path)
 
 import bankops  # noqa: E402
 
@@ -73,27 +70,14 @@ def compare(args, rank, device, mesh):
     cuda = device.type == "cuda"
     ref_loss, ref_ms = train(shard(ref, mesh, mixed), data, args.lr, cuda)
     my_loss, my_ms = train(shard(mine, mesh, mixed), data, args.lr, cuda)
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        ok = losses_match(ref_loss, my_loss, TOLERANCE[mixed or torch.float32])
-        timed = slice(min(args.warmup, args.steps - 1), None)
-        r, m = statistics.median(ref_ms[timed]), statistics.median(my_ms[timed])
-        print(f"ms/step (rank {rank}, median of steps {timed.start + 1}-{args.steps}): torch.nn.Linear {r:.3f}, "
-              f"bankops.nn.Linear {m:.3f} ({m / r:.2f}x torch's time)")
-    return ok, out.getvalue()
+    return rank_report(rank, ref_loss, my_loss, ref_ms, my_ms, TOLERANCE[mixed or torch.float32], args.warmup)
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="cpu: gloo, the CPU reference")
     p.add_argument("--mixed", default="bfloat16", help="the layers' dtype under MixedPrecisionPolicy ('' for float32)")
-    p.add_argument("--layout", default="swizzle", choices=bankops.LAYOUTS)
-    p.add_argument("--steps", type=int, default=30)
-    p.add_argument("--batch", type=int, default=8192, help="rows per rank and step")
-    p.add_argument("--sizes", default="4096,4096,4096,10")
-    p.add_argument("--lr", type=float, default=0.05)
-    p.add_argument("--warmup", type=int, default=5)
-    p.add_argument("--out", default=None, help="rank 0 writes its report here as markdown")
+    add_rank_args(p)
     args = p.parse_args(argv)
     cuda = args.device == "cuda"
     torch.backends.cuda.matmul.allow_tf32 = False  # true float32 on both sides

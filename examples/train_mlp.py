@@ -7,6 +7,8 @@ each dtype asked for.
     python examples/train_mlp.py --layout pad --steps 100 --dtypes bfloat16
 """
 import argparse
+import contextlib
+import io
 import os
 import statistics
 import sys
@@ -129,6 +131,31 @@ def compare(args, dtype_name):
     print(f"ms/step (median of steps {timed.start + 1}-{steps}, forward + backward + SGD): "
           f"torch.nn.Linear {ref_ms:.3f}, bankops.nn.Linear {my_ms:.3f} ({my_ms / ref_ms:.2f}x torch's time)")
     return ok, ref_ms, my_ms
+
+
+def add_rank_args(p):
+    """The options the data-parallel examples share (ddp_mlp.py, fsdp_mlp.py)."""
+    p.add_argument("--layout", default="swizzle", choices=bankops.LAYOUTS)
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--batch", type=int, default=8192, help="rows per rank and step")
+    p.add_argument("--sizes", default="4096,4096,4096,10")
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--out", default=None, help="rank 0 writes its report here as markdown")
+
+
+def rank_report(rank, ref_loss, my_loss, ref_ms, my_ms, tol, warmup):
+    """A data-parallel example's report on one rank: both loss curves, whether they match (tol),
+    and each model's milliseconds a step (the median after `warmup` steps); (ok, the text)."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        ok = losses_match(ref_loss, my_loss, tol)
+        steps = len(ref_ms)
+        timed = slice(min(warmup, steps - 1), None)
+        r, m = statistics.median(ref_ms[timed]), statistics.median(my_ms[timed])
+        print(f"ms/step (rank {rank}, median of steps {timed.start + 1}-{steps}): torch.nn.Linear {r:.3f}, "
+              f"bankops.nn.Linear {m:.3f} ({m / r:.2f}x torch's time)")
+    return ok, out.getvalue()
 
 
 def losses_match(ref_loss, my_loss, tol):

@@ -36,7 +36,7 @@ struct GemmCosts {
 // H100 SXM (132 SMs, HBM3): each constant from same-process timings of forced plans there.
 inline constexpr GemmCosts kH100Costs{
     "h100",
-    180,                           // 1024^3 on 128x64 tiles: 36 units in 6.4 us
+    180,                           // 1024^3 on 128x64 tiles (36 units) over its time
     2,                             // filling the ring and the epilogue, in k-tiles
     {4.0, 3.3, 2.8, 2.6, 3.0, 2.0},  // the line through 256, 192, 128 and 64; 144 between; 96 at k = 16384
     6.0, 1.0 / 8,                  // split-K's partial out and its rows summed over distributed shared memory
