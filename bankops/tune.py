@@ -122,6 +122,13 @@ def driver_version():
         return "unknown"
 
 
+def write(table, path):
+    """The table to path, whole or not at all (a file beside it, then renamed)."""
+    with open(path + ".tmp", "w") as f:
+        json.dump(table, f, indent=1)
+    os.replace(path + ".tmp", path)
+
+
 def tune(shapes=None, dtypes=("bfloat16", "float16"), layouts=("swizzle",), out=None, reps=10, log=print):
     """Times every legal plan of each call on the current GPU (shapes: "MxNxK" strings as
     DEFAULT_SHAPES spells them), writes the table of the fastest to `out` (default: the user's
@@ -138,6 +145,8 @@ def tune(shapes=None, dtypes=("bfloat16", "float16"), layouts=("swizzle",), out=
              "driver": driver_version(), "torch": torch.__version__,
              "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"), "entries": []}
     unregister(name, table["sms"])  # time the model's choice, not an earlier table's
+    out = out or os.path.join(user_dir(), slug(name) + ".json")
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     todo = [(parse_shape(s), dt, layout) for s in (shapes or DEFAULT_SHAPES) for dt in dtypes for layout in layouts]
     for i, ((m, n, k, a_t, b_t), dt, layout) in enumerate(todo):
         dtype = getattr(torch, dt)
@@ -164,10 +173,7 @@ def tune(shapes=None, dtypes=("bfloat16", "float16"), layouts=("swizzle",), out=
             f"(model {model_us:.1f} us, x{model_us / best_us:.3f}; {len(timed)} plans)")
         del sets, a, b
         torch.cuda.empty_cache()
-    out = out or os.path.join(user_dir(), slug(name) + ".json")
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    with open(out, "w") as f:
-        json.dump(table, f, indent=1)
+        write(table, out)  # after each call: a run cut short keeps what it timed
     register(table, os.path.basename(out))
     log(f"wrote {len(table['entries'])} entries to {out}")
     return table
