@@ -31,8 +31,11 @@ def register(table, source):
     """Hands a table (the dict a tuning file holds) to the router."""
     entries = []
     for e in table["entries"]:
+        # An entry where the model's own plan was timed fastest names plan 0: calls nearest it
+        # keep the model's choice for their own shape rather than take that shape's plan.
+        plan = 0 if e["plan"] == e.get("model_plan") else e["plan"]
         entries += [DTYPE_CODES[e["dtype"]], LAYOUT_CODES[e["layout"]], int(e["a_km"]), int(e["b_kn"]),
-                    e["batch"], e["m"], e["n"], e["k"], e["plan"]]
+                    e["batch"], e["m"], e["n"], e["k"], plan]
     torch.ops.bankops._gemm_tuning(table["gpu"], table["sms"], table.get("cc", 0), table.get("driver", ""), entries,
                                    source)
 

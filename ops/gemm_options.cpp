@@ -95,8 +95,8 @@ void gemm_tuning_op(std::string_view gpu, int64_t num_sms, int64_t cc, std::stri
                 "_gemm_tuning: entry ", i / 9, " has dtype code ", e[0], "; expected one of gemm's");
     TORCH_CHECK(e[1] >= 0 && e[1] <= 2, "_gemm_tuning: entry ", i / 9, " has layout code ", e[1],
                 "; expected 0 (none), 1 (pad) or 2 (swizzle)");
-    TORCH_CHECK(e[4] >= 1 && e[5] >= 1 && e[6] >= 1 && e[7] >= 1 && e[8] > 0, "_gemm_tuning: entry ", i / 9,
-                " needs batch, m, n, k >= 1 and a plan key > 0, got ", at::IntArrayRef(e + 4, 5));
+    TORCH_CHECK(e[4] >= 1 && e[5] >= 1 && e[6] >= 1 && e[7] >= 1 && e[8] >= 0, "_gemm_tuning: entry ", i / 9,
+                " needs batch, m, n, k >= 1 and a plan key >= 0 (0: the model's plan), got ", at::IntArrayRef(e + 4, 5));
     t.entries.push_back(TunedEntry{DType(e[0]), Layout(e[1]), e[2] != 0, e[3] != 0, std::log2(double(e[4])),
                                    std::log2(double(e[5])), std::log2(double(e[6])), std::log2(double(e[7])), e[8]});
   }

@@ -1,5 +1,8 @@
+import contextlib
 import os
+import re
 import sys
+import warnings
 
 import pytest
 import torch
@@ -94,3 +97,16 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.section("skipped, by reason")
         for reason, count in reasons.most_common():
             terminalreporter.write_line(f"{count:6d}  {reason}")
+
+
+@contextlib.contextmanager
+def torch_warns(capfd, pattern):
+    """Asserts the block raised a torch warning (TORCH_WARN) matching `pattern`, every time:
+    torch hands such a warning to Python's warnings where a Python warning handler is set (it
+    is recorded here whatever the filters) and else prints it on stderr (read here)."""
+    capfd.readouterr()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    text = "\n".join(str(w.message) for w in caught) + "\n" + capfd.readouterr().err
+    assert re.search(pattern, text), f"no warning matching {pattern!r}; got:\n{text}"

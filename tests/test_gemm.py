@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import bankops
-from conftest import LAYOUTS, assert_close_bound, eps, requires_cuda, with_room_for
+from conftest import LAYOUTS, assert_close_bound, eps, requires_cuda, torch_warns, with_room_for
 from test_gemm_route import fields
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
@@ -440,18 +440,17 @@ def shared_tiles(batch, m, n, k, sms=132):
 
 
 @requires_cuda
-def test_cuda_stream_k_without_scratch_memory():
+def test_cuda_stream_k_without_scratch_memory(capfd):
     """Stream-K's partial sums take scratch memory. Where the caching allocator has none (a
     memory fraction with room for the output only), the call runs Wide's per-tile blocks
-    alone, which need none (the route with stream-K off, and its bits), with a warning (each
-    time: pytest.warns records it even where an earlier test of the process raised the same)."""
+    alone, which need none (the route with stream-K off, and its bits), with a warning."""
     skip_unless_132_sms("a shape chosen for stream-K on 132 SMs")
     m = n = k = 2048
     a, b = (torch.randn(m, m, device="cuda") for _ in range(2))
     assert "stream_k=" in bankops.gemm_route(a, b) and " scratch=0" not in bankops.gemm_route(a, b)
     with bankops.options(stream_k=False):
         want = bankops.gemm(a, b)
-    with pytest.warns(UserWarning, match=r"no memory for the \d+ bytes of scratch.*fallback=no_scratch"):
+    with torch_warns(capfd, r"no memory for the \d+ bytes of scratch.*fallback=no_scratch"):
         got = with_room_for(m * n * 4 + (1 << 20), lambda: bankops.gemm(a, b))  # the output, not the partial sums
     assert torch.equal(got.view(torch.int32), want.view(torch.int32))
 

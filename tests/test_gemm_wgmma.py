@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import bankops
-from conftest import requires_cuda, with_room_for
+from conftest import requires_cuda, torch_warns, with_room_for
 from test_gemm_mma import DTYPES, HOPPER, check_against_float64, gemm, offset_operand, operand, shape_ids
 from test_gemm_route import fields
 
@@ -557,18 +557,17 @@ def test_cuda_wgmma_back_to_back(n):
 @requires_cuda
 @requires_hopper
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_cuda_repack_without_scratch_memory(dtype):
+def test_cuda_repack_without_scratch_memory(dtype, capfd):
     """The copies of misaligned operands take as much memory as both operands. Where the
     caching allocator cannot give it (a memory fraction with room for the output only), the
     call takes the route that needs none (the realigning producer: the route with the copy
-    switched off, and its bits) and says so in a warning (torch's; the other dtype's test raised
-    the same text in the same process, which pytest.warns records again), instead of raising."""
+    switched off, and its bits) and says so in a warning, instead of raising."""
     m, n, k = 4096, 4096, 4095
     a, b = offset_operand(m, k, None, dtype, 1), offset_operand(k, n, None, dtype, 3)
     assert "repack=a,b" in bankops.gemm_route(a, b)
     with repack(False):
         want = bankops.gemm(a, b)
-    with pytest.warns(UserWarning, match=r"no memory for the \d+ bytes of scratch.*fallback=no_scratch"):
+    with torch_warns(capfd, r"no memory for the \d+ bytes of scratch.*fallback=no_scratch"):
         got = with_room_for(m * n * 2 + (8 << 20), lambda: bankops.gemm(a, b))  # the output, not the 64 MB of copies
     assert torch.equal(got.view(torch.int16), want.view(torch.int16))
 
@@ -577,7 +576,7 @@ def test_cuda_repack_without_scratch_memory(dtype):
 @requires_hopper
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("case", ["tma", "repacked"])
-def test_cuda_tma_refused_falls_back(case, dtype):
+def test_cuda_tma_refused_falls_back(case, dtype, capfd):
     """Where the driver refuses a tensor map (bankops.options(refuse_tma=True) acts as if it
     did), the launcher has launched nothing, not even the copies, and the call runs the route
     without TMA, with a warning naming it (every time): aligned operands on mma.sync, misaligned ones
@@ -592,7 +591,7 @@ def test_cuda_tma_refused_falls_back(case, dtype):
     assert bankops.gemm_route(a, b).startswith("wgmma") and "producer=tma" in bankops.gemm_route(a, b)
     with bankops.options(refuse_tma=True):
         kernels = launched_kernels(lambda: bankops.gemm(a, b))
-        with pytest.warns(UserWarning, match=r"refused the Hopper kernel's tensor maps.*fallback=no_tma"):
+        with torch_warns(capfd, r"refused the Hopper kernel's tensor maps.*fallback=no_tma"):
             got = bankops.gemm(a, b)
     assert kernels is None or not any("repack_rows_kernel" in name for name in kernels), kernels
     if case == "tma":

@@ -12,7 +12,8 @@
 namespace bankops {
 
 // One timed call: its dtype, layout, operand majors (the tile orientations, MmaOperands'
-// a_km / b_kn), log2 of its batch, m, n and k, and the plan that ran it fastest.
+// a_km / b_kn), log2 of its batch, m, n and k, and the plan that ran it fastest (0 where that
+// was the model's: calls nearest it keep the model's plan for their own shape).
 struct TunedEntry {
   DType dtype;
   Layout layout;
