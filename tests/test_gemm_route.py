@@ -4,6 +4,7 @@ torch.ops.bankops._gemm_route prints it for any device (SM count, compute capabi
 meta tensors, without a GPU; explain() traces the same route, and on a GPU the launcher runs
 the kernel it names (checked through the kernel names the profiler records)."""
 import glob
+import json
 import os
 import re
 import sys
@@ -343,7 +344,6 @@ def test_tuned_table_is_taken_near_its_shapes(tmp_path):
     the entry's plan where the call has it (gemm_route says the table chose); farther calls, other
     dtypes or majors, other GPUs, a plan the call does not have, and the GPU after its table is
     dropped take the model's."""
-    import json
     from bankops import tune
 
     a, b = meta(4096, 4096), meta(4096, 4096)
@@ -397,7 +397,6 @@ def test_shipped_tables_hold_what_the_tuner_wrote(path):
     """Each table shipped in bankops/tuning/ loads, is named for its GPU, and each entry is what
     bankops.tune writes: the plan it names timed among the call's plans, the model's too, and
     another plan than the model's only where it ended sooner by the tuner's margin."""
-    import json
     from bankops import tune
 
     table = tune.load(path)
@@ -435,6 +434,36 @@ def test_cuda_tuner_writes_and_takes_its_table(tmp_path):
             assert torch.equal(bankops.gemm(a, b), want)
     finally:
         tune.unregister(table["gpu"], table["sms"])
+
+
+@requires_cuda
+def test_cuda_table_plans_near_their_shapes():
+    """Each entry of this GPU's shipped table that names a plan (one the model did not pick):
+    every m from half to twice its rows takes a plan the table or the model chose, the entry's
+    own shape the table's, and computes the product (against float64), with the same bits
+    on every call and as its plan forced by its key."""
+    from bankops import tune
+    from test_gemm_majors import check  # noqa: PLC0415  (it imports this module)
+
+    path = os.path.join(os.path.dirname(bankops.__file__), "tuning", tune.slug(torch.cuda.get_device_name()) + ".json")
+    if not os.path.exists(path):
+        pytest.skip(f"no table ships for {torch.cuda.get_device_name()}")
+    with open(path) as f:
+        entries = [e for e in json.load(f)["entries"] if e["plan"] != e["model_plan"]]
+    for e in entries:
+        dtype = getattr(torch, e["dtype"])
+        for m in range(max(1, e["m"] // 2), 2 * e["m"] + 1):
+            a, b = tune.operands(m, e["n"], e["k"], e["a_km"], not e["b_kn"], dtype)
+            r = bankops.gemm_route(a, b, e["layout"])
+            assert r.chosen_by in ("model", "table " + os.path.basename(path)), r.chosen_by
+            if m == e["m"]:
+                assert r.chosen_by != "model" and str(r) == e["route"], (str(r), e["route"])
+            got = bankops.gemm(a, b, e["layout"])
+            check(got, a, b)
+            assert torch.equal(got, bankops.gemm(a, b, e["layout"])), ("the same bits every call", m, str(r))
+            key = next(c.key for c in r.candidates if c.chosen)
+            with bankops.options(plan=key):
+                assert torch.equal(got, bankops.gemm(a, b, e["layout"])), ("the bits of its plan", m, str(r))
 
 
 def test_explain_prints_the_route():
