@@ -14,6 +14,12 @@ namespace bankops {
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
+// smem_u32's inverse, for the cuda::ptx functions that take generic pointers: they convert
+// back to the shared address the instruction takes, and the two conversions fold away.
+template <class T = void>
+__device__ __forceinline__ T* smem_ptr(uint32_t addr) {
+  return static_cast<T*>(__cvta_shared_to_generic(addr));
+}
 
 __device__ __forceinline__ uintptr_t addr_of(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 

@@ -5,13 +5,17 @@
 // layout's own tiles: CuTe's Swizzle<3,4,3> on bytes, anchored to 1024-byte boundaries),
 // zero-filling the parts of the box outside the operand; the copy completes on an mbarrier as
 // a count of bytes. The driver's encoder is looked up through the runtime, so the build links
-// no libcuda.
+// no libcuda. The stores, bulk groups and proxy fence call CCCL's cuda::ptx; the loads and
+// prefetch.tensormap stay PTX here (why: bench/design_notes.md, "CCCL cuda::ptx").
 #pragma once
 #include <cstdint>
 
 #include <cuda.h>
 #include <cudaTypedefs.h>
+#include <cuda/ptx>
 #include <cuda_runtime_api.h>
+
+#include "../async_copy.cuh"
 
 namespace bankops {
 
@@ -51,6 +55,9 @@ inline cudaError_t tma_map_16bit(CUtensorMap* map, const void* base, const int64
 
 // The box at element coordinates (c0, c1, c2) of `map` into shared memory at `dst` (1024-byte
 // aligned); its bytes count towards the transaction of the mbarrier at `bar`.
+// Hand-written, as tma_load_multicast: cuda::ptx::cp_async_bulk_tensor takes the map as a
+// pointer operand, and with it the compiler places the map's address differently in the
+// producer loop (the persistent kernels' SASS changes: bench/design_notes.md, "CCCL cuda::ptx").
 __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap& map, int c0, int c1, int c2, uint32_t bar) {
   asm volatile(
       "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
@@ -76,20 +83,18 @@ __device__ __forceinline__ void tma_load_multicast(uint32_t dst, const CUtensorM
 // newest) has read its shared memory (the tile is free again), bulk_wait() until every write
 // is done.
 __device__ __forceinline__ void tma_store(const CUtensorMap& map, uint32_t src, int c0, int c1, int c2) {
-  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];\n" ::"l"(
-                   reinterpret_cast<uint64_t>(&map)),
-               "r"(c0), "r"(c1), "r"(c2), "r"(src)
-               : "memory");
+  const int32_t at[3] = {c0, c1, c2};
+  cuda::ptx::cp_async_bulk_tensor(cuda::ptx::space_global, cuda::ptx::space_shared, &map, at, smem_ptr(src));
 }
-__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void bulk_commit() { cuda::ptx::cp_async_bulk_commit_group(); }
 template <int PENDING = 0>  // groups, the newest, that may still be reading
 __device__ __forceinline__ void bulk_wait_read() {
-  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(PENDING) : "memory");
+  cuda::ptx::cp_async_bulk_wait_group_read(cuda::ptx::n32_t<PENDING>{});
 }
-__device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+__device__ __forceinline__ void bulk_wait() { cuda::ptx::cp_async_bulk_wait_group(cuda::ptx::n32_t<0>{}); }
 // Orders this thread's ordinary shared-memory stores before later bulk copies (the async
 // proxy) read them.
-__device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+__device__ __forceinline__ void fence_async_shared() { cuda::ptx::fence_proxy_async(cuda::ptx::space_shared); }
 __device__ __forceinline__ void tma_prefetch(const CUtensorMap& map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&map)) : "memory");
 }

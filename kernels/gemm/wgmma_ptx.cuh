@@ -1,42 +1,43 @@
 // PTX wrappers of the Hopper kernel (wgmma.cu and wgmma_realign.cuh include it; sm_90a code):
-// mbarriers, the stage ring's positions, named barriers and wgmma.
+// mbarriers, the stage ring's positions, named barriers and wgmma. The mbarrier wrappers call
+// CCCL's cuda::ptx where it has the instruction; named barriers, wgmma and the remote arrival
+// stay PTX here (cuda::ptx has no such form: bench/design_notes.md, "CCCL cuda::ptx").
 #pragma once
 #include <cstdint>
 #include <type_traits>
+
+#include <cuda/ptx>
+
+#include "../async_copy.cuh"
 
 namespace bankops {
 namespace {  // included by wgmma.cu only
 
 __device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+  cuda::ptx::mbarrier_init(smem_ptr<uint64_t>(bar), count);
 }
 // Makes the inits visible to the async proxy, whose TMA copies count their bytes on them.
 __device__ __forceinline__ void mbar_init_fence() {
-  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
 }
 // One arrival that also expects `bytes` more of transactions (the TMA copies of a stage).
+// .release.cta, PTX's default; the phase state it returns is not needed.
 __device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+  cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta, cuda::ptx::space_shared,
+                                       smem_ptr<uint64_t>(bar), bytes);
 }
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(bar) : "memory");
-}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) { cuda::ptx::mbarrier_arrive(smem_ptr<uint64_t>(bar)); }
 // An arrival on the mbarrier at cluster shared-memory address `bar` (cluster_map: another
 // block's). The arriving warp has only read the stage (wgmma, finished): nothing of its own
-// needs releasing to the cluster, so the default (.release.cta) order serves.
+// needs releasing to the cluster, so the default (.release.cta) order serves. Hand-written:
+// cuda::ptx's remote arrivals are .release.cluster (fences added) or .relaxed.cluster only.
 __device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
 // Returns once the phase of parity `parity` has completed.
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  uint32_t done;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  } while (!done);
+  while (!cuda::ptx::mbarrier_try_wait_parity(smem_ptr<uint64_t>(bar), parity)) {
+  }
 }
 
 // Consumer threads only (the producer may have left): named barrier 1.
@@ -45,6 +46,7 @@ __device__ __forceinline__ void consumer_sync() {
   asm volatile("bar.sync 1, %0;\n" ::"n"(THREADS) : "memory");
 }
 
+// cuda::ptx has no wgmma (fence, commit, wait or mma_async) for sm_90a: PTX here.
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N>

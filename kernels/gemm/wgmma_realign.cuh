@@ -166,7 +166,7 @@ __device__ __forceinline__ void realign_producer(const FA& fa, const FB& fb, int
     const bool more = kt + 1 < nk;
     if (whole(kt) && (!more || whole(kt + 1))) tile(std::true_type{}, kt, stage, more);
     else tile(std::false_type{}, kt, stage, more);
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);
     mbar_arrive(ring.full(pos.stage));
   }
 }
