@@ -88,6 +88,7 @@ def main(argv=None):
         torch.cuda.set_device(device)
     mesh = init_device_mesh(device.type, (world,))
     ok, text = compare(args, rank, device, mesh)
+    dist.barrier()  # both ranks past their last collective before either tears gloo's threads down
     dist.destroy_process_group()
     if rank == 0:
         what = torch.cuda.get_device_name(device) if cuda else "CPU"
