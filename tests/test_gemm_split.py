@@ -23,13 +23,14 @@ def test_decode_routes_split(m, b_t):
     """x (M, 4096) @ W.t() with W (4096, 4096) past the few-rows kernel's 16 rows, and x @ W
     (B n-major, which the few-rows kernel does not take) below them: up to 32 rows mma.sync's
     32 x 128 tile, its 32 n tiles split 4 ways (132 slots of one block an SM); 33 to 64 the
-    Hopper kernel's thin tile (64 x 128), its 32 tiles split 4 ways too. Off the Hopper route
-    (pad) 33-64 rows take mma.sync's 64 x 128 tile split 8 ways (264 slots of two an SM)."""
+    Hopper kernel's thin 64 x 64 tile, its 64 tiles split 2 ways (as many blocks as 32 of
+    64 x 128 split 4 ways, a shorter sum). Off the Hopper route (pad) 33-64 rows take
+    mma.sync's 64 x 128 tile split 8 ways (264 slots of two an SM)."""
     w = meta(4096, 4096)
     b, major = (w.t(), "nk") if b_t else (w, "kn")
     line = route(meta(m, 4096), b)
-    want = "mma 32x128x128 fill=cp.async" if m <= 32 else "wgmma 64x128x64 producer=tma"
-    assert line.startswith(f"{want} a=mk b={major}") and split_of(line) == 4, line
+    want = "mma 32x128x128 fill=cp.async" if m <= 32 else "wgmma 64x64x64 producer=tma"
+    assert line.startswith(f"{want} a=mk b={major}") and split_of(line) == (4 if m <= 32 else 2), line
     assert fields(line)["blocks"] == "128", line
     if m > 32:
         line = route(meta(m, 4096), b, "pad")
@@ -41,20 +42,33 @@ def test_thin_route_takes_what_it_can():
     mma.sync's split tiles find no split (a (14336, 4096) weight's 112 tiles), x k-major (an
     m-major A: split_route), rows 16 bytes apart (odd k: the realigning fills), the swizzle
     layout on compute capability 9.0 with the Hopper kernel on, a grid of half the SMs or more
-    (k = 256 over 32 tiles: the Hopper plan's 128 x 64 tiles, 64 blocks). Its split: up to a
+    (k = 256: 32 tiles of 128 columns are too few, 64 of 64 columns enough). Its split: up to a
     block an SM within the room of one a SM (an H100 holds 120 in clusters of 3, 110 of 4:
-    3 ways); a batch of x against one weight counts each batch's tiles."""
+    64 x 128 tiles split 3 ways, 96 blocks, where 64 x 64 ones split 2 ways fill 128 SMs and
+    come first); a batch of x against one weight counts each batch's tiles (3 x 32 blocks of
+    64 x 128, or 3 x 64 of 64 x 64 in two waves: as full, so the wider tile)."""
     w, dev = meta(4096, 4096).t(), (*H100, H100_ROOM)
     thin = "wgmma 64x128x64 producer=tma a=mk b=nk repack=none"
+    narrow = "wgmma 64x64x64 producer=tma a=mk b=nk repack=none"
     line = route(meta(64, 4096), w, device=dev)
-    assert line.startswith(thin) and split_of(line) == 3 and fields(line)["blocks"] == "96", line
+    assert line.startswith(narrow) and split_of(line) == 2 and fields(line)["blocks"] == "128", line
+    # 3072 columns: 24 tiles of 128 split 4 ways (room 110 in clusters of 4) fill 96 SMs as 48 of 64
+    # split 2 ways do: the shorter sum; 16 tiles of 128 against 2048 columns and split 6 ways (room
+    # 102) as 32 of 64 split 3 ways: likewise.
+    line = route(meta(64, 4096), meta(3072, 4096).t(), device=dev)
+    assert line.startswith(narrow) and split_of(line) == 2 and fields(line)["blocks"] == "96", line
+    line = route(meta(64, 2048), meta(2048, 2048).t(), device=dev)
+    assert line.startswith(narrow) and split_of(line) == 3 and fields(line)["blocks"] == "96", line
+    # 1024 columns: 8 tiles of 128 split 8 ways, 64 blocks, against 16 of 64 split 6 ways (room 102).
+    line = route(meta(64, 4096), meta(1024, 4096).t(), device=dev)
+    assert line.startswith(narrow) and split_of(line) == 6 and fields(line)["blocks"] == "96", line
     assert route(meta(32, 4096), w, device=dev).startswith("mma 32x128x128"), "32 rows: mma.sync's split"
     assert route(meta(32, 4096), meta(14336, 4096).t(), device=dev).startswith(thin + " split=1")
     assert route(meta(1, 4096), meta(4096, 14336), device=dev).startswith(thin.replace("b=nk", "b=kn"))
     assert not route(meta(65, 4096), w).startswith(thin)
     assert not route(meta(4096, 48).t(), w).startswith(thin), "A m-major"
     assert not route(meta(48, 4095), meta(4096, 4095).t()).startswith(thin), "rows off 16 bytes"
-    assert route(meta(48, 256), meta(4096, 256).t()).startswith("wgmma 128x64x64"), "32 blocks"
+    assert route(meta(48, 256), meta(4096, 256).t()).startswith(narrow + " split=1"), "32 blocks of 64 x 128"
     assert not route(meta(48, 4096), w, "pad").startswith(thin)
     assert not route(meta(48, 4096), w, device=A100).startswith(thin)
     with bankops.options(wgmma=False):
@@ -62,7 +76,7 @@ def test_thin_route_takes_what_it_can():
     line = route(meta(3, 48, 4096), w.expand(3, 4096, 4096), device=dev)
     assert line.startswith(thin + " split=1") and fields(line)["blocks"] == "96", line
     with bankops.options(split_k=False):
-        assert route(meta(48, 4096), meta(8192, 4096).t()).startswith(thin + " split=1")
+        assert route(meta(48, 4096), meta(8192, 4096).t()).startswith(narrow + " split=1"), "128 tiles, not 64"
 
 
 def split_of(line):
@@ -138,10 +152,10 @@ SHORT_K_ROWS = [(1, False), (9, False), (17, False), (17, True), (32, True), (33
 @pytest.mark.parametrize("m,b_t", SHORT_K_ROWS)
 def test_few_rows_over_a_short_k_take_the_hopper_plan(m, b_t):
     """k = 256 leaves split_route nothing to split, and one batch of 64 rows or fewer takes the
-    Hopper plan's 128 x 64 tiles (64 blocks) on an H100, mma.sync's elsewhere."""
+    thin 64 x 64 tiles (64 blocks) on an H100, mma.sync's elsewhere."""
     x, w = meta(m, 256), meta(4096, 256).t() if b_t else meta(256, 4096)
     line = route(x, w, device=(*H100, H100_ROOM))
-    assert line.startswith(f"wgmma 128x64x64 producer=tma a=mk b={'nk' if b_t else 'kn'} repack=none split=1"), line
+    assert line.startswith(f"wgmma 64x64x64 producer=tma a=mk b={'nk' if b_t else 'kn'} repack=none split=1"), line
     assert route(x, w, "pad", device=(*H100, H100_ROOM)).startswith("mma "), line
 
 

@@ -153,11 +153,12 @@ def test_explain_tall_c_tile():
 
 @pytest.mark.parametrize("b_t", [False, True], ids=["b", "b^T"])
 def test_explain_thin_tile(b_t):
-    """The thin tile (64 x 128, one consumer warpgroup of 4 warps). 64 rows against a (14336,
-    4096) weight, unsplit (112 tiles): the C tile written as pairs and read back in 16-byte
-    rows, conflict-free (40 rows: those read back). Against a (4096, 4096) weight split
-    4 ways: each block's partial tile stored as pairs, summed through the cluster once a tile,
-    conflict-free."""
+    """The thin tiles (64 x 128 and 64 x 64, one consumer warpgroup of 4 warps). 64 rows against
+    a (14336, 4096) weight, unsplit (112 tiles of 128 columns): the C tile written as pairs and
+    read back in 16-byte rows, conflict-free (40 rows: those read back). Against a (3072, 4096)
+    weight split 5 ways (24 tiles: 120 blocks, where 48 of 64 columns split 2 ways fill 96): each
+    block's partial tile stored as pairs, summed through the cluster once a tile, conflict-free;
+    the 64 x 64 tile likewise."""
     rep = bankops.explain("gemm", "swizzle", torch.bfloat16, m=64, n=14336, k=4096, b_transposed=b_t, hopper=True)
     assert _tile(rep) == (64, 128) and fields(rep.route)["split"] == "1", str(rep)
     assert [r["instruction"] for r in rep.rows] == [C_PAIRS, C_ROWS], str(rep)
@@ -165,10 +166,14 @@ def test_explain_thin_tile(b_t):
     assert rep.conflicts == 0 and {r["iterations"] for r in rep.rows} == {112}, str(rep)
     rep = bankops.explain("gemm", "swizzle", torch.bfloat16, m=40, n=14336, k=4096, b_transposed=b_t, hopper=True)
     assert rep.rows[-1]["instruction"] == C_ROWS + EDGE and rep.rows[-1]["count"] == 112 * 20, str(rep)  # 40 of 64
-    rep = bankops.explain("gemm", "swizzle", torch.bfloat16, m=64, n=4096, k=4096, b_transposed=b_t, hopper=True)
-    assert _tile(rep) == (64, 128) and fields(rep.route)["split"] == "4", str(rep)
+    rep = bankops.explain("gemm", "swizzle", torch.bfloat16, m=64, n=3072, k=4096, b_transposed=b_t, hopper=True)
+    assert _tile(rep) == (64, 128) and fields(rep.route)["split"] == "5", str(rep)
     assert [r["instruction"].split(" P")[0] for r in rep.rows] == ["st.shared.v2"] + ["ld.shared::cluster.v4"] * 2
-    assert rep.conflicts == 0 and [r["iterations"] for r in rep.rows] == [128, 32, 32], str(rep)  # blocks, tiles
+    assert rep.conflicts == 0 and [r["iterations"] for r in rep.rows] == [120, 24, 24], str(rep)  # blocks, tiles
+    # Against 1024 columns the 64 x 64 tile: 16 tiles split 8 ways fill 128 SMs, 64 x 128's 8 only 64.
+    rep = bankops.explain("gemm", "swizzle", torch.bfloat16, m=64, n=1024, k=4096, b_transposed=b_t, hopper=True)
+    assert _tile(rep) == (64, 64) and fields(rep.route)["split"] == "8", str(rep)
+    assert rep.conflicts == 0 and [r["iterations"] for r in rep.rows] == [128, 16, 16], str(rep)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -644,24 +649,27 @@ def test_cuda_layouts_give_the_same_bits(case, shape, dtype):
         assert same.all(), f"{layout} vs swizzle: {int((~same).sum())} of {same.numel()} elements differ"
 
 
-# The thin tile (64 x 128, one consumer warpgroup; route.h's wgmma_thin_route): a few rows
-# against a weight, split across a cluster where its tiles alone leave SMs idle.
+# The thin tiles (64 x 128 and 64 x 64, one consumer warpgroup; wgmma_plan.h's
+# wgmma_thin_candidates): a few rows against a weight, split across a cluster where its tiles
+# alone leave SMs idle, the width that fills more SMs first.
+THIN = ("wgmma 64x128x64", "wgmma 64x64x64")
 @requires_cuda
 @requires_hopper
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("b_view", ["contiguous", "transposed"])
 @pytest.mark.parametrize("k,n", [(1032, 13000), (2048, 4200)], ids=["unsplit", "split"])
 def test_cuda_thin_every_m(k, n, dtype, b_view):
-    """Every m from 1 to 65 against a (k, n) B: 13000 columns (102 n tiles, the last of 72
-    columns; 16 k-tiles and a tail of 8) on the thin tile unsplit up to 64 rows (x @ W.t() of
-    16 rows or fewer: the few-rows kernel); 4200 (33 tiles) split 3 ways on an H100 from 33
-    rows (fewer: mma.sync's split tiles); float64's values, the same bits every run."""
+    """Every m from 1 to 65 against a (k, n) B: 13000 columns (102 n tiles of 128, the last of
+    72 columns; 16 k-tiles and a tail of 8) on the thin tile unsplit up to 64 rows (x @ W.t() of
+    16 rows or fewer: the few-rows kernel); 4200 from 33 rows (fewer: mma.sync's split tiles),
+    split: on an H100 66 tiles of 64 columns 2 ways (132 blocks) before 33 of 128 3 ways;
+    float64's values, the same bits every run."""
     b = operand(k, n, None, dtype, b_view)
     for m in range(1, 66):
         a = operand(m, k, None, dtype, "contiguous")
         line = bankops.gemm_route(a, b)
         if m > 32 or (n == 13000 and (m > 16 or b_view == "contiguous")):
-            assert line.startswith("wgmma 64x128x64") == (m <= 64), line
+            assert line.startswith(THIN) == (m <= 64), line
             assert m > 64 or (int(fields(line)["split"]) > 1) == (n == 4200), line
         got = bankops.gemm(a, b)
         check_against_float64(got, a, b)
@@ -680,9 +688,20 @@ THIN_SHAPES = [(None, 48, 13000, 40), (None, 33, 14336, 2056), (3, 20, 4200, 102
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("views", WGMMA_VIEWS, ids="-".join)
 def test_cuda_wgmma_thin(views, dtype, batch, m, n, k):
-    check_wgmma_call(views, dtype, batch, m, n, k, "gemm_wgmma", tile=(64, 128), persistent=False)
+    """The call on the thin tile its route takes, then on each thin tile forced by its plan's key
+    (split as its plan splits): float64's values, the same bits every run."""
+    check_wgmma_call(views, dtype, batch, m, n, k, "gemm_wgmma", persistent=False)
     a, b = operand(m, k, batch, dtype, views[0]), operand(k, n, batch, dtype, views[1])
+    assert bankops.gemm_route(a, b).startswith(THIN), bankops.gemm_route(a, b)
     assert torch.equal(bankops.gemm(a, b), bankops.gemm(a, b)), "the same bits every run"
+    thin = [c for c in bankops.gemm_route(a, b).candidates if c.route.startswith(THIN)]
+    assert {c.route.split()[1] for c in thin} <= {t.split()[1] for t in THIN} and thin
+    for c in thin:
+        with bankops.options(plan=c.key):
+            assert str(bankops.gemm_route(a, b)) == c.route
+            got = bankops.gemm(a, b)
+            check_against_float64(got, a, b)
+            assert torch.equal(got, bankops.gemm(a, b)), ("the same bits every run", c.route)
 
 
 @requires_cuda
@@ -696,11 +715,11 @@ def test_cuda_thin_linear_and_broadcast(dtype):
     w = torch.randn(4200, 2048, device="cuda").to(dtype)
     bias = torch.randn(4200, device="cuda").to(dtype)
     line = bankops.gemm_route(x.reshape(48, 2048), w.t())
-    assert line.startswith("wgmma 64x128x64") and int(fields(line)["split"]) > 1, line
+    assert line.startswith(THIN) and int(fields(line)["split"]) > 1, line
     got = bankops.linear(x, w, bias)
     ref = x.double() @ w.double().t() + bias.double()
     bound = 2 * torch.finfo(torch.float32).eps * 2048 ** 0.5 * (x.double().abs() @ w.double().abs().t() + 1)
     assert ((got.double() - ref).abs() <= bound + torch.finfo(dtype).eps * ref.abs()).all()
     xs, wb = torch.randn(3, 20, 2048, device="cuda").to(dtype), w.t().expand(3, 2048, 4200)
-    assert bankops.gemm_route(xs, wb).startswith("wgmma 64x128x64")
+    assert bankops.gemm_route(xs, wb).startswith(THIN)
     check_against_float64(bankops.gemm(xs, wb), xs, wb)

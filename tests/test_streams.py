@@ -144,7 +144,7 @@ def route_case(name, device="cuda"):
     return r(4, 4096), r(4096, 4096).t()  # rows
 
 
-ROUTES = {"wgmma": "wgmma", "repack": "wgmma", "stream_k": "ffma", "split_k": "mma", "thin": "wgmma 64x128",
+ROUTES = {"wgmma": "wgmma", "repack": "wgmma", "stream_k": "ffma", "split_k": "mma", "thin": "wgmma 64x64x64",
           "rows": "rows"}
 HOPPER_132 = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0) and \
     torch.cuda.get_device_properties(0).multi_processor_count == 132

@@ -63,7 +63,10 @@ struct WgmmaConfig {
 //   WgmmaMediumRealign 128 x 128 with two realigning producer warpgroups, which keep a whole
 //                      stage of loads in flight (512 threads: 128 registers each);
 //   WgmmaThin          64 x 128, a few rows against a weight: one consumer, eight 24 KB stages
-//                      (TMA, a block a tile, A k-major, split across a cluster).
+//                      (TMA, a block a tile, A k-major, split across a cluster);
+//   WgmmaThinNarrow    64 x 64, the same where 128-column tiles leave SMs without a block
+//                      (4096 columns: 64 tiles split 2 ways against 32 split 3): twelve 16 KB
+//                      stages, as many bytes of the weight in flight as the thin tile's eight.
 using WgmmaLarge = WgmmaConfig<128, 256, 64, 2, 4>;
 using WgmmaBroad = WgmmaConfig<128, 192, 64, 2, 4>;
 using WgmmaSlim = WgmmaConfig<128, 144, 64, 2, 4>;
@@ -72,6 +75,7 @@ using WgmmaMedium = WgmmaConfig<128, 128, 64, 2, 6>;
 using WgmmaNarrow = WgmmaConfig<128, 64, 64, 2, 8>;
 using WgmmaMediumRealign = WgmmaConfig<128, 128, 64, 2, 6, 2>;
 using WgmmaThin = WgmmaConfig<64, 128, 64, 1, 8>;
+using WgmmaThinNarrow = WgmmaConfig<64, 64, 64, 1, 12>;
 
 constexpr int kWgmmaRowCols = 64;  // halves in one 128-byte swizzled row
 constexpr int kWgmmaWarpRows = 16;  // rows of C a consumer warp holds (wgmma's m64 over 4 warps)
@@ -134,7 +138,7 @@ BANKOPS_HD TileCoord wgmma_chunk(int t, int e) {
 
 // The Hopper kernel's block tile (wgmma_plan.h decides), and how its producers fill the ring:
 // TMA boxes, or chunks realigned in registers.
-enum class WgmmaShape { None, Large, Medium, Narrow, Broad, Slim, Tall, Thin };
+enum class WgmmaShape { None, Large, Medium, Narrow, Broad, Slim, Tall, Thin, ThinNarrow };
 enum class WgmmaLoad { Tma, Realign };
 
 // Whether pairs of persistent blocks can share B's tile of C (n-major B: KN): each loads half of

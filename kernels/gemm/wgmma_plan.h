@@ -5,6 +5,7 @@
 #pragma once
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "costs.h"
 #include "operands.h"
@@ -58,6 +59,7 @@ decltype(auto) with_wgmma_config(const WgmmaPlan& p, F&& f) {
     case WgmmaShape::Slim: return f(WgmmaSlim{});
     case WgmmaShape::Tall: return f(WgmmaTall{});
     case WgmmaShape::Thin: return f(WgmmaThin{});
+    case WgmmaShape::ThinNarrow: return f(WgmmaThinNarrow{});
     case WgmmaShape::Medium:
     default: return p.ops.fill == MmaFill::Async ? f(WgmmaMedium{}) : f(WgmmaMediumRealign{});
   }
@@ -229,23 +231,39 @@ inline void wgmma_repacked_candidates(const GemmCall& c, Take&& take) {
   if (base.ops.fill == MmaFill::Async) wgmma_plans(c, a, base, take);
 }
 
-// A few rows against a weight (x k-major, rows 16 bytes apart) on the thin tile (64 x 128, one
-// consumer warpgroup, eight stages): such a call is bound by reading the weight, which TMA rings
-// stream faster than mma.sync's tiles, and 64-row tiles waste no ring on rows past C. Its k
-// splits across a cluster up to a block an SM, within the clusters the GPU holds (cluster_room):
-// more blocks never read faster. Grids of fewer than half the SMs stay on the other plans.
+// A few rows against a weight (x k-major, rows 16 bytes apart) on the thin tiles (64 x 128 and
+// 64 x 64, one consumer warpgroup, a deep ring): such a call is bound by reading the weight, which
+// TMA rings stream faster than mma.sync's tiles, and 64-row tiles waste no ring on rows past C.
+// Its k splits across a cluster up to a block an SM, within the clusters the GPU holds
+// (cluster_room): more blocks never read faster. The weight streams only into SMs that hold a
+// block, so the width whose grid fills more of its waves' SMs comes first; on a tie the one
+// split fewer ways (a shorter sum), else 64 x 128 (fewer waves). Grids of fewer than half the
+// SMs stay on the other plans.
 template <class Take>
 inline void wgmma_thin_candidates(const GemmCall& c, Take&& take) {
   const GemmArgs& g = c.args;
-  WgmmaPlan p = wgmma_base(c);
+  const int sms = c.device.num_sms;
+  const WgmmaPlan base = wgmma_base(c);
   if (!wgmma_allowed(c) || !c.options.tma || g.m > WgmmaThin::kBM || g.batch < 1 || g.batch > 65535 ||
-      p.ops.fill != MmaFill::Async || p.ops.a_km || !wgmma_tma_ok(g, false, p.ops.b_kn))
+      base.ops.fill != MmaFill::Async || base.ops.a_km || !wgmma_tma_ok(g, false, base.ops.b_kn))
     return;
-  const int64_t tiles = g.batch * ceil_div(g.n, WgmmaThin::kBN), nk = ceil_div(g.k, WgmmaThin::kBK);
-  p.shape = WgmmaShape::Thin;
-  for (int s = 2; c.options.split_k && s <= kMaxSplit && nk >= int64_t(s) * kSplitMinK; ++s)
-    if (tiles * s <= c.device.num_sms && cluster_room(c.device, s, 1) >= tiles * s) p.split = s;
-  if (2 * tiles * p.split >= most_sms(c.device.num_sms)) take(p, kUnmodelled);
+  const auto plan = [&](WgmmaShape shape, auto config) {
+    using C = decltype(config);
+    static_assert(C::kFewRows && C::kBM == WgmmaThin::kBM && C::kBK == WgmmaThin::kBK, "the thin tiles");
+    WgmmaPlan p = base;
+    p.shape = shape;
+    const int64_t tiles = g.batch * ceil_div(g.n, C::kBN), nk = ceil_div(g.k, C::kBK);
+    for (int s = 2; c.options.split_k && s <= kMaxSplit && nk >= int64_t(s) * kSplitMinK; ++s)
+      if (tiles * s <= sms && cluster_room(c.device, s, 1) >= tiles * s) p.split = s;
+    return std::make_pair(p, tiles * p.split);
+  };
+  const auto wide = plan(WgmmaShape::Thin, WgmmaThin{}), narrow = plan(WgmmaShape::ThinNarrow, WgmmaThinNarrow{});
+  // blocks / (waves x SMs) of the two, compared by cross-multiplying; then the fewer ranks a sum.
+  const int64_t fill_narrow = narrow.second * ceil_div(wide.second, sms);
+  const int64_t fill_wide = wide.second * ceil_div(narrow.second, sms);
+  const bool narrow_first = fill_narrow > fill_wide || (fill_narrow == fill_wide && narrow.first.split < wide.first.split);
+  for (const auto& [p, blocks] : {narrow_first ? narrow : wide, narrow_first ? wide : narrow})
+    if (2 * blocks >= most_sms(sms)) take(p, kUnmodelled);
 }
 
 // The tiles a persistent plan's blocks walk: its clusters' tiles, `multicast` m tiles each, the
