@@ -66,7 +66,7 @@ struct WgmmaConfig {
 //                      (TMA, a block a tile, A k-major, split across a cluster);
 //   WgmmaThinNarrow    64 x 64, the same where 128-column tiles leave SMs without a block
 //                      (4096 columns: 64 tiles split 2 ways against 32 split 3): twelve 16 KB
-//                      stages, as many bytes of the weight in flight as the thin tile's eight.
+//                      stages, 96 KB of the weight in flight (the thin tile: 128).
 using WgmmaLarge = WgmmaConfig<128, 256, 64, 2, 4>;
 using WgmmaBroad = WgmmaConfig<128, 192, 64, 2, 4>;
 using WgmmaSlim = WgmmaConfig<128, 144, 64, 2, 4>;
