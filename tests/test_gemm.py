@@ -199,7 +199,7 @@ ROUTES = [
     ((None, 3072, 768, 16384), "gemm/128x256"),  # a weight gradient: 72 tiles, 2048 k tiles each
     ((None, 1024, 1024, 1024), "gemm/64x64"),    # 64 128x128 blocks: fewer than the SMs
     ((None, 48, 4096, 4096), "gemm/64x64"),      # 33-64 rows: 64-row tiles split across a cluster, 64x64
-    ((None, 64, 14336, 4096), "gemm/64x128"),    # or 64x128 where its split grid keeps 2.5 blocks an SM
+    ((None, 64, 14336, 4096), "gemm/64x256"),    # or 64x256 where its split grid keeps 1.5 blocks an SM
     ((None, 32, 4096, 4096), "gemm_rows"),       # 32 or fewer: the few-rows kernel
 ]
 
@@ -461,14 +461,14 @@ def test_cuda_stream_k_without_scratch_memory(capfd):
 @pytest.mark.parametrize("m,n", [(40, 4096), (64, 4096), (33, 14336), (64, 14336)])
 def test_cuda_few_rows_split(m, n, a_view, b_view):
     """33-64 rows take the FFMA kernel's 64-row tiles, k split across a cluster whose partial
-    tiles are summed in rank order (64x64 against 4096 columns, 64x128 against 14336): most of
+    tiles are summed in rank order (64x64 against 4096 columns, 64x256 against 14336): most of
     each tile's rows lie past m, computed and never stored (poisoned outputs), every layout and
     every run the same bits, batched against a broadcast weight too; a transposed x of 33 rows
     (rows off 16 bytes) stages element by element and runs unsplit."""
     skip_unless_132_sms("shapes chosen for the split tiles on 132 SMs")
     # Only 16-byte vector staging splits: 33 rows of a transposed x stage element by element.
     vector = not (a_view == "transposed" and m % 4)
-    assert route(None, m, n, 2056, (a_view, b_view)) == ("gemm/64x128" if n == 14336 and vector else "gemm/64x64")
+    assert route(None, m, n, 2056, (a_view, b_view)) == ("gemm/64x256" if n == 14336 and vector else "gemm/64x64")
     a = operand(m, 2056, None, torch.float32, "cuda", a_view)
     b = operand(2056, n, None, torch.float32, "cuda", b_view)
     assert (int(fields(bankops.gemm_route(a, b))["split"]) > 1) == vector, bankops.gemm_route(a, b)
@@ -501,6 +501,25 @@ def test_explain_few_rows_split_partial():
         assert own["iterations"] == peers["iterations"] == 64, (own, peers)  # an iteration: a tile's cluster
         assert peers["count"] == (split - 1) * own["count"], (own, peers)
         assert own["wavefronts"] == own["ideal"] and peers["peer"], (layout, own, peers)
+
+
+def test_explain_flat_split():
+    """64 rows against a (4096, 14336) weight: 56 tiles of 64x256 split 4 ways (224 blocks, 1.5
+    an SM and more). The 16x8 micro-tile reads 4 A and 2 B vectors a row (LDS.128, conflict-free
+    in every layout); the transposed stores of the k-major weight collide under none alone; the
+    partial tile's 32 rows x 2 vectors a thread collide 2-way under none, as Small's do."""
+    for layout, ways in (("none", 2), ("pad", 1), ("swizzle", 1)):
+        rep = bankops.explain("gemm", layout, torch.float32, m=64, n=14336, k=4096, b_transposed=True)
+        assert rep.route.startswith("ffma 64x256x8 flat") and fields(rep.route)["split"] == "4", rep.route
+        assert fields(rep.route)["blocks"] == "224", rep.route
+        rows = {r["instruction"]: r for r in rep.rows}
+        a, b = rows["lds.128 As[kk][m..] (inner loop)"], rows["lds.128 Bs[kk][n..] (inner loop)"]
+        assert a["count"] == 2 * b["count"] and a["wavefronts"] == a["ideal"] and b["wavefronts"] == b["ideal"]
+        st = rows["st.shared.v4 P <- a thread's accumulator rows (split-K partial)"]
+        assert st["count"] == 4 * 16 * 2 and st["iterations"] == 56 * 4, st  # 4 warps x 16 rows x 2 vectors
+        assert st["wavefronts"] == ways * st["ideal"], (layout, st)
+        sts = rows["sts Bs[k+0][x] (transposed store)"]
+        assert sts["wavefronts"] == ways * sts["ideal"], (layout, sts)
 
 
 @requires_cuda

@@ -23,9 +23,10 @@ struct GemmCosts {
   // k-tiles a persistent walk's tile needs before its last wave splits over pairs (wgmma_tail).
   int wgmma_tail_min_k;
   // float32's split 64-row tiles (ffma_plan.h): k-tiles a rank takes at least, and the blocks
-  // an SM (in halves) at which the 64x128 tile beats the 64x64 one.
+  // an SM (in halves) at which the 64x128 tile beats the 64x64 one, and the 64x256 tile both.
   int ffma_split_min_k;
   int ffma_mid_half_blocks_per_sm;
+  int ffma_flat_half_blocks_per_sm;
 
   double wgmma_step_units_of(int bn) const {
     return bn == 256 ? wgmma_step_units[0] : bn == 192 ? wgmma_step_units[1] : bn == 144 ? wgmma_step_units[2]
@@ -44,6 +45,7 @@ inline constexpr GemmCosts kH100Costs{
     16,                            // a split last wave with 4-5 k-tiles a half ran slower than a whole one
     32,                            // a rank's prologue and partial cost about 32 k-tiles of FMAs
     5,                             // 64x128 faster at 2.5 blocks an SM, slower at 1.9
+    3,                             // 64x256 faster at 1.7 blocks an SM (H200), slower at 1.0
 };
 
 // H200 (132 SMs, HBM3e): the H100's constants until the tuner has measured this GPU's.

@@ -32,8 +32,9 @@ extern __shared__ float4 gemm_smem[];
 // (ffma_work.h): strip blocks for C's `strip` columns past g.n (gemm_strip_rows, in shared
 // memory laid out as TileS), stream-K blocks (partial sums in `partials`, one tile of
 // accumulators and one of `flags` per block) and a block per tile. The other configurations
-// take a block per tile of a (n, m, batch) grid; Small's and Mid's float32 tiles split k across
-// a cluster of `splits` blocks along x, whose partial tiles (TileP) split_k_store adds.
+// take a block per tile of a (n, m, batch) grid; the float32 tiles of those that split
+// (ffma_splits) split k across a cluster of `splits` blocks along x, whose partial tiles (TileP)
+// split_k_store adds.
 template <class S, class TileA, class TileB, class TileS, class TileP, class T, class Acc, int MODE_A, int MODE_B>
 __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
     ffma_kernel(const GemmArgs g, const GemmStage mode_a, const GemmStage mode_b, const int64_t ldc, const int strip,
@@ -265,23 +266,35 @@ cudaError_t run(const GemmCall& c, const FfmaPlan& p, void* workspace, cudaStrea
   const int64_t ldc = g.n;
   if (kWide) g.n -= p.strip;
   if (kWide && w.blocks() > INT_MAX) return cudaErrorInvalidValue;  // C would hold 2^31 tiles: not in memory
-  const int split = p.split;  // Small's and Mid's clusters along x (1 elsewhere)
+  const int split = p.split;  // the split configurations' clusters along x (1 elsewhere)
   const dim3 grid = kWide ? dim3(static_cast<unsigned>(w.blocks()))
                           : dim3(static_cast<unsigned>(ceil_div(g.n, S::kBN) * split), clamp(ceil_div(g.m, S::kBM)),
                                  clamp(g.batch));
   using TA = GemmTileOf<L, typename S::OpA>;  // (BK, BM) of Acc: A transposed
   using TB = GemmTileOf<L, typename S::OpB>;  // (BK, BN) of Acc
   using TS = StripTile<L>;                    // (strip columns, kStripK) floats
-  using TP = FfmaSplitTile<L, S::kBN>;        // Small's and Mid's split-K partial tile, floats
-  // The kernel for staging modes (MA, MB), fixed at compile time.
-  const auto modes = [](auto ma_, auto mb_) {
-    return ffma_kernel<S, TA, TB, TS, TP, T, Acc, decltype(ma_)::value, decltype(mb_)::value>;
+  using TP = FfmaSplitTile<L, S::kBM, S::kBN>;  // the split-K partial tile, floats
+  constexpr bool kSplits = ffma_splits<S>() && sizeof(Acc) == 4;  // as the kernel's
+  constexpr int kStages = S::kStages * (TA::kSize + TB::kSize) * int(sizeof(Acc));
+  static_assert(!kSplits || (TP::kRows == S::kBM && TP::kCols == S::kBN), "a partial tile is a block tile");
+  // A split block's partial tile reuses the stages; Flat's (64 KB) outgrows them.
+  constexpr int kPart = kSplits ? TP::kSize * 4 : 0;
+  const int smem = split > 1 && kPart > kStages ? kPart : kStages;
+  static_assert(kStages <= 48 * 1024, "a configuration's stages exceed the default dynamic shared memory");
+  cudaError_t raised = cudaSuccess;
+  // The kernel for staging modes (MA, MB), fixed at compile time, its shared memory raised past
+  // 48 KB where this call's partial tile needs it.
+  const auto modes = [&](auto ma_, auto mb_) {
+    constexpr auto k = ffma_kernel<S, TA, TB, TS, TP, T, Acc, decltype(ma_)::value, decltype(mb_)::value>;
+    if constexpr (kPart > 48 * 1024)
+      if (smem > 48 * 1024 && raised == cudaSuccess) raised = raise_smem_once<k>(smem);
+    return k;
   };
   using Any = std::integral_constant<int, kAnyMode>;
   using Kernel = void (*)(GemmArgs, GemmStage, GemmStage, int64_t, int, GemmWork, Acc*, int*, int);
   Kernel kernel = nullptr;
-  // Mid runs vector staging only (ffma_plan.h splits no other): no run-time-mode kernel.
-  if constexpr (!std::is_same<S, GemmMid>::value) kernel = modes(Any{}, Any{});
+  // Mid and Flat run vector staging only (ffma_plan.h splits no other): no run-time-mode kernel.
+  if constexpr (!std::is_same<S, GemmMid>::value && !std::is_same<S, GemmFlat>::value) kernel = modes(Any{}, Any{});
   if constexpr (SPECIALIZE && sizeof(T) == sizeof(Acc)) {
     constexpr int kK = gemm_copies_a_k<S>(GemmStage::XAsync) ? kKUnit : kKVec;  // A beside an x-major B
     using K = std::integral_constant<int, kK>;
@@ -302,13 +315,6 @@ cudaError_t run(const GemmCall& c, const FfmaPlan& p, void* workspace, cudaStrea
       }
     }
   }
-  constexpr bool kSplits = ffma_splits<S>() && sizeof(Acc) == 4;  // as the kernel's
-  constexpr int kStages = S::kStages * (TA::kSize + TB::kSize) * int(sizeof(Acc));
-  static_assert(!kSplits || (TP::kRows == S::kBM && TP::kCols == S::kBN), "a partial tile is a block tile");
-  constexpr int kPart = kSplits ? TP::kSize * 4 : 0;
-  constexpr int kSmem = kStages > kPart ? kStages : kPart;  // the partial tile reuses the stages
-  // Past 48 KB the launch would need cudaFuncSetAttribute first; no configuration comes near.
-  static_assert(kSmem <= 48 * 1024, "a configuration's stages exceed the default dynamic shared memory");
   // The workspace: the stream-K blocks' partial sums, then their flags, which start clear.
   Acc* const partials = static_cast<Acc*>(workspace);
   int* const flags = reinterpret_cast<int*>(partials + int64_t(w.sk_blocks) * S::kBM * S::kBN);
@@ -317,10 +323,11 @@ cudaError_t run(const GemmCall& c, const FfmaPlan& p, void* workspace, cudaStrea
     if (err != cudaSuccess) return err;
   }
   if (kernel == nullptr || (split > 1 && !kSplits)) return cudaErrorInvalidValue;
+  if (raised != cudaSuccess) return raised;
   if (split > 1)
-    return launch_clustered(kernel, grid, S::kThreads, kSmem, split, stream, g, ma, mb, ldc, p.strip, w, partials,
+    return launch_clustered(kernel, grid, S::kThreads, smem, split, stream, g, ma, mb, ldc, p.strip, w, partials,
                             flags, split);
-  kernel<<<grid, S::kThreads, kSmem, stream>>>(g, ma, mb, ldc, p.strip, w, partials, flags, split);
+  kernel<<<grid, S::kThreads, smem, stream>>>(g, ma, mb, ldc, p.strip, w, partials, flags, split);
   return cudaGetLastError();
 }
 

@@ -72,6 +72,9 @@ struct GemmShape {
 //    9.0 (ffma_plan.h).
 //  - Mid: 64x128, 128 threads, 8x8 per thread, three blocks an SM: such split products where
 //    its own split grid keeps 2.5 blocks an SM (a few rows against a weight 14336 wide).
+//  - Flat: 64x256, 128 threads (1x4 warps of 64x64), 16x8 per thread, two blocks an SM: 33-64
+//    rows against a wide weight, split k across a cluster where its grid keeps 1.5 blocks an SM
+//    (Wide's micro-tile on one 64 tile of rows; at one block an SM its four warps stall).
 //  - float64: 64x64, 256 threads, 4x4 doubles per thread (DFMA; registers allow no more).
 template <int ACC_BYTES>
 struct GemmBigOf {
@@ -87,18 +90,23 @@ using GemmWide = GemmShape<4, 4, 2, 2, 4, 1, kGemmBK, 3>;
 using GemmBigScalar = GemmShape<4, 2, 2, 4, 2, 2>;
 using GemmSmall = GemmShape<4, 2, 1, 2, 2, 4>;
 using GemmMid = GemmShape<4, 2, 2, 2, 2, 3>;
+using GemmFlat = GemmShape<4, 4, 2, 1, 4, 2>;
+static_assert(GemmFlat::kBM == 64 && GemmFlat::kBN == 256 && GemmFlat::kThreads == 128, "Wide's micro-tile, 64 rows");
 static_assert(GemmWide::kBM == 128 && GemmWide::kBN == 256 && GemmWide::kThreads == 256, "cuBLAS's tile, transposed");
 
-enum class GemmConfig : int { Big = 0, BigScalar = 1, Small = 2, Wide = 3, Mid = 4 };
+enum class GemmConfig : int { Big = 0, BigScalar = 1, Small = 2, Wide = 3, Mid = 4, Flat = 5 };
 
-// Small's and Mid's split-K partial tile (BM x BN floats). A warp stores 16-byte vectors of rows 4
-// apart, two rows a quarter-warp phase, 64 bytes each: `pad`'s 16 bytes a row and `swizzle`'s XOR
-// of row bits into the 16-byte unit put the two on different banks; `none` leaves them on the
-// same (2-way).
-template <Layout L, int BN = 64>
-using FfmaSplitTile = TileLayout<L, 64, BN, 4, 16>;
+// The split-K partial tile of the configurations that split (BM x BN floats). A warp stores 16-byte
+// vectors of rows 4 apart, two rows a quarter-warp phase, 64 bytes each: `pad`'s 16 bytes a row
+// and `swizzle`'s XOR of row bits into the 16-byte unit put the two on different banks; `none`
+// leaves them on the same (2-way).
+template <Layout L, int BM, int BN>
+using FfmaSplitTile = TileLayout<L, BM, BN, 4, 16>;
+// Small, Mid and Flat (up to 64 rows) split k across a cluster (float32).
 template <class S>
-constexpr bool ffma_splits() { return std::is_same<S, GemmSmall>::value || std::is_same<S, GemmMid>::value; }
+constexpr bool ffma_splits() {
+  return std::is_same<S, GemmSmall>::value || std::is_same<S, GemmMid>::value || std::is_same<S, GemmFlat>::value;
+}
 
 // How a call's operands reach shared memory (gemm_staging):
 //  - Vector: both with 16-byte vectors (KVec / XAsync).

@@ -170,7 +170,7 @@ __device__ __forceinline__ void ffma_add_bias(Acc (&acc)[S::kTM][S::kTN], const 
     }
 }
 
-// A thread's accumulators into Small's or Mid's split-K partial tile (PTile: BM x BN floats at
+// A thread's accumulators into its configuration's split-K partial tile (PTile: BM x BN floats at
 // `part`): row i of the micro-tile, QN 16-byte vectors, where ffma_store_c puts them in C.
 template <class S, class PTile>
 __device__ __forceinline__ void ffma_store_partial(const float (&acc)[S::kTM][S::kTN], float* part, int am, int bn) {

@@ -1,5 +1,5 @@
 // The FFMA/DFMA kernel's plan (float32, float64; ffma.h, ffma.cu): the block configuration,
-// each operand's staging, and for 128x256 the strip and stream-K, for 64-row tiles split-K.
+// each operand's staging, and for 128x256 the strip and stream-K, for a few rows split-K.
 // No cost model yet: its candidates go in a fixed order, each legal where its rule holds.
 #pragma once
 #include <string>
@@ -15,7 +15,7 @@ struct FfmaPlan {
   GemmConfig config = GemmConfig::Big;
   GemmStage mode_a = GemmStage::KVec, mode_b = GemmStage::XAsync;
   GemmStaging staging = GemmStaging::Vector;
-  int split = 1;     // Small, Mid: the blocks (a cluster) that share each tile's k
+  int split = 1;     // Small, Mid, Flat: the blocks (a cluster) that share each tile's k
   int strip = 0;     // Wide: C's last columns on the strip blocks
   GemmWork work{};   // Wide: which blocks compute what (stream-K)
 };
@@ -30,6 +30,7 @@ decltype(auto) with_ffma_config(DType dtype, const FfmaPlan& p, F&& f) {
     case GemmConfig::BigScalar: return f(GemmBigScalar{});
     case GemmConfig::Small: return f(GemmSmall{});
     case GemmConfig::Mid: return f(GemmMid{});
+    case GemmConfig::Flat: return f(GemmFlat{});
     case GemmConfig::Big:
     default: return f(GemmBig<4>{});
   }
@@ -73,6 +74,9 @@ inline int ffma_split_count(const GemmCall& c) {
 }
 
 // The legal plans of a float32 or float64 call, in order (the router takes the first):
+//  0. Flat: 33-64 rows (vector staging, compute capability 9.0) split k across a cluster, where
+//     its split grid keeps costs.ffma_flat_half_blocks_per_sm / 2 blocks an SM (a weight 14336
+//     wide: 224 blocks);
 //  1. Wide (vector or Async4 staging): past one 64 tile of rows where stream-K deals a long k out
 //     to the SMs (128 rows against a weight, or 33-64 where 64x64's own grid leaves SMs idle),
 //     or, on grids of a wave of 128x128 tiles and more, where its grid fills the SMs over all of C
@@ -106,6 +110,13 @@ inline void ffma_candidates(const GemmCall& c, Take&& take) {
     const bool small_grid = big < sms || g.m <= GemmSmall::kBM || g.n <= GemmSmall::kBN;
     const bool rows = g.m > GemmSmall::kBM || (2 * g.m > GemmSmall::kBM && small < sms);
     const int strip = ffma_strip_cols(g, sms, p.staging);
+    if (small_grid && splits && g.n >= GemmFlat::kBN) {
+      FfmaPlan f = p;
+      f.config = GemmConfig::Flat;
+      f.split = ffma_split_count<GemmFlat>(c);
+      const int64_t blocks = g.batch * ceil_div(g.m, GemmFlat::kBM) * ceil_div(g.n, GemmFlat::kBN) * f.split;
+      if (2 * blocks >= gemm_costs(c.device).ffma_flat_half_blocks_per_sm * int64_t(sms)) take(f, kUnmodelled);
+    }
     const bool wide = p.staging != GemmStaging::Scalar &&
                       (small_grid ? rows && g.n > GemmSmall::kBN && shares
                                   : ffma_fills<GemmWide>(g, sms, 1) || shares || strip > 0);
@@ -154,7 +165,7 @@ inline int64_t ffma_blocks(const GemmCall& c, const FfmaPlan& p) {
 inline std::string ffma_describe(const GemmCall& c, const FfmaPlan& p) {
   static const char* kStage[] = {"kvec", "kscalar", "xasync", "xscalar"};
   static const char* kStaging[] = {"vector", "async4", "scalar"};
-  static const char* kConfig[] = {"big", "big_scalar", "small", "wide", "mid"};
+  static const char* kConfig[] = {"big", "big_scalar", "small", "wide", "mid", "flat"};
   std::string s = with_ffma_config(c.dtype, p, [](auto shape) {
     using S = decltype(shape);
     return "ffma " + std::to_string(S::kBM) + "x" + std::to_string(S::kBN) + "x" + std::to_string(S::kBK);
@@ -164,7 +175,8 @@ inline std::string ffma_describe(const GemmCall& c, const FfmaPlan& p) {
   if (p.config == GemmConfig::Wide)
     s += " stream_k=" + std::to_string(p.work.sk_blocks) + "/" + std::to_string(p.work.sk_tiles) +
          " strip=" + std::to_string(p.strip);
-  if (p.config == GemmConfig::Small || p.config == GemmConfig::Mid) s += " split=" + std::to_string(p.split);
+  if (with_ffma_config(c.dtype, p, [](auto shape) { return ffma_splits<decltype(shape)>(); }))
+    s += " split=" + std::to_string(p.split);
   return s;
 }
 

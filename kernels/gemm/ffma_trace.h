@@ -132,7 +132,7 @@ inline void trace_ffma_tiles(const GemmCall& c, const FfmaPlan& p, SmemTrace& tr
   });
 }
 
-// Small's or Mid's split-K (float32): every block's 16-byte stores of its accumulator rows into
+// Split-K (float32, the configurations that split: ffma_splits): every block's 16-byte stores of its accumulator rows into
 // the partial tile, where ffma_store_c puts them in C, then the sums' loads.
 inline void trace_ffma_split(const GemmCall& c, const FfmaPlan& p, SmemTrace& trace) {
   const GemmArgs& g = c.args;
@@ -142,7 +142,7 @@ inline void trace_ffma_split(const GemmCall& c, const FfmaPlan& p, SmemTrace& tr
       const std::string kernel = "gemm/" + std::to_string(S::kBM) + "x" + std::to_string(S::kBN);
       const int64_t tiles = g.batch * ceil_div(g.m, S::kBM) * ceil_div(g.n, S::kBN);
       with_layout(c.layout, [&](auto tag) {
-        using PTile = FfmaSplitTile<decltype(tag)::value, S::kBN>;
+        using PTile = FfmaSplitTile<decltype(tag)::value, S::kBM, S::kBN>;
         SmemInstr& st = trace.instr(kernel, "st.shared.v4 P <- a thread's accumulator rows (split-K partial)",
                                     SmemOp::St, 16, tiles * p.split);
         for (int i = 0; i < S::kTM; ++i)
