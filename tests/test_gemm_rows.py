@@ -45,7 +45,7 @@ def test_route_weight_along_n(m, split):
 def test_route_33_to_64_rows(m, w_kn):
     """33-64 float32 rows: on compute capability 9.0 the FFMA kernel's 64-row tiles, k split
     across a cluster (64 x 64, or 64 x 256 where its split grid keeps 1.5 blocks an SM: a
-    (4096, 14336) weight, 56 tiles split 4 ways); below it the few-rows kernel's two blocks of 32 side by side, where
+    (4096, 14336) weight); below it the few-rows kernel's two blocks of 32 side by side, where
     64x64 tiles would leave SMs idle (the blocks of 64x64 cover the weight's 4096 columns: 64)."""
     for (k, n), cfg in (((4096, 4096), "64x64x8 small"), ((4096, 14336), "64x256x8 flat"),
                         ((14336, 4096), "64x64x8 small")):

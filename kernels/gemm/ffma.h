@@ -71,7 +71,7 @@ struct GemmShape {
 //    products of up to 64 rows (vector staging) split k across a cluster on compute capability
 //    9.0 (ffma_plan.h).
 //  - Mid: 64x128, 128 threads, 8x8 per thread, three blocks an SM: such split products where
-//    its own split grid keeps 2.5 blocks an SM (a few rows against a weight 14336 wide).
+//    Flat's grid is too short and its own keeps 2.5 blocks an SM.
 //  - Flat: 64x256, 128 threads (1x4 warps of 64x64), 16x8 per thread, two blocks an SM: 33-64
 //    rows against a wide weight, split k across a cluster where its grid keeps 1.5 blocks an SM
 //    (Wide's micro-tile on one 64 tile of rows; at one block an SM its four warps stall).

@@ -132,8 +132,9 @@ inline void trace_ffma_tiles(const GemmCall& c, const FfmaPlan& p, SmemTrace& tr
   });
 }
 
-// Split-K (float32, the configurations that split: ffma_splits): every block's 16-byte stores of its accumulator rows into
-// the partial tile, where ffma_store_c puts them in C, then the sums' loads.
+// Split-K (float32, the configurations that split: ffma_splits): every block's 16-byte stores
+// of its accumulator rows into the partial tile, where ffma_store_c puts them in C, then the
+// sums' loads.
 inline void trace_ffma_split(const GemmCall& c, const FfmaPlan& p, SmemTrace& trace) {
   const GemmArgs& g = c.args;
   with_ffma_config(c.dtype, p, [&](auto shape) {
