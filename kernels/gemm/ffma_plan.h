@@ -73,6 +73,17 @@ inline int ffma_split_count(const GemmCall& c) {
   return split_k_count(tiles, ceil_div(g.k, S::kBK), c.device, S::kMinBlocks, gemm_costs(c.device).ffma_split_min_k);
 }
 
+// S's plan split across a cluster (as config), taken where its split grid keeps half_blocks_per_sm
+// / 2 blocks an SM (Flat, Mid: below that their few warps an SM stall).
+template <class S, class Take>
+inline void ffma_take_split(const GemmCall& c, FfmaPlan p, GemmConfig config, int half_blocks_per_sm, Take&& take) {
+  const GemmArgs& g = c.args;
+  p.config = config;
+  p.split = ffma_split_count<S>(c);
+  const int64_t blocks = g.batch * ceil_div(g.m, S::kBM) * ceil_div(g.n, S::kBN) * p.split;
+  if (2 * blocks >= half_blocks_per_sm * int64_t(c.device.num_sms)) take(p, kUnmodelled);
+}
+
 // The legal plans of a float32 or float64 call, in order (the router takes the first):
 //  0. Flat: 33-64 rows (vector staging, compute capability 9.0) split k across a cluster, where
 //     its split grid keeps costs.ffma_flat_half_blocks_per_sm / 2 blocks an SM (a weight 14336
@@ -110,13 +121,8 @@ inline void ffma_candidates(const GemmCall& c, Take&& take) {
     const bool small_grid = big < sms || g.m <= GemmSmall::kBM || g.n <= GemmSmall::kBN;
     const bool rows = g.m > GemmSmall::kBM || (2 * g.m > GemmSmall::kBM && small < sms);
     const int strip = ffma_strip_cols(g, sms, p.staging);
-    if (small_grid && splits && g.n >= GemmFlat::kBN) {
-      FfmaPlan f = p;
-      f.config = GemmConfig::Flat;
-      f.split = ffma_split_count<GemmFlat>(c);
-      const int64_t blocks = g.batch * ceil_div(g.m, GemmFlat::kBM) * ceil_div(g.n, GemmFlat::kBN) * f.split;
-      if (2 * blocks >= gemm_costs(c.device).ffma_flat_half_blocks_per_sm * int64_t(sms)) take(f, kUnmodelled);
-    }
+    if (small_grid && splits && g.n >= GemmFlat::kBN)
+      ffma_take_split<GemmFlat>(c, p, GemmConfig::Flat, gemm_costs(c.device).ffma_flat_half_blocks_per_sm, take);
     const bool wide = p.staging != GemmStaging::Scalar &&
                       (small_grid ? rows && g.n > GemmSmall::kBN && shares
                                   : ffma_fills<GemmWide>(g, sms, 1) || shares || strip > 0);
@@ -127,13 +133,8 @@ inline void ffma_candidates(const GemmCall& c, Take&& take) {
       w.work = gemm_work(g.batch, g.m, g.n - strip, g.k, strip, sms, stream_k);
       take(w, kUnmodelled);
     }
-    if (small_grid && splits && g.n >= GemmMid::kBN) {
-      FfmaPlan m = p;
-      m.config = GemmConfig::Mid;
-      m.split = ffma_split_count<GemmMid>(c);
-      const int64_t blocks = g.batch * ceil_div(g.m, GemmMid::kBM) * ceil_div(g.n, GemmMid::kBN) * m.split;
-      if (2 * blocks >= gemm_costs(c.device).ffma_mid_half_blocks_per_sm * int64_t(sms)) take(m, kUnmodelled);
-    }
+    if (small_grid && splits && g.n >= GemmMid::kBN)
+      ffma_take_split<GemmMid>(c, p, GemmConfig::Mid, gemm_costs(c.device).ffma_mid_half_blocks_per_sm, take);
     if (small_grid) {
       FfmaPlan s = p;
       s.config = GemmConfig::Small;
