@@ -31,16 +31,19 @@ from ._tuning import DTYPE_CODES, FORMAT, load, register, slug, unregister, user
 MARGIN = 0.02  # how much sooner than the model's plan another must end to take its place
 L2_BYTES = 60 * 2**20  # an H100's or H200's L2 and a little more: timed inputs rotate past it
 
+DECODE_WEIGHTS = ((4096, 4096), (4096, 14336), (14336, 4096))  # (K, N) of the decode rows' weights
+
 # The calls the tuner times by default, "MxNxK" with "t" after a dim whose operand is a transposed
 # view (x @ W.t(): "4096x4096x4096t" has B = W.t()): the bench's 16-bit squares and mid-size grids,
-# a Linear layer's three products for the bench's model shapes, and decode rows.
+# a Linear layer's three products for the bench's model shapes, and decode rows (x @ W.t() and x @ W).
 MODEL_SHAPES = [(8192, 4096, 4096), (8192, 4096, 14336), (8192, 14336, 4096), (4096, 1024, 4096),
                 (2048, 2048, 2048), (16384, 768, 3072), (1024, 4096, 4096), (1536, 1536, 1536)]
 DEFAULT_SHAPES = (
     [f"{s}x{s}x{s}" for s in (1024, 1536, 2048, 3072, 4096, 8192)]
     + ["2048x2304x2048", "1152x4096x1024", "8192x8192x1024", "1024x8192x8192"]
     + [shape for m, k, n in MODEL_SHAPES for shape in (f"{m}x{n}x{k}t", f"{m}x{k}x{n}", f"t{n}x{k}x{m}")]
-    + [f"{m}x{n}x{k}t" for m in (1, 8, 32, 64, 128) for k, n in ((4096, 4096), (4096, 14336), (14336, 4096))]
+    + [f"{m}x{n}x{k}t" for m in (1, 4, 8, 16, 32, 64, 128) for k, n in DECODE_WEIGHTS]
+    + [f"{m}x{n}x{k}" for m in (1, 8, 32, 64) for k, n in DECODE_WEIGHTS]
 )
 
 

@@ -285,3 +285,39 @@ def test_cuda_batched_views_and_bias(dtype):
     ref = x.double() @ lin.weight.double().t() + lin.bias.double()
     assert not torch.isnan(got).any()
     torch.testing.assert_close(got.double(), ref, rtol=2e-2, atol=2e-2 if dtype == BF16 else 1e-4)
+
+
+def test_candidates_other_splits_and_forms():
+    """The router takes the plan rows_candidates lists first; the others are for a measured table
+    (bankops.tune): every other split count of the same form where the cluster fits, and for
+    16-bit rows on FFMA (up to 4) the mma.sync form at every split; each key once."""
+    dev = dict(num_sms=132, cc=90)
+    for dtype, m in ((BF16, 1), (F16, 4), (BF16, 8), (F32, 2)):
+        r = bankops.gemm_route(meta(m, 4096, dtype=dtype), meta(14336, 4096, dtype=dtype).t(), **dev)
+        rows = [c for c in r.candidates if c.tier == "rows"]
+        assert rows[0].chosen and rows[0].route == r, rows
+        assert len({c.key for c in r.candidates}) == len(r.candidates), r.candidates
+        forms = {c.route.fields["tile"] for c in rows}
+        ffma16 = dtype != F32 and m <= 4
+        assert len(forms) == (2 if ffma16 else 1), forms
+        for tile in forms:
+            splits = sorted(c.route.fields["split"] for c in rows if c.route.fields["tile"] == tile)
+            assert splits == list(range(1, 9)), (tile, splits)
+        if ffma16:
+            assert "8x64x256" in forms, forms
+    a100 = bankops.gemm_route(meta(1, 4096, dtype=BF16), meta(14336, 4096, dtype=BF16).t(), num_sms=108, cc=80)
+    assert [c.route.fields["split"] for c in a100.candidates if c.tier == "rows"] == [1], "no clusters below 9.0"
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype,m", [(BF16, 1), (F16, 3), (BF16, 4), (BF16, 8), (F16, 13), (F32, 2), (F32, 16)], ids=str)
+def test_cuda_every_rows_plan(dtype, m):
+    """Every rows candidate the tuner may time, forced by its key: against the reference, N off the
+    blocks, K off the windows, and each plan's bits the same on a second call."""
+    x, w = operand(m, 2056, None, dtype, False), operand(2056, 1000, None, dtype, True)
+    for c in [c for c in bankops.gemm_route(x, w).candidates if c.tier == "rows"]:
+        with bankops.options(plan=c.key):
+            assert bankops.gemm_route(x, w) == c.route
+            got = bankops.gemm(x, w)
+            check(got, x, w)
+            assert torch.equal(got, bankops.gemm(x, w)), c.route

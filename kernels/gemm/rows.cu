@@ -380,7 +380,9 @@ cudaError_t run(const GemmArgs& g, const RowsPlan& p, cudaStream_t stream) {
 
 cudaError_t launch_rows(const GemmCall& c, const RowsPlan& p, cudaStream_t stream) {
   const GemmArgs& g = c.args;
-  if (!rows_supports(c.dtype, g) || rows_on_mma(c.dtype, g.m) != p.mma || rows_tm(g.m, p.mma) != p.tm ||
+  // mma.sync takes 16-bit rows only, FFMA those of up to kRowsFfmaRows rows (rows_candidates).
+  const bool form_ok = p.mma ? c.dtype != DType::F32 : !rows_on_mma(c.dtype, g.m);
+  if (!rows_supports(c.dtype, g) || !form_ok || rows_tm(g.m, p.mma) != p.tm ||
       p.b_kn != !rows_b_k_vectors(c.dtype, g))
     return cudaErrorInvalidValue;
   if (g.batch == 0 || g.n == 0) return cudaSuccess;

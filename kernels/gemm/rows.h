@@ -38,7 +38,8 @@ constexpr int kRowsPerWarp = 4, kRowsUnroll = 2;  // FFMA: weight rows a warp; l
 constexpr int kRowsMmaChunks = 8;                 // mma.sync: 32-k chunks a window (loads of its row a lane)
 
 // 16-bit products of more than kRowsFfmaRows rows take mma.sync; fewer, FFMA (an m16 tile
-// of a row or two is mostly zeros, and FFMA streams the weight as fast there).
+// of a row or two is mostly zeros, and FFMA streams the weight as fast there), unless a GPU's
+// measured table names the mma.sync form for them (rows_plan.h lists it).
 constexpr int kRowsFfmaRows = 4;
 BANKOPS_HD constexpr bool rows_on_mma(DType t, int64_t m) {
   return (t == DType::F16 || t == DType::BF16) && m > kRowsFfmaRows;

@@ -27,25 +27,44 @@ constexpr int kRowsFfmaTile = 64;
 // capability 9.0) and its 64x64 tiles leave SMs idle. Its k windows split on compute capability
 // 9.0 where its blocks would leave SMs idle: mma.sync's splits count one block an SM (the deep
 // ring's); a grid past one wave of them takes the shallow ring at two blocks an SM instead.
+// That plan comes first (the router takes it); the other split counts follow, and for 16-bit
+// rows on FFMA the mma.sync form, which nothing but a measured table chooses (bankops.tune).
 template <class Take>
 inline void rows_candidates(const GemmCall& c, Take&& take) {
   const GemmArgs& g = c.args;
   if (!c.options.split_k || !rows_supports(c.dtype, g)) return;
   const bool small_fills = g.batch * ceil_div(g.m, kRowsFfmaTile) * ceil_div(g.n, kRowsFfmaTile) >= c.device.num_sms;
   if (g.m > kRowsMaxM && (c.device.cc >= 90 || small_fills)) return;
-  RowsPlan p;
-  p.b_kn = !rows_b_k_vectors(c.dtype, g);  // float32's weight read along n (rows_b_n_vectors)
-  p.mma = rows_on_mma(c.dtype, g.m);
-  p.tm = rows_tm(g.m, p.mma);
-  p.ring = rows_takes_ring(c.dtype, p.tm, p.b_kn);
-  const int64_t blocks = g.batch * ceil_div(g.m, p.tm) * ceil_div(g.n, rows_bn(p.mma));
-  const int64_t windows = ceil_div(g.k, rows_window(c.dtype, p.mma));
-  const int per_sm = p.mma    ? 1
-                     : p.ring ? rows_ffma_ring_blocks_per_sm(p.tm)
-                              : rows_ffma_blocks_per_sm(p.tm);
-  p.split = c.device.cc < 90 ? 1 : split_k_count(blocks, windows, c.device, per_sm);
-  if (p.mma) p.stages = rows_ring_stages(c.layout, p.tm, blocks * p.split <= cluster_room(c.device, p.split, 1));
-  take(p, kUnmodelled);
+  const auto form = [&](bool mma) {
+    RowsPlan p;
+    p.b_kn = !rows_b_k_vectors(c.dtype, g);  // float32's weight read along n (rows_b_n_vectors)
+    p.mma = mma;
+    p.tm = rows_tm(g.m, p.mma);
+    p.ring = rows_takes_ring(c.dtype, p.tm, p.b_kn);
+    return p;
+  };
+  const auto blocks = [&](const RowsPlan& p) { return g.batch * ceil_div(g.m, p.tm) * ceil_div(g.n, rows_bn(p.mma)); };
+  const auto per_sm = [](const RowsPlan& p) {
+    return p.mma ? 1 : p.ring ? rows_ffma_ring_blocks_per_sm(p.tm) : rows_ffma_blocks_per_sm(p.tm);
+  };
+  const auto split_as = [&](RowsPlan p, int split) {
+    p.split = split;
+    if (p.mma) p.stages = rows_ring_stages(c.layout, p.tm, blocks(p) * split <= cluster_room(c.device, split, 1));
+    return p;
+  };
+  const RowsPlan first = form(rows_on_mma(c.dtype, g.m));
+  const int64_t windows = ceil_div(g.k, rows_window(c.dtype, first.mma));
+  const int split = c.device.cc < 90 ? 1 : split_k_count(blocks(first), windows, c.device, per_sm(first));
+  take(split_as(first, split), kUnmodelled);
+  if (c.device.cc < 90) return;
+  const bool ffma16 = !first.mma && c.dtype != DType::F32;
+  for (int f = 0; f < (ffma16 ? 2 : 1); ++f) {
+    const bool mma = f == 0 ? first.mma : true;
+    const RowsPlan p = form(mma);
+    const int64_t nk = ceil_div(g.k, rows_window(c.dtype, mma));
+    for (int s = 1; s <= kMaxSplit && nk >= s; ++s)
+      if ((mma != first.mma || s != split) && cluster_room(c.device, s, per_sm(p)) >= s) take(split_as(p, s), kUnmodelled);
+  }
 }
 
 inline int64_t rows_blocks(const GemmCall& c, const RowsPlan& p) {
