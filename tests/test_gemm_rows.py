@@ -301,10 +301,17 @@ def test_candidates_other_splits_and_forms():
         ffma16 = dtype != F32 and m <= 4
         assert len(forms) == (2 if ffma16 else 1), forms
         for tile in forms:
-            splits = sorted(c.route.fields["split"] for c in rows if c.route.fields["tile"] == tile)
+            splits = sorted(c.route.fields["split"] for c in rows
+                            if c.route.fields["tile"] == tile and "persistent" not in c.route.fields)
             assert splits == list(range(1, 9)), (tile, splits)
         if ffma16:
             assert "8x64x256" in forms, forms
+        # mma.sync's persistent form, once, where its 224 tiles outnumber the SMs
+        persistent = [c for c in rows if "persistent" in c.route.fields]
+        assert len(persistent) == (0 if dtype == F32 else 1), persistent
+        for c in persistent:
+            f = c.route.fields
+            assert (f["tile"], f["split"], f["blocks"]) == ("8x64x256", 1, 132) and not c.chosen, c.route
     a100 = bankops.gemm_route(meta(1, 4096, dtype=BF16), meta(14336, 4096, dtype=BF16).t(), num_sms=108, cc=80)
     assert [c.route.fields["split"] for c in a100.candidates if c.tier == "rows"] == [1], "no clusters below 9.0"
 
@@ -321,3 +328,55 @@ def test_cuda_every_rows_plan(dtype, m):
             got = bankops.gemm(x, w)
             check(got, x, w)
             assert torch.equal(got, bankops.gemm(x, w)), c.route
+
+
+def test_persistent_plan_fields_and_trace():
+    """mma.sync's persistent form: one block an SM (at most the tiles), split 1, the ring as deep as
+    227 KB a block fits beside its own partial tile (6 stages of 8 rows unpadded, 5 under pad, 4
+    of 16 rows under pad); only where the tiles outnumber the SMs. explain traces the same
+    shared-memory accesses as the plan of one block a tile (the partial tile moves, its banks
+    do not)."""
+    for layout, m, stages in (("swizzle", 8, 6), ("pad", 8, 5), ("none", 16, 5), ("pad", 16, 4)):
+        a, w = meta(m, 4096, dtype=BF16), meta(14336, 4096, dtype=BF16).t()
+        r = bankops.gemm_route(a, w, layout, num_sms=132, cc=90)
+        (p,) = [c for c in r.candidates if c.tier == "rows" and "persistent" in c.route.fields]
+        assert (p.route.fields["stages"], p.route.fields["blocks"], p.route.fields["split"]) == (stages, 132, 1), p
+        (one,) = [c for c in r.candidates if c.tier == "rows" and c.route.fields["split"] == 1
+                  and "persistent" not in c.route.fields]
+        reps = []
+        for c in (p, one):
+            with bankops.options(plan=c.key):
+                reps.append(bankops.explain("gemm", layout, BF16, m=m, n=14336, k=4096, b_transposed=True,
+                                            num_sms=132, cc=90))
+        assert "persistent" in reps[0].route and "persistent" not in reps[1].route, [x.route for x in reps]
+        keep = ("instruction", "count", "wavefronts", "ideal")
+        assert [{k: row[k] for k in keep} for row in reps[0].rows] == [{k: row[k] for k in keep} for row in reps[1].rows]
+    few = bankops.gemm_route(meta(8, 4096, dtype=BF16), meta(8192, 4096, dtype=BF16).t(), num_sms=132, cc=90)
+    assert not [c for c in few.candidates if c.tier == "rows" and "persistent" in c.route.fields], "128 tiles"
+    batched = bankops.gemm_route(meta(3, 8, 4096, dtype=BF16), meta(3, 4096, 4096, dtype=BF16).transpose(-1, -2),
+                                 num_sms=132, cc=90)
+    assert [c.route.fields["blocks"] for c in batched.candidates
+            if c.tier == "rows" and "persistent" in c.route.fields] == [132]
+
+
+@requires_cuda
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype,m", [(BF16, 3), (F16, 8), (BF16, 13), (BF16, 16)], ids=str)
+def test_cuda_persistent(layout, dtype, m):
+    """mma.sync's persistent form on tiles past the SMs (n: a tile of 64 an SM and 3 more, the
+    last one partial; k off its windows; a batch of 3 against a broadcast weight): against the
+    reference, its bits the same on a second call and the same as one block a tile's (the same
+    sums in the same order)."""
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for batch, n, k in ((None, 64 * sms + 180, 1040), (3, 64 * (sms // 3 + 4) - 5, 2056)):
+        x, w = operand(m, k, batch, dtype, False), operand(k, n, batch, dtype, True, expand=batch is not None)
+        cands = [c for c in bankops.gemm_route(x, w, layout).candidates if c.tier == "rows"]
+        (p,) = [c for c in cands if "persistent" in c.route.fields]
+        (one,) = [c for c in cands if c.route.fields["split"] == 1 and c.route.fields["tile"] == p.route.fields["tile"]
+                  and "persistent" not in c.route.fields]
+        with bankops.options(plan=p.key):
+            got = bankops.gemm(x, w, layout)
+            check(got, x, w)
+            assert torch.equal(got, bankops.gemm(x, w, layout)), p.route
+        with bankops.options(plan=one.key):
+            assert torch.equal(got, bankops.gemm(x, w, layout)), (p.route, one.route)

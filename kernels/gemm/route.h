@@ -89,7 +89,7 @@ struct GemmRoute {
 
 // A plan's name for the tables and the options: its family, configuration, block tile, split and
 // the flags that set it apart from another plan of the same tile (copies first, the realigning
-// producer, the ring). Plans that differ only in what they derive from these (the Hopper plan's
+// producer, the ring, the few-rows kernel's persistent blocks). Plans that differ only in what they derive from these (the Hopper plan's
 // persistent blocks, clusters, last wave) share a key; 0 names no plan.
 inline int64_t gemm_plan_key(const GemmCall& c, const GemmPlan& plan) {
   const auto key = [](int family, int config, int bm, int bn, int bk, int split, int flags) {
@@ -112,7 +112,8 @@ inline int64_t gemm_plan_key(const GemmCall& c, const GemmPlan& plan) {
           const int flags = (p.repack.jobs > 0 ? 1 : 0) | (p.ops.fill != MmaFill::Async ? 2 : 0);
           return key(2, int(p.shape), t[0], t[1], t[2], p.split, flags);
         } else {
-          return key(3, p.mma ? 1 : 0, p.tm, rows_bn(p.mma), rows_window(c.dtype, p.mma), p.split, p.ring ? 4 : 0);
+          return key(3, p.mma ? 1 : 0, p.tm, rows_bn(p.mma), rows_window(c.dtype, p.mma), p.split,
+                     (p.ring ? 4 : 0) | (p.persistent ? 8 : 0));
         }
       },
       plan);

@@ -254,65 +254,49 @@ __device__ __forceinline__ void rows_stage_w(uint32_t dst, const T* b, const Gem
   }
 }
 
-// One block: 64 weight rows (8 a warp) over its rank's windows of k, for TM rows of x. The ring
-// holds rows_stages windows of both; while the warps multiply window w, windows w + 1 .. w +
-// stages - 1 fly. The accumulator pairs land in the partial tile for split_k_store (one order
-// every run: the same bits).
-template <Layout L, class T, int TM, int S>
-__global__ void __launch_bounds__(kRowsThreads, rows_ring_blocks_per_sm<L, TM>(S))
-    rows_mma_kernel(const GemmArgs g, const int splits) {
-  constexpr int kWin = rows_window(dtype_of<T>(), true), BN = rows_bn(true), MT = (TM + 15) / 16;
-  constexpr int kStage = rows_stage_bytes<L, TM>();
+// A warp's share of the mma.sync kernels' products: 8 weight rows of the block's 64, lane (gq, tq)
+// = (lane / 4, lane % 4) the 16 bytes at k 8tq.. of weight row gq in each 32-k chunk, and the
+// same k of rows gq and gq + 8 of each m16 tile of x.
+template <Layout L, class T, int TM>
+struct RowsMmaWarp {
+  static constexpr int MT = (TM + 15) / 16;
   using WTile = RowsWTile<L>;
   using XTile = RowsXTile<L, TM>;
-  using PTile = SplitTile<L, TM, BN>;
-  static_assert(S >= 2 && PTile::kSize * 4 <= S * kStage,
-                "a ring of two stages at least, which the partial tile reuses");
-  extern __shared__ __align__(16) unsigned char smem[];  // the ring, then the partial tile
-  const uint32_t base = smem_u32(smem);
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gq = lane / 4, tq = lane % 4;
-  const RowsTile at = rows_tile<TM, BN>(g, splits);
-  const int rank = at.rank;
-  const int64_t m0 = at.m0, n0 = at.n0, windows = ceil_div(g.k, kWin);
-  const int64_t w0 = split_k_begin(windows, splits, rank), w1 = split_k_begin(windows, splits, rank + 1);
-  const uint4 zero = make_uint4(0, 0, 0, 0);
-  // The lane's offsets in chunk 0 (chunk c joins 32c): its weight row, and rows gq and gq + 8
-  // of each m16 tile of x.
-  const int wo = WTile::offset(warp * 8 + gq, 8 * tq);
-  int xo[MT][2];
+  using PTile = SplitTile<L, TM, rows_bn(true)>;
+  int warp, gq, tq;
+  int wo;         // the lane's weight row in chunk 0 (chunk c joins 32c)
+  int xo[MT][2];  // its rows gq and gq + 8 of each m16 tile of x in chunk 0
+
+  __device__ __forceinline__ RowsMmaWarp() {
+    const int lane = threadIdx.x % 32;
+    warp = threadIdx.x / 32, gq = lane / 4, tq = lane % 4;
+    wo = WTile::offset(warp * 8 + gq, 8 * tq);
 #pragma unroll
-  for (int i = 0; i < MT; ++i)
+    for (int i = 0; i < MT; ++i)
 #pragma unroll
-    for (int h = 0; h < 2; ++h) xo[i][h] = XTile::offset(16 * i + 8 * h + gq, 8 * tq);
-  for (int64_t bz = blockIdx.z; bz < g.batch; bz += gridDim.z) {
-    const T* a = static_cast<const T*>(g.a) + bz * g.a_sb + m0 * g.a_sm;
-    const T* b = static_cast<const T*>(g.b) + bz * g.b_sb;
-    const auto stage = [&](int64_t win) {
-      const uint32_t buf = base + (win - w0) % S * kStage;
-      rows_stage_w<WTile, T>(buf, b, g, n0, win * kWin);
-      rows_stage_a<XTile, T, TM>(buf + WTile::kSize * sizeof(T), a, g, m0, win * kWin);
-    };
-    float acc[MT][4] = {};
-    rows_ring_fill<S>(w0, w1, stage);
-    for (int64_t win = w0; win < w1; ++win) {
-      rows_ring_next<S>(win, w1, stage);
-      const uint32_t wbuf = base + (win - w0) % S * kStage, xbuf = wbuf + WTile::kSize * sizeof(T);
+      for (int h = 0; h < 2; ++h) xo[i][h] = XTile::offset(16 * i + 8 * h + gq, 8 * tq);
+  }
+
+  // One window's products: the weight's window at wbuf, x's after it.
+  __device__ __forceinline__ void window(float (&acc)[MT][4], uint32_t wbuf) const {
+    const uint32_t xbuf = wbuf + WTile::kSize * sizeof(T);
+    const uint4 zero = make_uint4(0, 0, 0, 0);
 #pragma unroll
-      for (int c = 0; c < kRowsMmaChunks; ++c) {
-        const uint4 w = lds128(wbuf + WTile::join(wo, WTile::offset(0, 32 * c)) * sizeof(T));
+    for (int c = 0; c < kRowsMmaChunks; ++c) {
+      const uint4 w = lds128(wbuf + WTile::join(wo, WTile::offset(0, 32 * c)) * sizeof(T));
 #pragma unroll
-        for (int i = 0; i < MT; ++i) {
-          const int step = XTile::offset(0, 32 * c);  // a constant once unrolled
-          const uint4 x0 = 16 * i < TM ? lds128(xbuf + XTile::join(xo[i][0], step) * 2) : zero;
-          const uint4 x1 = 16 * i + 8 < TM ? lds128(xbuf + XTile::join(xo[i][1], step) * 2) : zero;
-          rows_mma_chunk<T>(acc[i], x0, x1, w);
-        }
+      for (int i = 0; i < MT; ++i) {
+        const int step = XTile::offset(0, 32 * c);  // a constant once unrolled
+        const uint4 x0 = 16 * i < TM ? lds128(xbuf + XTile::join(xo[i][0], step) * 2) : zero;
+        const uint4 x1 = 16 * i + 8 < TM ? lds128(xbuf + XTile::join(xo[i][1], step) * 2) : zero;
+        rows_mma_chunk<T>(acc[i], x0, x1, w);
       }
     }
-    cp_async_wait<0>();
-    __syncthreads();  // every warp done with the ring before the partial tile takes it
-    // Accumulator pairs: rows gq and gq + 8 of each m16 tile, weight rows 2tq, 2tq + 1 of the warp's 8.
-    float* part = reinterpret_cast<float*>(smem);
+  }
+
+  // The accumulator pairs into the partial tile: rows gq and gq + 8 of each m16 tile, weight
+  // rows 2tq, 2tq + 1 of the warp's 8.
+  __device__ __forceinline__ void to_partial(float* part, const float (&acc)[MT][4]) const {
 #pragma unroll
     for (int i = 0; i < MT; ++i)
 #pragma unroll
@@ -322,10 +306,106 @@ __global__ void __launch_bounds__(kRowsThreads, rows_ring_blocks_per_sm<L, TM>(S
           *reinterpret_cast<float2*>(part + PTile::offset(r, warp * 8 + 2 * tq)) =
               make_float2(acc[i][2 * h], acc[i][2 * h + 1]);
       }
-    __syncthreads();
-    split_k_store<T, TM, BN, PTile, kRowsThreads>(part, g, static_cast<T*>(g.c) + bz * g.m * g.n, m0, n0, splits, rank,
-                                                  threadIdx.x);
   }
+};
+
+// One block: 64 weight rows (8 a warp) over its rank's windows of k, for TM rows of x. The ring
+// holds rows_stages windows of both; while the warps multiply window w, windows w + 1 .. w +
+// stages - 1 fly. The accumulator pairs land in the partial tile for split_k_store (one order
+// every run: the same bits).
+template <Layout L, class T, int TM, int S>
+__global__ void __launch_bounds__(kRowsThreads, rows_ring_blocks_per_sm<L, TM>(S))
+    rows_mma_kernel(const GemmArgs g, const int splits) {
+  using Warp = RowsMmaWarp<L, T, TM>;
+  constexpr int kWin = rows_window(dtype_of<T>(), true), BN = rows_bn(true);
+  constexpr int kStage = rows_stage_bytes<L, TM>();
+  static_assert(S >= 2 && Warp::PTile::kSize * 4 <= S * kStage,
+                "a ring of two stages at least, which the partial tile reuses");
+  extern __shared__ __align__(16) unsigned char smem[];  // the ring, then the partial tile
+  const uint32_t base = smem_u32(smem);
+  const Warp warp;
+  const RowsTile at = rows_tile<TM, BN>(g, splits);
+  const int rank = at.rank;
+  const int64_t m0 = at.m0, n0 = at.n0, windows = ceil_div(g.k, kWin);
+  const int64_t w0 = split_k_begin(windows, splits, rank), w1 = split_k_begin(windows, splits, rank + 1);
+  for (int64_t bz = blockIdx.z; bz < g.batch; bz += gridDim.z) {
+    const T* a = static_cast<const T*>(g.a) + bz * g.a_sb + m0 * g.a_sm;
+    const T* b = static_cast<const T*>(g.b) + bz * g.b_sb;
+    const auto stage = [&](int64_t win) {
+      const uint32_t buf = base + (win - w0) % S * kStage;
+      rows_stage_w<typename Warp::WTile, T>(buf, b, g, n0, win * kWin);
+      rows_stage_a<typename Warp::XTile, T, TM>(buf + Warp::WTile::kSize * sizeof(T), a, g, m0, win * kWin);
+    };
+    float acc[Warp::MT][4] = {};
+    rows_ring_fill<S>(w0, w1, stage);
+    for (int64_t win = w0; win < w1; ++win) {
+      rows_ring_next<S>(win, w1, stage);
+      warp.window(acc, base + (win - w0) % S * kStage);
+    }
+    cp_async_wait<0>();
+    __syncthreads();  // every warp done with the ring before the partial tile takes it
+    float* part = reinterpret_cast<float*>(smem);
+    warp.to_partial(part, acc);
+    __syncthreads();
+    split_k_store<T, TM, BN, typename Warp::PTile, kRowsThreads>(part, g, static_cast<T*>(g.c) + bz * g.m * g.n, m0,
+                                                                 n0, splits, rank, threadIdx.x);
+  }
+}
+
+// The persistent form (split 1, one block an SM): block b takes tiles b, b + gridDim.x, .. of
+// every batch's (rows_tile's order: the m tiles over one stretch of the weight are neighbours),
+// and its ring runs on from one tile's windows into the next's, so the next tile's weight is in
+// flight while a tile's sums go out through a partial tile of its own (after the ring).
+template <Layout L, class T, int TM, int S>
+__global__ void __launch_bounds__(kRowsThreads, 1) rows_mma_persistent_kernel(const GemmArgs g) {
+  using Warp = RowsMmaWarp<L, T, TM>;
+  constexpr int kWin = rows_window(dtype_of<T>(), true), BN = rows_bn(true);
+  constexpr int kStage = rows_stage_bytes<L, TM>();
+  static_assert(S >= 2, "a ring of two stages at least");
+  extern __shared__ __align__(16) unsigned char smem[];  // the ring, then the partial tile
+  const uint32_t base = smem_u32(smem);
+  float* const part = reinterpret_cast<float*>(smem + rows_persistent_part_at<L, TM>(S));
+  const Warp warp;
+  const int64_t tiles_m = ceil_div(g.m, int64_t(TM)), per_batch = tiles_m * ceil_div(g.n, int64_t(BN));
+  const int64_t tiles = g.batch * per_batch, nk = ceil_div(g.k, kWin);
+  const int64_t mine = tiles > blockIdx.x ? ceil_div(tiles - blockIdx.x, int64_t(gridDim.x)) : 0;
+  // Step q: window q % nk of the block's tile q / nk.
+  struct At {
+    int64_t bz, m0, n0;
+  };
+  const auto tile_at = [&](int64_t j) {
+    const int64_t t = blockIdx.x + j * gridDim.x, r = t % per_batch;
+    return At{t / per_batch, r % tiles_m * TM, r / tiles_m * BN};
+  };
+  const auto stage = [&](int64_t q) {
+    const At t = tile_at(q / nk);
+    const int64_t k0 = q % nk * kWin;
+    const uint32_t buf = base + q % S * kStage;
+    rows_stage_w<typename Warp::WTile, T>(buf, static_cast<const T*>(g.b) + t.bz * g.b_sb, g, t.n0, k0);
+    rows_stage_a<typename Warp::XTile, T, TM>(buf + Warp::WTile::kSize * sizeof(T),
+                                              static_cast<const T*>(g.a) + t.bz * g.a_sb + t.m0 * g.a_sm, g, t.m0, k0);
+  };
+  const int64_t steps = mine * nk;
+  float acc[Warp::MT][4] = {};
+  rows_ring_fill<S>(0, steps, stage);
+  for (int64_t q = 0; q < steps; ++q) {
+    rows_ring_next<S>(q, steps, stage);
+    warp.window(acc, base + q % S * kStage);
+    if (q % nk == nk - 1) {
+      // The tile's sums: the partial tile is free (split_k_store of the tile before read it
+      // before at least one ring step's barrier since).
+      const At t = tile_at(q / nk);
+      warp.to_partial(part, acc);
+      __syncthreads();
+      split_k_store<T, TM, BN, typename Warp::PTile, kRowsThreads>(part, g, static_cast<T*>(g.c) + t.bz * g.m * g.n,
+                                                                   t.m0, t.n0, 1, 0, threadIdx.x);
+#pragma unroll
+      for (int i = 0; i < Warp::MT; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[i][e] = 0.f;
+    }
+  }
+  cp_async_wait<0>();
 }
 
 template <auto kernel>
@@ -338,7 +418,7 @@ cudaError_t start(const GemmArgs& g, const RowsPlan& p, int bn, int smem, cudaSt
 }
 
 template <Layout L, class T>
-cudaError_t run(const GemmArgs& g, const RowsPlan& p, cudaStream_t stream) {
+cudaError_t run(const GemmArgs& g, const RowsPlan& p, int num_sms, cudaStream_t stream) {
   return with_rows_tm(p.tm, [&](auto tm) {
     constexpr int TM = decltype(tm)::value;
     // The blocks rows_tm gives each: FFMA any on float32, up to kRowsFfmaRows on 16 bits; mma.sync 8 and 16.
@@ -367,6 +447,17 @@ cudaError_t run(const GemmArgs& g, const RowsPlan& p, cudaStream_t stream) {
       // The plan's ring: the deep or the shallow one (rows_stages).
       constexpr int kDeep = rows_stages<L, TM>(true), kShallow = rows_stages<L, TM>(false);
       constexpr int kStage = rows_stage_bytes<L, TM>();
+      if (p.persistent) {
+        constexpr int S = rows_persistent_stages<L, TM>(), kSmem = rows_persistent_smem<L, TM>(S);
+        constexpr auto kernel = rows_mma_persistent_kernel<L, T, TM, S>;
+        if (p.split != 1 || p.stages != S) return cudaErrorInvalidValue;
+        const cudaError_t err = raise_smem_once<kernel>(kSmem);
+        if (err != cudaSuccess) return err;
+        const int64_t tiles = g.batch * ceil_div(g.m, int64_t(TM)) * ceil_div(g.n, int64_t(rows_bn(true)));
+        const unsigned blocks = static_cast<unsigned>(tiles < num_sms ? tiles : num_sms);
+        kernel<<<blocks, kRowsThreads, kSmem, stream>>>(g);
+        return cudaGetLastError();
+      }
       if (p.mma && p.stages == kDeep)
         return start<rows_mma_kernel<L, T, TM, kDeep>>(g, p, rows_bn(true), kDeep * kStage, stream);
       if (p.mma && p.stages == kShallow)
@@ -381,7 +472,9 @@ cudaError_t run(const GemmArgs& g, const RowsPlan& p, cudaStream_t stream) {
 cudaError_t launch_rows(const GemmCall& c, const RowsPlan& p, cudaStream_t stream) {
   const GemmArgs& g = c.args;
   // mma.sync takes 16-bit rows only, FFMA those of up to kRowsFfmaRows rows (rows_candidates).
-  const bool form_ok = p.mma ? c.dtype != DType::F32 : !rows_on_mma(c.dtype, g.m);
+  // The persistent form: mma.sync on compute capability 9.0 (its ring takes 227 KB a block).
+  const bool form_ok = p.mma ? c.dtype != DType::F32 && (!p.persistent || c.device.cc >= 90)
+                             : !rows_on_mma(c.dtype, g.m) && !p.persistent;
   if (!rows_supports(c.dtype, g) || !form_ok || rows_tm(g.m, p.mma) != p.tm ||
       p.b_kn != !rows_b_k_vectors(c.dtype, g))
     return cudaErrorInvalidValue;
@@ -389,9 +482,9 @@ cudaError_t launch_rows(const GemmCall& c, const RowsPlan& p, cudaStream_t strea
   return with_layout(c.layout, [&](auto tag) {
     constexpr Layout L = decltype(tag)::value;
     switch (c.dtype) {
-      case DType::F32: return run<L, float>(g, p, stream);
-      case DType::F16: return run<L, __half>(g, p, stream);
-      default: return run<L, __nv_bfloat16>(g, p, stream);
+      case DType::F32: return run<L, float>(g, p, c.device.num_sms, stream);
+      case DType::F16: return run<L, __half>(g, p, c.device.num_sms, stream);
+      default: return run<L, __nv_bfloat16>(g, p, c.device.num_sms, stream);
     }
   });
 }

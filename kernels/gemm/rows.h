@@ -20,6 +20,8 @@
 //   the 16 bytes at k 8t.. of row g in each 32-k chunk, which are its B pairs of two k16 steps
 //   as they stand; its A pairs are the same k of rows g and g + 8 of x, so every product pairs
 //   the same k.
+//   Its persistent form (split 1, a plan only a measured table picks): one block an SM walks
+//   the tiles, its ring running on from one tile's windows into the next's.
 // The warps' sums meet in a partial tile in shared memory, a cluster's k ranges by split-K
 // (split_k.h); the layout is the call's, for every tile.
 #pragma once
@@ -145,6 +147,25 @@ constexpr int rows_ring_blocks_per_sm(int S) {
   return 2 * (S * rows_stage_bytes<L, TM>() + 1024) <= kRowsSmemPerSM ? 2 : 1;
 }
 
+// The persistent mma.sync kernel (rows_mma_persistent_kernel: split 1, one block an SM, compute
+// capability 9.0): its ring takes as many stages as the 227 KB a block may have fit beside its
+// own partial tile (which starts on a 128-byte line after the ring), up to kRowsPersistentStages.
+constexpr int kRowsSmemPersistent = 227 * 1024, kRowsPersistentStages = 6;
+template <Layout L, int TM>
+constexpr int rows_persistent_part_at(int S) {
+  return (S * rows_stage_bytes<L, TM>() + 127) / 128 * 128;
+}
+template <Layout L, int TM>
+constexpr int rows_persistent_smem(int S) {
+  return rows_persistent_part_at<L, TM>(S) + SplitTile<L, TM, rows_bn(true)>::kSize * 4;
+}
+template <Layout L, int TM>
+constexpr int rows_persistent_stages() {
+  int s = kRowsPersistentStages;
+  while (s > 2 && rows_persistent_smem<L, TM>(s) > kRowsSmemPersistent) --s;
+  return s;
+}
+
 // The ring FFMA kernel's ring: stages of the weight's window then x's, as many as the block's
 // share of shared memory fits (at most the 163 KB of compute capability 8.x at one block an
 // SM, half an SM's at two), up to four. The weight's window along n (KN): its rows k of 32
@@ -180,10 +201,15 @@ decltype(auto) with_rows_tm(int tm, F&& f) {
   }
 }
 
-// The stages of a block of tm rows under `layout`, deep or shallow (rows_stages at run time).
-inline int rows_ring_stages(Layout layout, int tm, bool deep) {
+// The stages of a block of tm rows under `layout`, deep or shallow (rows_stages at run time), or
+// the persistent kernel's (rows_persistent_stages).
+inline int rows_ring_stages(Layout layout, int tm, bool deep, bool persistent = false) {
   return with_layout(layout, [&](auto tag) {
-    return with_rows_tm(tm, [&](auto t) { return rows_stages<decltype(tag)::value, decltype(t)::value>(deep); });
+    return with_rows_tm(tm, [&](auto t) {
+      constexpr Layout L = decltype(tag)::value;
+      constexpr int TM = decltype(t)::value;
+      return persistent ? rows_persistent_stages<L, TM>() : rows_stages<L, TM>(deep);
+    });
   });
 }
 

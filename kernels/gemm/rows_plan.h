@@ -2,6 +2,7 @@
 // rows a block takes, FFMA or mma.sync, the weight through registers or a ring, and k split
 // across a cluster where the blocks would leave SMs idle. One candidate where it applies.
 #pragma once
+#include <algorithm>
 #include <string>
 
 #include "costs.h"
@@ -16,6 +17,7 @@ struct RowsPlan {
   bool b_kn = false;   // the weight read along n (float32's x @ W), else along k
   int split = 1;       // the blocks (a cluster) that share each tile's k windows
   int stages = 0;      // mma.sync: its ring's stages (rows_stages: deep or shallow)
+  bool persistent = false;  // mma.sync, split 1: one block an SM walks the tiles, its ring running on
 };
 
 // The FFMA kernel's small tile (ffma.h's GemmSmall): past kRowsMaxM rows this kernel takes a call
@@ -28,7 +30,8 @@ constexpr int kRowsFfmaTile = 64;
 // 9.0 where its blocks would leave SMs idle: mma.sync's splits count one block an SM (the deep
 // ring's); a grid past one wave of them takes the shallow ring at two blocks an SM instead.
 // That plan comes first (the router takes it); the other split counts follow, and for 16-bit
-// rows on FFMA the mma.sync form, which nothing but a measured table chooses (bankops.tune).
+// rows on FFMA the mma.sync form, then mma.sync's persistent form where its tiles are more than
+// the SMs: none of them chosen but by a measured table (bankops.tune).
 template <class Take>
 inline void rows_candidates(const GemmCall& c, Take&& take) {
   const GemmArgs& g = c.args;
@@ -64,11 +67,18 @@ inline void rows_candidates(const GemmCall& c, Take&& take) {
     const int64_t nk = ceil_div(g.k, rows_window(c.dtype, mma));
     for (int s = 1; s <= kMaxSplit && nk >= s; ++s)
       if ((mma != first.mma || s != split) && cluster_room(c.device, s, per_sm(p)) >= s) take(split_as(p, s), kUnmodelled);
+    if (mma && blocks(p) > c.device.num_sms) {
+      RowsPlan q = p;
+      q.persistent = true;
+      q.stages = rows_ring_stages(c.layout, q.tm, true, true);
+      take(q, kUnmodelled);
+    }
   }
 }
 
 inline int64_t rows_blocks(const GemmCall& c, const RowsPlan& p) {
-  return c.args.batch * ceil_div(c.args.m, p.tm) * ceil_div(c.args.n, rows_bn(p.mma)) * p.split;
+  const int64_t tiles = c.args.batch * ceil_div(c.args.m, p.tm) * ceil_div(c.args.n, rows_bn(p.mma));
+  return p.persistent ? std::min<int64_t>(tiles, c.device.num_sms) : tiles * p.split;
 }
 
 // e.g. "rows 16x64x256 a=mk b=nk split=2 stages=4".
@@ -77,6 +87,7 @@ inline std::string rows_describe(const GemmCall& c, const RowsPlan& p) {
                   std::to_string(rows_window(c.dtype, p.mma)) + " a=mk b=" + (p.b_kn ? "kn" : "nk") +
                   (p.ring ? " ring" : "") + " split=" + std::to_string(p.split);
   if (p.mma) s += " stages=" + std::to_string(p.stages);
+  if (p.persistent) s += " persistent";
   return s;
 }
 
