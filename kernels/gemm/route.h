@@ -89,8 +89,9 @@ struct GemmRoute {
 
 // A plan's name for the tables and the options: its family, configuration, block tile, split and
 // the flags that set it apart from another plan of the same tile (copies first, the realigning
-// producer, the ring, the few-rows kernel's persistent blocks). Plans that differ only in what they derive from these (the Hopper plan's
-// persistent blocks, clusters, last wave) share a key; 0 names no plan.
+// producer, the ring, the few-rows kernel's persistent blocks). Plans that differ only in what
+// they derive from these (the Hopper plan's persistent blocks, clusters, last wave) share a key;
+// 0 names no plan.
 inline int64_t gemm_plan_key(const GemmCall& c, const GemmPlan& plan) {
   const auto key = [](int family, int config, int bm, int bn, int bk, int split, int flags) {
     return int64_t(family + 1) << 56 | int64_t(config) << 48 | int64_t(bm) << 36 | int64_t(bn) << 24 |

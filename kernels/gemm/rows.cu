@@ -392,8 +392,8 @@ __global__ void __launch_bounds__(kRowsThreads, 1) rows_mma_persistent_kernel(co
     rows_ring_next<S>(q, steps, stage);
     warp.window(acc, base + q % S * kStage);
     if (q % nk == nk - 1) {
-      // The tile's sums: the partial tile is free (split_k_store of the tile before read it
-      // before at least one ring step's barrier since).
+      // The tile's sums. The partial tile is free: the tile before's split_k_store read it
+      // before this tile's ring steps, each past a barrier.
       const At t = tile_at(q / nk);
       warp.to_partial(part, acc);
       __syncthreads();

@@ -1,6 +1,7 @@
 // The few-rows kernel's plan (decode: a few rows of x against a weight; rows.h, rows.cu): the
 // rows a block takes, FFMA or mma.sync, the weight through registers or a ring, and k split
-// across a cluster where the blocks would leave SMs idle. One candidate where it applies.
+// across a cluster where the blocks would leave SMs idle: the router's plan where the kernel
+// applies, then the others a measured table may name.
 #pragma once
 #include <algorithm>
 #include <string>
@@ -65,8 +66,10 @@ inline void rows_candidates(const GemmCall& c, Take&& take) {
     const bool mma = f == 0 ? first.mma : true;
     const RowsPlan p = form(mma);
     const int64_t nk = ceil_div(g.k, rows_window(c.dtype, mma));
-    for (int s = 1; s <= kMaxSplit && nk >= s; ++s)
-      if ((mma != first.mma || s != split) && cluster_room(c.device, s, per_sm(p)) >= s) take(split_as(p, s), kUnmodelled);
+    for (int s = 1; s <= kMaxSplit && nk >= s; ++s) {
+      const bool other = mma != first.mma || s != split;
+      if (other && cluster_room(c.device, s, per_sm(p)) >= s) take(split_as(p, s), kUnmodelled);
+    }
     if (mma && blocks(p) > c.device.num_sms) {
       RowsPlan q = p;
       q.persistent = true;
