@@ -352,8 +352,9 @@ def gpu_cases():
         # A float32 model under torch.autocast("cuda", torch.bfloat16), module against module.
         linear((8192, 4096, 4096), f32, autocast=bf16),
         # Decode: 1-128 tokens through a 7-8B transformer's projection and MLP up and down weights
-        # (64: between the few-rows kernels and the 128-row tiles).
-        *decode_cases((1, 8, 32, 64, 128), ((4096, 4096), (4096, 14336), (14336, 4096)), (bf16, f32),
+        # (4 and 16: the few-rows kernel's FFMA and mma.sync forms at their edges; 64: between the
+        # few-rows kernels and the 128-row tiles).
+        *decode_cases((1, 4, 8, 16, 32, 64, 128), ((4096, 4096), (4096, 14336), (14336, 4096)), (bf16, f32),
                       quick=[(1, 4096, 4096, bf16), (32, 4096, 14336, bf16)]),
         # The same products on a weight stored (in, out), read n-major: x @ W.
         *decode_cases((1, 8, 32, 64), ((4096, 4096), (14336, 4096)), (bf16, f32), weight_kn=True),
