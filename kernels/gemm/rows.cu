@@ -366,7 +366,7 @@ __global__ void __launch_bounds__(kRowsThreads, 1) rows_mma_persistent_kernel(co
   const uint32_t base = smem_u32(smem);
   float* const part = reinterpret_cast<float*>(smem + rows_persistent_part_at<L, TM>(S));
   const Warp warp;
-  const int64_t tiles_m = ceil_div(g.m, int64_t(TM)), per_batch = tiles_m * ceil_div(g.n, int64_t(BN));
+  const int64_t per_batch = ceil_div(g.m, int64_t(TM)) * ceil_div(g.n, int64_t(BN));
   const int64_t tiles = g.batch * per_batch, nk = ceil_div(g.k, kWin);
   const int64_t mine = tiles > blockIdx.x ? ceil_div(tiles - blockIdx.x, int64_t(gridDim.x)) : 0;
   // Step q: window q % nk of the block's tile q / nk.
@@ -374,8 +374,9 @@ __global__ void __launch_bounds__(kRowsThreads, 1) rows_mma_persistent_kernel(co
     int64_t bz, m0, n0;
   };
   const auto tile_at = [&](int64_t j) {
-    const int64_t t = blockIdx.x + j * gridDim.x, r = t % per_batch;
-    return At{t / per_batch, r % tiles_m * TM, r / tiles_m * BN};
+    const int64_t t = blockIdx.x + j * gridDim.x;
+    const RowsTile r = rows_corner<TM, BN>(g, t % per_batch);
+    return At{t / per_batch, r.m0, r.n0};
   };
   const auto stage = [&](int64_t q) {
     const At t = tile_at(q / nk);
@@ -418,7 +419,7 @@ cudaError_t start(const GemmArgs& g, const RowsPlan& p, int bn, int smem, cudaSt
 }
 
 template <Layout L, class T>
-cudaError_t run(const GemmArgs& g, const RowsPlan& p, int num_sms, cudaStream_t stream) {
+cudaError_t run(const GemmArgs& g, const RowsPlan& p, int64_t blocks, cudaStream_t stream) {
   return with_rows_tm(p.tm, [&](auto tm) {
     constexpr int TM = decltype(tm)::value;
     // The blocks rows_tm gives each: FFMA any on float32, up to kRowsFfmaRows on 16 bits; mma.sync 8 and 16.
@@ -453,9 +454,7 @@ cudaError_t run(const GemmArgs& g, const RowsPlan& p, int num_sms, cudaStream_t 
         if (p.split != 1 || p.stages != S) return cudaErrorInvalidValue;
         const cudaError_t err = raise_smem_once<kernel>(kSmem);
         if (err != cudaSuccess) return err;
-        const int64_t tiles = g.batch * ceil_div(g.m, int64_t(TM)) * ceil_div(g.n, int64_t(rows_bn(true)));
-        const unsigned blocks = static_cast<unsigned>(tiles < num_sms ? tiles : num_sms);
-        kernel<<<blocks, kRowsThreads, kSmem, stream>>>(g);
+        kernel<<<static_cast<unsigned>(blocks), kRowsThreads, kSmem, stream>>>(g);
         return cudaGetLastError();
       }
       if (p.mma && p.stages == kDeep)
@@ -479,12 +478,13 @@ cudaError_t launch_rows(const GemmCall& c, const RowsPlan& p, cudaStream_t strea
       p.b_kn != !rows_b_k_vectors(c.dtype, g))
     return cudaErrorInvalidValue;
   if (g.batch == 0 || g.n == 0) return cudaSuccess;
+  const int64_t blocks = rows_blocks(c, p);  // the persistent form's grid
   return with_layout(c.layout, [&](auto tag) {
     constexpr Layout L = decltype(tag)::value;
     switch (c.dtype) {
-      case DType::F32: return run<L, float>(g, p, c.device.num_sms, stream);
-      case DType::F16: return run<L, __half>(g, p, c.device.num_sms, stream);
-      default: return run<L, __nv_bfloat16>(g, p, c.device.num_sms, stream);
+      case DType::F32: return run<L, float>(g, p, blocks, stream);
+      case DType::F16: return run<L, __half>(g, p, blocks, stream);
+      default: return run<L, __nv_bfloat16>(g, p, blocks, stream);
     }
   });
 }

@@ -60,15 +60,19 @@ __device__ __forceinline__ void rows_warp_sums(float (&v)[N], int lane) {
 
 // Block blockIdx.x's rank in its cluster (split-K's) and its tile's corner (m0, n0): the m
 // tiles over one stretch of the weight are neighbours in the grid, so they run together and
-// the weight comes from memory once.
+// the weight comes from memory once. rows_corner: tile t's corner within its batch, in that order.
 struct RowsTile {
   int rank;
   int64_t m0, n0;
 };
 template <int TM, int BN>
+__device__ __forceinline__ RowsTile rows_corner(const GemmArgs& g, int64_t t, int rank = 0) {
+  const int64_t tiles_m = ceil_div(g.m, int64_t(TM));
+  return RowsTile{rank, t % tiles_m * TM, t / tiles_m * BN};
+}
+template <int TM, int BN>
 __device__ __forceinline__ RowsTile rows_tile(const GemmArgs& g, int splits) {
-  const int64_t tile = blockIdx.x / splits, tiles_m = ceil_div(g.m, int64_t(TM));
-  return RowsTile{static_cast<int>(blockIdx.x % splits), tile % tiles_m * TM, tile / tiles_m * BN};
+  return rows_corner<TM, BN>(g, blockIdx.x / splits, static_cast<int>(blockIdx.x % splits));
 }
 
 // A window of A's rows m0.. (a points at row m0; Tile: TM x window elements) into shared memory

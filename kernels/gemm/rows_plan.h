@@ -25,6 +25,11 @@ struct RowsPlan {
 // only where such tiles leave SMs idle (route.h checks the two agree).
 constexpr int kRowsFfmaTile = 64;
 
+// The block tiles of C a plan covers (TM rows by rows_bn columns, every batch's).
+inline int64_t rows_tiles(const GemmArgs& g, const RowsPlan& p) {
+  return g.batch * ceil_div(g.m, p.tm) * ceil_div(g.n, rows_bn(p.mma));
+}
+
 // The kernel where it takes the call (rows_supports), the weight read along k or, for float32,
 // along n; past one block of rows only where the FFMA kernel cannot split k (below compute
 // capability 9.0) and its 64x64 tiles leave SMs idle. Its k windows split on compute capability
@@ -47,7 +52,7 @@ inline void rows_candidates(const GemmCall& c, Take&& take) {
     p.ring = rows_takes_ring(c.dtype, p.tm, p.b_kn);
     return p;
   };
-  const auto blocks = [&](const RowsPlan& p) { return g.batch * ceil_div(g.m, p.tm) * ceil_div(g.n, rows_bn(p.mma)); };
+  const auto blocks = [&](const RowsPlan& p) { return rows_tiles(g, p); };
   const auto per_sm = [](const RowsPlan& p) {
     return p.mma ? 1 : p.ring ? rows_ffma_ring_blocks_per_sm(p.tm) : rows_ffma_blocks_per_sm(p.tm);
   };
@@ -79,8 +84,10 @@ inline void rows_candidates(const GemmCall& c, Take&& take) {
   }
 }
 
+// The blocks a plan launches: a block a tile and rank, or the persistent form's one an SM (at
+// most the tiles).
 inline int64_t rows_blocks(const GemmCall& c, const RowsPlan& p) {
-  const int64_t tiles = c.args.batch * ceil_div(c.args.m, p.tm) * ceil_div(c.args.n, rows_bn(p.mma));
+  const int64_t tiles = rows_tiles(c.args, p);
   return p.persistent ? std::min<int64_t>(tiles, c.device.num_sms) : tiles * p.split;
 }
 
