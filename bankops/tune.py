@@ -79,6 +79,19 @@ def majors(a, b):
     return cols_fast(a.stride(-2), a.stride(-1)), cols_fast(b.stride(-1), b.stride(-2))
 
 
+def answer(a, b):
+    """a @ b in float64 and the bound a plan's result must fall within: eps(dtype) times |a| @ |b|
+    elementwise, plus float32 accumulation over k (agrees() takes both)."""
+    size = a.abs().double() @ b.abs().double()
+    eps = torch.finfo(a.dtype).eps + 4 * a.shape[-1] * torch.finfo(torch.float32).eps
+    return a.double() @ b.double(), eps * size + 1e-30
+
+
+def agrees(out, ref, bound):
+    """Whether a plan's result is within bound of ref everywhere: a NaN or an unwritten element fails."""
+    return bool(((out.double() - ref).abs() <= bound).all())
+
+
 def capture(fn, calls):
     """fn captured `calls` times into one CUDA graph, after a call on a side stream (capture needs
     warmed-up libraries: cuBLAS's workspaces). bench/run.py times its cases through it too."""
@@ -159,11 +172,21 @@ def tune(shapes=None, dtypes=("bfloat16", "float16"), layouts=("swizzle",), out=
         turn = itertools.count()
         a, b = sets[0]
         route = bankops.gemm_route(a, b, layout)
-        timed = []
+        check = operands(m, n, k, a_t, b_t, dtype)  # fresh: an unwritten output cannot hold its answer
+        ref, bound = answer(*check)
+        timed, wrong = [], []
         for c in route.candidates:
             with bankops.options(plan=c.key):
+                if not agrees(bankops.gemm(*check, layout), ref, bound):
+                    wrong.append(str(c.route))
+                    continue
                 us = time_us(lambda: bankops.gemm(*sets[next(turn) % len(sets)], layout), reps, len(sets))
             timed.append((us, c))
+        if wrong:
+            log(f"bankops.tune: {m}x{n}x{k} {dt}: not timed, their results disagree with a @ b: {'; '.join(wrong)}")
+        if not any(c.chosen for _, c in timed):
+            raise RuntimeError(f"bankops.tune: the model's plan for {m}x{n}x{k} {dt} disagrees with a @ b: "
+                               f"{route}")
         fastest_us, fastest = min(timed, key=lambda t: t[0])
         model_us, model = next((us, c) for us, c in timed if c.chosen)
         # The model's plan stays unless another ends measurably sooner (timings repeat to ~1%).
@@ -173,11 +196,11 @@ def tune(shapes=None, dtypes=("bfloat16", "float16"), layouts=("swizzle",), out=
             "dtype": dt, "layout": layout, "a_km": a_km, "b_kn": b_kn, "batch": 1, "m": m, "n": n, "k": k,
             "plan": best.key, "route": str(best.route), "us": round(best_us, 3),
             "model_plan": model.key, "model_route": str(route), "model_us": round(model_us, 3),
-            "timed": [[str(c.route), round(us, 3)] for us, c in timed]})
+            "timed": [[str(c.route), round(us, 3)] for us, c in timed], **({"wrong": wrong} if wrong else {})})
         than = "the model's plan" if best is model else f"model {model_us:.1f} us, x{model_us / best_us:.3f}"
         log(f"[{i + 1}/{len(todo)}] {dt} {layout} {m}x{n}x{k}{' a.t' if a_t else ''}{' b.t' if b_t else ''}: "
             f"{best_us:.1f} us on {best.route.fields['family']} {best.route.fields['tile']} ({than}; {len(timed)} plans)")
-        del sets, a, b
+        del sets, a, b, check, ref, bound
         torch.cuda.empty_cache()
         write(table, out)  # after each call: a run cut short keeps what it timed
     register(table, os.path.basename(out))

@@ -419,6 +419,25 @@ def assert_tuned_entry(e):
     assert e["plan"] == e["model_plan"] or e["us"] < (1 - tune.MARGIN) * e["model_us"], e["route"]
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_tuner_checks_each_plan_against_a_times_b(dtype):
+    """The tuner times only plans whose result agrees with a @ b to the dtype's rounding: a result
+    rounded from float32 passes; one NaN, one element off by a few units of its size, or an
+    unwritten (zero) output fails."""
+    from bankops import tune
+
+    torch.manual_seed(0)
+    a, b = torch.randn(37, 301, dtype=dtype), torch.randn(301, 53, dtype=dtype)
+    ref, bound = tune.answer(a, b)
+    out = (a.float() @ b.float()).to(dtype)
+    assert tune.agrees(out, ref, bound)
+    for bad in (float("nan"), out[3, 4].item() + 8 * bound[3, 4].item()):
+        wrong = out.clone()
+        wrong[3, 4] = bad
+        assert not tune.agrees(wrong, ref, bound)
+    assert not tune.agrees(torch.zeros_like(out), ref, bound)
+
+
 @requires_cuda
 def test_cuda_tuner_writes_and_takes_its_table(tmp_path):
     """bankops.tune on the GPU at hand: every legal plan of each call timed, the fastest written
@@ -433,6 +452,7 @@ def test_cuda_tuner_writes_and_takes_its_table(tmp_path):
         assert out.exists() and len(table["entries"]) == 2
         for e, (a_t, b_t) in zip(table["entries"], [(False, False), (False, True)]):
             assert_tuned_entry(e)
+            assert "wrong" not in e, e["wrong"]
             assert e["us"] <= e["model_us"], e
             assert e["us"] == min(us for _, us in e["timed"]) or e["plan"] == e["model_plan"], e
             a, b = tune.operands(e["m"], e["n"], e["k"], a_t, b_t, torch.bfloat16)
