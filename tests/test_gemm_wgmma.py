@@ -725,32 +725,3 @@ def test_cuda_thin_linear_and_broadcast(dtype):
     xs, wb = torch.randn(3, 20, 2048, device="cuda").to(dtype), w.t().expand(3, 2048, 4200)
     assert bankops.gemm_route(xs, wb).startswith(THIN)
     check_against_float64(bankops.gemm(xs, wb), xs, wb)
-
-
-# The 256 x 128 tile (four consumer warpgroups; a plan only a table or an option picks), by its
-# key: 72 tiles a block each (1536^2), 108 over a batch of 3 with m, n and k edges, persistent
-# pairs sharing B on 136 tiles with a k tail (a 3-stage ring over 4 k-tiles) and on 561 with
-# m and n edges (17 m tiles: the last pair's second lies past C), k-major A or m-major (km).
-WGMMA_QUAD_SHAPES = [(None, 1536, 1536, 1536), (3, 1000, 1032, 520), (None, 2040, 2056, 200), (None, 4100, 4104, 136)]
-
-
-@requires_cuda
-@requires_hopper
-@pytest.mark.parametrize("batch,m,n,k", WGMMA_QUAD_SHAPES, ids=shape_ids(WGMMA_QUAD_SHAPES))
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("views", WGMMA_VIEWS + [("transposed", "contiguous")], ids="-".join)
-def test_cuda_wgmma_quad(views, dtype, batch, m, n, k):
-    """Against float64, the same bits on a second call and with persistent blocks off (a block
-    a tile sums each tile in the same order)."""
-    a = operand(m, k, batch, dtype, views[0])
-    b = operand(k, n, batch, dtype, views[1])
-    (quad,) = [c for c in bankops.gemm_route(a, b).candidates if c.route.fields["tile"] == "256x128x64"]
-    tiles = (batch or 1) * -(-m // 256) * -(-n // 128)
-    sms = torch.cuda.get_device_properties(a.device).multi_processor_count
-    assert quad.route.fields["persistent"] == int(tiles > sms), quad.route
-    with bankops.options(plan=quad.key, split_k=False):
-        got = bankops.gemm(a, b)
-        assert torch.equal(got, bankops.gemm(a, b)), quad.route
-        with bankops.options(persistent=False):
-            assert torch.equal(got, bankops.gemm(a, b)), quad.route
-    check_against_float64(got, a, b)

@@ -66,11 +66,7 @@ struct WgmmaConfig {
 //                      (TMA, a block a tile, A k-major, split across a cluster);
 //   WgmmaThinNarrow    64 x 64, the same where 128-column tiles leave SMs without a block
 //                      (4096 columns: 64 tiles split 2 ways against 32 split 3): twelve 16 KB
-//                      stages, 96 KB of the weight in flight (the thin tile: 128);
-//   WgmmaQuad          256 x 128, cuBLAS's tile at 2048^3-4096^3: four consumers of 64 x 128,
-//                      three 48 KB stages (the persistent kernel's four C tiles take 64 KB):
-//                      each B tile serves 256 rows (128 x 256: each A tile 256 columns); a
-//                      plan only a measured table picks (wgmma_plan.h).
+//                      stages, 96 KB of the weight in flight (the thin tile: 128).
 using WgmmaLarge = WgmmaConfig<128, 256, 64, 2, 4>;
 using WgmmaBroad = WgmmaConfig<128, 192, 64, 2, 4>;
 using WgmmaSlim = WgmmaConfig<128, 144, 64, 2, 4>;
@@ -80,7 +76,6 @@ using WgmmaNarrow = WgmmaConfig<128, 64, 64, 2, 8>;
 using WgmmaMediumRealign = WgmmaConfig<128, 128, 64, 2, 6, 2>;
 using WgmmaThin = WgmmaConfig<64, 128, 64, 1, 8>;
 using WgmmaThinNarrow = WgmmaConfig<64, 64, 64, 1, 12>;
-using WgmmaQuad = WgmmaConfig<256, 128, 64, 4, 3>;
 
 constexpr int kWgmmaRowCols = 64;  // halves in one 128-byte swizzled row
 constexpr int kWgmmaWarpRows = 16;  // rows of C a consumer warp holds (wgmma's m64 over 4 warps)
@@ -143,7 +138,7 @@ BANKOPS_HD TileCoord wgmma_chunk(int t, int e) {
 
 // The Hopper kernel's block tile (wgmma_plan.h decides), and how its producers fill the ring:
 // TMA boxes, or chunks realigned in registers.
-enum class WgmmaShape { None, Large, Medium, Narrow, Broad, Slim, Tall, Thin, ThinNarrow, Quad };
+enum class WgmmaShape { None, Large, Medium, Narrow, Broad, Slim, Tall, Thin, ThinNarrow };
 enum class WgmmaLoad { Tma, Realign };
 
 // Whether pairs of persistent blocks can share B's tile of C (n-major B: KN): each loads half of

@@ -60,7 +60,6 @@ decltype(auto) with_wgmma_config(const WgmmaPlan& p, F&& f) {
     case WgmmaShape::Tall: return f(WgmmaTall{});
     case WgmmaShape::Thin: return f(WgmmaThin{});
     case WgmmaShape::ThinNarrow: return f(WgmmaThinNarrow{});
-    case WgmmaShape::Quad: return f(WgmmaQuad{});
     case WgmmaShape::Medium:
     default: return p.ops.fill == MmaFill::Async ? f(WgmmaMedium{}) : f(WgmmaMediumRealign{});
   }
@@ -137,17 +136,14 @@ inline double wgmma_time_ns(const GemmArgs& g, const DeviceInfo& d, int split, b
 // 96 right after 128 x 256 and 128 x 144 after 128 x 128 (the router takes a later one only where
 // it ends a tenth sooner: the model rates 192 x 96's short walks too slow). 128 x 192, 128 x 144
 // and 192 x 96 go unsplit only, where the call may run persistent blocks; 128 x 144 and 192 x 96
-// only with A and B k-major. A plan gives half the SMs or more a block (64 of 132). Last, after
-// another plan, 256 x 128 unsplit, with no predicted time: the router never takes it (its
-// model's constants are 128-row tiles'), a measured table may.
+// only with A and B k-major. A plan gives half the SMs or more a block (64 of 132).
 template <class Take>
 inline void wgmma_tma_candidates(const GemmCall& c, const GemmArgs& g, const WgmmaPlan& base, Take&& take) {
   const DeviceInfo& d = c.device;
   const bool split_k = c.options.split_k, persistent = c.options.persistent && base.out_vec;
   const bool k_major = !base.ops.a_km && !base.ops.b_kn;
   WgmmaPlan p = base;
-  bool taken = false;
-  const auto consider = [&](WgmmaShape shape, auto config, int split, bool modelled = true) {
+  const auto consider = [&](WgmmaShape shape, auto config, int split) {
     using C = decltype(config);
     const int64_t blocks = wgmma_tiles<C>(g) * split;
     if (2 * blocks < most_sms(d.num_sms)) return;
@@ -155,8 +151,7 @@ inline void wgmma_tma_candidates(const GemmCall& c, const GemmArgs& g, const Wgm
     if (split > 1 && (ceil_div(g.k, C::kBK) < int64_t(split) * kSplitMinK || cluster_room(d, split, 1) < split)) return;
     p.shape = shape;
     p.split = split;
-    take(p, modelled ? wgmma_time_ns<C>(g, d, split, C::kPersistentOnly && C::kHalves && split_k) : kUnmodelled);
-    taken = true;
+    take(p, wgmma_time_ns<C>(g, d, split, C::kPersistentOnly && C::kHalves && split_k));
   };
   for (int split = 1; split <= (split_k ? kMaxSplit : 1); ++split) {
     consider(WgmmaShape::Large, WgmmaLarge{}, split);
@@ -166,7 +161,6 @@ inline void wgmma_tma_candidates(const GemmCall& c, const GemmArgs& g, const Wgm
     if (split == 1 && persistent && k_major) consider(WgmmaShape::Slim, WgmmaSlim{}, split);
     consider(WgmmaShape::Narrow, WgmmaNarrow{}, split);
   }
-  if (taken) consider(WgmmaShape::Quad, WgmmaQuad{}, 1, false);
 }
 
 // The Hopper plans of a call the layout and device allow (grids within the launch limits), on

@@ -124,15 +124,12 @@ __device__ __forceinline__ void consume(float (&d)[C::kAcc], const Ring<C::kStag
 // 384); the realigning producer keeps 152 (its register slots), a TMA-only kernel's producer
 // (TMA: one thread issuing boxes) 40, and the rest go to the consumers' accumulators (128 a
 // thread for 128 x 256). With 512 threads and two realigning producers everyone keeps the
-// launch's 128; with three consumers (192 x 96) they take 152; with four (256 x 128: 96 at
-// launch) the TMA producer keeps 32, so that they take 112 rather than 104 (fewer spills). The
-// thin tile's one consumer needs no more than the launch's 256 (64 accumulators a thread):
-// nobody moves.
+// launch's 128; with three consumers (192 x 96) they take 152. The thin tile's one consumer
+// needs no more than the launch's 256 (64 accumulators a thread): nobody moves.
 template <class C, bool TMA = false>
 struct WgmmaRegs {
   static constexpr int kLaunch = 65536 / C::kThreads / 8 * 8;
-  static constexpr int kTmaProducer = C::kConsumers == 4 ? 32 : 40;
-  static constexpr int kProducer = C::kFewRows ? kLaunch : TMA ? kTmaProducer : kLaunch < 152 ? kLaunch : 152;
+  static constexpr int kProducer = C::kFewRows ? kLaunch : TMA ? 40 : kLaunch < 152 ? kLaunch : 152;
   static constexpr int kConsumer = C::kFewRows ? kLaunch
                                                : (kLaunch * C::kThreads - C::kProducerThreads * kProducer) /
                                                      (C::kThreads - C::kProducerThreads) / 8 * 8;
