@@ -240,19 +240,46 @@ __device__ __forceinline__ void rows_mma_chunk(float (&acc)[4], const uint4& x0,
   Mma<T>::run(acc, {x0.z, x1.z, x0.w, x1.w}, w.z, w.w);
 }
 
-// A window of the weight's rows n0.. (Tile: rows_bn x window elements) into shared memory by
-// cp.async: warp w copies rows w, w + 8, ..., 512 contiguous bytes each (zeros past n and k).
+// A thread's cp.async copies of one window of a Tile whose rows are 32 16-byte chunks (the
+// mma.sync kernels' weight and x windows, 512 bytes a row): warp w copies rows w, w + 8, ..,
+// lane l chunk l of each. Its addresses are set once a tile; a window adds its k0 (the row
+// steps fold into immediates), so a window's copies cost a few instructions each. Rows past
+// the operand's and k past K are zeros (K is whole 16-byte vectors).
 template <class Tile, class T>
-__device__ __forceinline__ void rows_stage_w(uint32_t dst, const T* b, const GemmArgs& g, int64_t n0, int64_t k0) {
-  constexpr int V = 16 / sizeof(T), kPerRow = Tile::kCols / V;
+struct RowsCopier {
+  static constexpr int V = 16 / sizeof(T), kPer = Tile::kRows / kRowsWarps;
+  static_assert(Tile::kCols == 32 * V && Tile::kRows % kRowsWarps == 0 && kRowsWarps % Tile::kRowPeriod == 0,
+                "32 chunks a row, whole row steps of kRowsWarps");
+  const T* base;      // the tile's row 0 (where a zero-filled copy points)
+  const T* src;       // the thread's first row, its chunk at k 0
+  int64_t step;       // kRowsWarps rows, in elements
+  uint32_t dst;       // that chunk's place in a stage, in bytes
+  int kk;             // the chunk's k
+  uint32_t rows_in;   // bit i: row w + kRowsWarps i lies inside the operand
+
+  // rows: the operand's rows from the tile's row 0 on (past it, zeros); s_row: their stride.
+  __device__ __forceinline__ RowsCopier(const T* tile, int64_t s_row, int64_t rows) {
+    const int w = threadIdx.x / 32;
+    kk = threadIdx.x % 32 * V;
+    base = tile;
+    src = tile + w * s_row + kk;
+    step = kRowsWarps * s_row;
+    dst = Tile::offset(w, kk) * sizeof(T);
+    rows_in = 0;
 #pragma unroll
-  for (int c = threadIdx.x; c < Tile::kRows * kPerRow; c += kRowsThreads) {
-    const int row = c / kPerRow, kk = c % kPerRow * V;
-    const int64_t n = n0 + row, k = k0 + kk;
-    const bool in = n < g.n && k < g.k;
-    cp_async16(dst + Tile::offset(row, kk) * sizeof(T), in ? b + n * g.b_sn + k : b, in ? 16 : 0);
+    for (int i = 0; i < kPer; ++i) rows_in |= uint32_t(w + kRowsWarps * i < rows) << i;
   }
-}
+  // The window at k0 into the stage at buf (k: the operand's K).
+  __device__ __forceinline__ void copy(uint32_t buf, int64_t k0, int64_t k) const {
+    const bool k_in = k0 + kk < k;
+    const T* from = src + k0;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const bool in = k_in && (rows_in >> i & 1);
+      cp_async16(buf + dst + Tile::offset(kRowsWarps * i, 0) * sizeof(T), in ? from + i * step : base, in ? 16 : 0);
+    }
+  }
+};
 
 // A warp's share of the mma.sync kernels' products: 8 weight rows of the block's 64, lane (gq, tq)
 // = (lane / 4, lane % 4) the 16 bytes at k 8tq.. of weight row gq in each 32-k chunk, and the
@@ -331,10 +358,12 @@ __global__ void __launch_bounds__(kRowsThreads, rows_ring_blocks_per_sm<L, TM>(S
   for (int64_t bz = blockIdx.z; bz < g.batch; bz += gridDim.z) {
     const T* a = static_cast<const T*>(g.a) + bz * g.a_sb + m0 * g.a_sm;
     const T* b = static_cast<const T*>(g.b) + bz * g.b_sb;
+    const RowsCopier<typename Warp::WTile, T> w_copy(b + n0 * g.b_sn, g.b_sn, g.n - n0);
+    const RowsCopier<typename Warp::XTile, T> x_copy(a, g.a_sm, g.m - m0);
     const auto stage = [&](int64_t win) {
       const uint32_t buf = base + (win - w0) % S * kStage;
-      rows_stage_w<typename Warp::WTile, T>(buf, b, g, n0, win * kWin);
-      rows_stage_a<typename Warp::XTile, T, TM>(buf + Warp::WTile::kSize * sizeof(T), a, g, m0, win * kWin);
+      w_copy.copy(buf, win * kWin, g.k);
+      x_copy.copy(buf + Warp::WTile::kSize * sizeof(T), win * kWin, g.k);
     };
     float acc[Warp::MT][4] = {};
     rows_ring_fill<S>(w0, w1, stage);
@@ -369,7 +398,7 @@ __global__ void __launch_bounds__(kRowsThreads, 1) rows_mma_persistent_kernel(co
   const int64_t per_batch = ceil_div(g.m, int64_t(TM)) * ceil_div(g.n, int64_t(BN));
   const int64_t tiles = g.batch * per_batch, nk = ceil_div(g.k, kWin);
   const int64_t mine = tiles > blockIdx.x ? ceil_div(tiles - blockIdx.x, int64_t(gridDim.x)) : 0;
-  // Step q: window q % nk of the block's tile q / nk.
+  // Step q: window q % nk of the block's tile q / nk (tile_at(q / nk)).
   struct At {
     int64_t bz, m0, n0;
   };
@@ -378,24 +407,43 @@ __global__ void __launch_bounds__(kRowsThreads, 1) rows_mma_persistent_kernel(co
     const RowsTile r = rows_corner<TM, BN>(g, t % per_batch);
     return At{t / per_batch, r.m0, r.n0};
   };
+  using WCopy = RowsCopier<typename Warp::WTile, T>;
+  using XCopy = RowsCopier<typename Warp::XTile, T>;
+  const auto w_at = [&](const At& t) {
+    return WCopy(static_cast<const T*>(g.b) + t.bz * g.b_sb + t.n0 * g.b_sn, g.b_sn, g.n - t.n0);
+  };
+  const auto x_at = [&](const At& t) {
+    return XCopy(static_cast<const T*>(g.a) + t.bz * g.a_sb + t.m0 * g.a_sm, g.a_sm, g.m - t.m0);
+  };
+  // stage() issues the steps in order, one a call: window win of the block's tile j (its
+  // copiers set at the tile's first window).
+  int64_t j = 0, win = 0;
+  WCopy w_copy = w_at(tile_at(0));
+  XCopy x_copy = x_at(tile_at(0));
   const auto stage = [&](int64_t q) {
-    const At t = tile_at(q / nk);
-    const int64_t k0 = q % nk * kWin;
+    if (win == nk) {
+      win = 0;
+      const At t = tile_at(++j);
+      w_copy = w_at(t);
+      x_copy = x_at(t);
+    }
     const uint32_t buf = base + q % S * kStage;
-    rows_stage_w<typename Warp::WTile, T>(buf, static_cast<const T*>(g.b) + t.bz * g.b_sb, g, t.n0, k0);
-    rows_stage_a<typename Warp::XTile, T, TM>(buf + Warp::WTile::kSize * sizeof(T),
-                                              static_cast<const T*>(g.a) + t.bz * g.a_sb + t.m0 * g.a_sm, g, t.m0, k0);
+    w_copy.copy(buf, win * kWin, g.k);
+    x_copy.copy(buf + Warp::WTile::kSize * sizeof(T), win * kWin, g.k);
+    ++win;
   };
   const int64_t steps = mine * nk;
   float acc[Warp::MT][4] = {};
   rows_ring_fill<S>(0, steps, stage);
+  int64_t tile = 0, left = nk;  // the tile the products are on, its windows still to multiply
   for (int64_t q = 0; q < steps; ++q) {
     rows_ring_next<S>(q, steps, stage);
     warp.window(acc, base + q % S * kStage);
-    if (q % nk == nk - 1) {
+    if (--left == 0) {
       // The tile's sums. The partial tile is free: the tile before's split_k_store read it
       // before this tile's ring steps, each past a barrier.
-      const At t = tile_at(q / nk);
+      const At t = tile_at(tile++);
+      left = nk;
       warp.to_partial(part, acc);
       __syncthreads();
       split_k_store<T, TM, BN, typename Warp::PTile, kRowsThreads>(part, g, static_cast<T*>(g.c) + t.bz * g.m * g.n,
