@@ -2,8 +2,9 @@
 to 32 in float32 (64 below compute capability 9.0, blocks of 32 rows) and 16 in 16 bits, the weight streamed
 once, into registers for FFMA (float32; 16-bit up to 4 rows) or through a ring in shared memory (float32's x @ W
 and 16-row blocks of x @ W.t(); mma.sync's 16-bit products), split-K across a cluster on compute capability
-9.0; 33-64 float32 rows there take the FFMA kernel's 64-row tiles split across a cluster: every M, views and
-batches, the bias, the same bits every run and on every layout, and where the route sends it."""
+9.0; 33-64 float32 rows there take the FFMA kernel's 64-row tiles split across a cluster; 16-bit x @ W through
+mma.sync's KN form, a plan only a table or an option runs: every M, views and batches, the bias, the same bits
+every run and on every layout, and where the route sends it."""
 import pytest
 import torch
 
@@ -380,3 +381,92 @@ def test_cuda_persistent(layout, dtype, m):
             assert torch.equal(got, bankops.gemm(x, w, layout)), p.route
         with bankops.options(plan=one.key):
             assert torch.equal(got, bankops.gemm(x, w, layout)), (p.route, one.route)
+
+
+def test_kn_plans_listed_last_and_never_the_routers():
+    """16-bit x @ W (W stored (K, N), n contiguous) up to 16 rows: the few-rows kernel's mma.sync form,
+    its weight's window read by ldmatrix.trans, at every split count and, where its tiles outnumber
+    the SMs, persistent, listed after every other tier (rows_kn) with no predicted time: the router
+    never takes one, a plan option (or a measured table) does. None past 16 rows, with n off 16-byte
+    vectors, below compute capability 9.0, in float32 (its FFMA ring reads W along n) or for W.t()."""
+    dev = dict(num_sms=132, cc=90)
+    for dtype, m, tile in ((BF16, 1, "8x64x256"), (F16, 4, "8x64x256"), (BF16, 9, "16x64x256"), (F16, 16, "16x64x256")):
+        for n in (1000, 4096, 14336):
+            r = bankops.gemm_route(meta(m, 4096, dtype=dtype), meta(4096, n, dtype=dtype), **dev)
+            kn = [c for c in r.candidates if c.tier == "rows_kn"]
+            assert kn and r.candidates[-len(kn):] == kn, r.candidates
+            assert [c.tier for c in r.candidates if c.chosen] != ["rows_kn"] and r.fields["tile"] != tile, r
+            assert all(c.predicted_us is None and not c.chosen for c in kn), kn
+            assert {(c.route.fields["tile"], c.route.fields["b"]) for c in kn} == {(tile, "kn")}, kn
+            splits = sorted(c.route.fields["split"] for c in kn if "persistent" not in c.route.fields)
+            assert splits == list(range(1, 9)), splits
+            persistent = [c for c in kn if "persistent" in c.route.fields]
+            assert len(persistent) == (1 if -(-n // 64) > 132 else 0), persistent
+            for c in kn:
+                with bankops.options(plan=c.key):
+                    assert bankops.gemm_route(meta(m, 4096, dtype=dtype), meta(4096, n, dtype=dtype), **dev) == c.route
+    for a, b, d in ((meta(17, 4096), meta(4096, 4096), dev), (meta(8, 4096), meta(4096, 1001), dev),
+                    (meta(8, 4096), meta(4096, 4096), dict(num_sms=108, cc=80)),
+                    (meta(8, 4096, dtype=F32), meta(4096, 4096, dtype=F32), dev),
+                    (meta(8, 4096), meta(4096, 4096).t(), dev)):
+        assert not [c for c in bankops.gemm_route(a, b, **d).candidates if c.tier == "rows_kn"], (a.shape, b.stride(), d)
+
+
+def test_explain_kn_window():
+    """The KN form's weight window: a warp's copies write 128 bytes of n of four rows k, each from
+    one 128-byte global line (conflict-free where a row lies on one shared line: none, swizzle;
+    pad's 16 bytes a row split its lines' sectors); each ldmatrix.trans reads its warp's 16 bytes
+    of 8 rows a phase, on the same banks under none (8-way), spread by pad's 16 bytes a row and by
+    swizzle's XOR (conflict-free). The x window and the partial tile are the x @ W.t() form's."""
+    for layout, ld_ways, cp_ideal in (("none", 8, True), ("pad", 1, False), ("swizzle", 1, True)):
+        reps = []
+        for b_t in (False, True):
+            r = bankops.gemm_route(meta(8, 4096), meta(14336, 4096).t() if b_t else meta(4096, 14336),
+                                   layout, num_sms=132, cc=90)
+            (one,) = [c for c in r.candidates if c.tier == ("rows" if b_t else "rows_kn")
+                      and c.route.fields["split"] == 1 and "persistent" not in c.route.fields
+                      and c.route.fields["tile"] == "8x64x256"]
+            with bankops.options(plan=one.key):
+                reps.append(bankops.explain("gemm", layout, BF16, m=8, n=14336, k=4096, b_transposed=b_t,
+                                            num_sms=132, cc=90))
+        kn, nk = reps
+        assert "b=kn" in kn.route and "b=nk" in nk.route, (kn.route, nk.route)
+        (ld,) = [row for row in kn.rows if row["instruction"].startswith("ldmatrix.x4.trans w window")]
+        assert ld["count"] == 8 * 8 and ld["wavefronts"] == ld_ways * ld["ideal"], ld  # 8 warps, 8 chunks
+        (cp,) = [row for row in kn.rows if row["instruction"].startswith("ldgsts w window")]
+        assert cp["count"] == 8 * 8 and (cp["wavefronts"] == cp["ideal"]) == cp_ideal, cp  # 8 warps, 8 passes
+        keep = ("instruction", "count", "wavefronts", "ideal")
+        rest = [[{k: row[k] for k in keep} for row in rep.rows if " w window " not in row["instruction"]]
+                for rep in (kn, nk)]
+        assert rest[0] == rest[1] and len(rest[0]) == len(kn.rows) - 2, rest
+
+
+@requires_cuda
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] < 9,
+                    reason="the KN form runs on compute capability 9.0")
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype,m", [(BF16, 1), (F16, 4), (BF16, 8), (F16, 13), (BF16, 16)], ids=str)
+def test_cuda_kn_every_plan(layout, dtype, m):
+    """Every KN plan by its key (x @ W, W stored (K, N)): against the reference with n off the
+    64-column tiles and k off the windows, a (K, N) slice of a wider weight (rows farther apart
+    than n), a batch of 3 against a broadcast weight, tiles past the SMs (the persistent form);
+    each plan's bits the same on a second call, and the persistent form's the same as one block
+    a tile's (the same sums in the same order)."""
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for batch, n, k, wide in ((None, 1000, 2056, 0), (None, 64 * sms + 136, 1040, 8), (3, 520, 4104, 24)):
+        x = operand(m, k, batch, dtype, False)
+        w = operand(k, n + wide, batch, dtype, False, expand=batch is not None)[..., :n]
+        kn = [c for c in bankops.gemm_route(x, w, layout).candidates if c.tier == "rows_kn"]
+        assert kn, (batch, n, k)
+        bits = {}
+        for c in kn:
+            with bankops.options(plan=c.key):
+                assert bankops.gemm_route(x, w, layout) == c.route
+                got = bankops.gemm(x, w, layout)
+                check(got, x, w)
+                assert torch.equal(got, bankops.gemm(x, w, layout)), c.route
+            if c.route.fields["split"] == 1:
+                bits["persistent" in c.route.fields] = got
+        assert (True in bits) == (-(-n // 64) > sms), kn
+        if True in bits:
+            assert torch.equal(bits[True], bits[False]), (n, k)

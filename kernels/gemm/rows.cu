@@ -281,27 +281,79 @@ struct RowsCopier {
   }
 };
 
+// The same for a weight stored (K, N) (RowsWTileKn): a window's rows k of the tile's 8 chunks
+// of n, thread t chunk t % 8 of rows t / 8, t / 8 + 32, .., each row where rows_kn_row puts
+// it. Columns past the operand's n and k past K are zeros (n is whole 16-byte vectors).
+template <class Tile, class T>
+struct RowsKnCopier {
+  static constexpr int V = 16 / sizeof(T), kPerRow = Tile::kCols / V, kStep = kRowsThreads / kPerRow;
+  static constexpr int kPer = Tile::kRows / kStep;
+  static_assert(kStep % 32 == 0 && kStep % Tile::kRowPeriod == 0, "passes of whole 32-k chunks");
+  const T* base;     // the tile's column 0 at k 0 (where a zero-filled copy points)
+  const T* src;      // the thread's first row, its chunk
+  int64_t s_k;       // the rows' stride
+  int64_t step;      // kStep rows, in elements
+  uint32_t dst;      // that chunk's place in a stage, in bytes
+  int r;             // the thread's first row
+  bool cols_in;      // its chunk lies inside the operand's n
+
+  // cols: the operand's columns from the tile's column 0 on; s_row: its rows' (k's) stride.
+  __device__ __forceinline__ RowsKnCopier(const T* tile, int64_t s_row, int64_t cols) {
+    r = threadIdx.x / kPerRow;
+    const int kk = threadIdx.x % kPerRow * V;
+    base = tile;
+    src = tile + r * s_row + kk;
+    s_k = s_row;
+    step = kStep * s_row;
+    dst = Tile::offset(rows_kn_row(r), kk) * sizeof(T);
+    cols_in = kk < cols;
+  }
+  __device__ __forceinline__ void copy(uint32_t buf, int64_t k0, int64_t k) const {
+    const T* from = src + k0 * s_k;
+    const int64_t left = k - k0 - r;  // the thread's rows before K: kStep i < left
+    const int rows = left < Tile::kRows ? static_cast<int>(left) : Tile::kRows;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i, from += step) {
+      const bool in = cols_in && kStep * i < rows;
+      cp_async16(buf + dst + Tile::offset(kStep * i, 0) * sizeof(T), in ? from : base, in ? 16 : 0);
+    }
+  }
+};
+
 // A warp's share of the mma.sync kernels' products: 8 weight rows of the block's 64, lane (gq, tq)
 // = (lane / 4, lane % 4) the 16 bytes at k 8tq.. of weight row gq in each 32-k chunk, and the
-// same k of rows gq and gq + 8 of each m16 tile of x.
-template <Layout L, class T, int TM>
+// same k of rows gq and gq + 8 of each m16 tile of x. A weight stored (K, N) (KN) gives the lane
+// the same pairs by ldmatrix.trans, lane l the row address of chunk row l (rows_kn_row).
+template <Layout L, class T, int TM, bool KN>
 struct RowsMmaWarp {
   static constexpr int MT = (TM + 15) / 16;
-  using WTile = RowsWTile<L>;
+  using WTile = std::conditional_t<KN, RowsWTileKn<L>, RowsWTile<L>>;
   using XTile = RowsXTile<L, TM>;
   using PTile = SplitTile<L, TM, rows_bn(true)>;
+  using WCopy = std::conditional_t<KN, RowsKnCopier<WTile, T>, RowsCopier<WTile, T>>;
+  using XCopy = RowsCopier<XTile, T>;
   int warp, gq, tq;
-  int wo;         // the lane's weight row in chunk 0 (chunk c joins 32c)
+  int wo;         // the lane's weight address in chunk 0: row gq of the warp's 8, or KN chunk row lane
   int xo[MT][2];  // its rows gq and gq + 8 of each m16 tile of x in chunk 0
 
   __device__ __forceinline__ RowsMmaWarp() {
     const int lane = threadIdx.x % 32;
     warp = threadIdx.x / 32, gq = lane / 4, tq = lane % 4;
-    wo = WTile::offset(warp * 8 + gq, 8 * tq);
+    wo = KN ? WTile::offset(lane, 8 * warp) : WTile::offset(warp * 8 + gq, 8 * tq);
 #pragma unroll
     for (int i = 0; i < MT; ++i)
 #pragma unroll
       for (int h = 0; h < 2; ++h) xo[i][h] = XTile::offset(16 * i + 8 * h + gq, 8 * tq);
+  }
+
+  // The copies of a tile's windows: the weight's columns n0.. of batch b (b: its start), x's
+  // rows m0.. (a: row m0).
+  __device__ __forceinline__ static WCopy w_copy(const GemmArgs& g, const T* b, int64_t n0) {
+    if constexpr (KN) return WCopy(b + n0, g.b_sk, g.n - n0);
+    else return WCopy(b + n0 * g.b_sn, g.b_sn, g.n - n0);
+  }
+  __device__ __forceinline__ static XCopy x_copy(const GemmArgs& g, const T* a, int64_t m0) {
+    return XCopy(a, g.a_sm, g.m - m0);
   }
 
   // One window's products: the weight's window at wbuf, x's after it.
@@ -310,7 +362,14 @@ struct RowsMmaWarp {
     const uint4 zero = make_uint4(0, 0, 0, 0);
 #pragma unroll
     for (int c = 0; c < kRowsMmaChunks; ++c) {
-      const uint4 w = lds128(wbuf + WTile::join(wo, WTile::offset(0, 32 * c)) * sizeof(T));
+      uint4 w;
+      if constexpr (KN) {
+        uint32_t r[4];
+        ldsm_x4_trans(r, wbuf + (wo + WTile::offset(32 * c, 0)) * sizeof(T));
+        w = make_uint4(r[0], r[1], r[2], r[3]);
+      } else {
+        w = lds128(wbuf + WTile::join(wo, WTile::offset(0, 32 * c)) * sizeof(T));
+      }
 #pragma unroll
       for (int i = 0; i < MT; ++i) {
         const int step = XTile::offset(0, 32 * c);  // a constant once unrolled
@@ -340,10 +399,10 @@ struct RowsMmaWarp {
 // holds rows_stages windows of both; while the warps multiply window w, windows w + 1 .. w +
 // stages - 1 fly. The accumulator pairs land in the partial tile for split_k_store (one order
 // every run: the same bits).
-template <Layout L, class T, int TM, int S>
+template <Layout L, class T, int TM, int S, bool KN>
 __global__ void __launch_bounds__(kRowsThreads, rows_ring_blocks_per_sm<L, TM>(S))
     rows_mma_kernel(const GemmArgs g, const int splits) {
-  using Warp = RowsMmaWarp<L, T, TM>;
+  using Warp = RowsMmaWarp<L, T, TM, KN>;
   constexpr int kWin = rows_window(dtype_of<T>(), true), BN = rows_bn(true);
   constexpr int kStage = rows_stage_bytes<L, TM>();
   static_assert(S >= 2 && Warp::PTile::kSize * 4 <= S * kStage,
@@ -358,8 +417,8 @@ __global__ void __launch_bounds__(kRowsThreads, rows_ring_blocks_per_sm<L, TM>(S
   for (int64_t bz = blockIdx.z; bz < g.batch; bz += gridDim.z) {
     const T* a = static_cast<const T*>(g.a) + bz * g.a_sb + m0 * g.a_sm;
     const T* b = static_cast<const T*>(g.b) + bz * g.b_sb;
-    const RowsCopier<typename Warp::WTile, T> w_copy(b + n0 * g.b_sn, g.b_sn, g.n - n0);
-    const RowsCopier<typename Warp::XTile, T> x_copy(a, g.a_sm, g.m - m0);
+    const typename Warp::WCopy w_copy = Warp::w_copy(g, b, n0);
+    const typename Warp::XCopy x_copy = Warp::x_copy(g, a, m0);
     const auto stage = [&](int64_t win) {
       const uint32_t buf = base + (win - w0) % S * kStage;
       w_copy.copy(buf, win * kWin, g.k);
@@ -385,9 +444,9 @@ __global__ void __launch_bounds__(kRowsThreads, rows_ring_blocks_per_sm<L, TM>(S
 // every batch's (rows_tile's order: the m tiles over one stretch of the weight are neighbours),
 // and its ring runs on from one tile's windows into the next's, so the next tile's weight is in
 // flight while a tile's sums go out through a partial tile of its own (after the ring).
-template <Layout L, class T, int TM, int S>
+template <Layout L, class T, int TM, int S, bool KN>
 __global__ void __launch_bounds__(kRowsThreads, 1) rows_mma_persistent_kernel(const GemmArgs g) {
-  using Warp = RowsMmaWarp<L, T, TM>;
+  using Warp = RowsMmaWarp<L, T, TM, KN>;
   constexpr int kWin = rows_window(dtype_of<T>(), true), BN = rows_bn(true);
   constexpr int kStage = rows_stage_bytes<L, TM>();
   static_assert(S >= 2, "a ring of two stages at least");
@@ -407,13 +466,11 @@ __global__ void __launch_bounds__(kRowsThreads, 1) rows_mma_persistent_kernel(co
     const RowsTile r = rows_corner<TM, BN>(g, t % per_batch);
     return At{t / per_batch, r.m0, r.n0};
   };
-  using WCopy = RowsCopier<typename Warp::WTile, T>;
-  using XCopy = RowsCopier<typename Warp::XTile, T>;
-  const auto w_at = [&](const At& t) {
-    return WCopy(static_cast<const T*>(g.b) + t.bz * g.b_sb + t.n0 * g.b_sn, g.b_sn, g.n - t.n0);
-  };
+  using WCopy = typename Warp::WCopy;
+  using XCopy = typename Warp::XCopy;
+  const auto w_at = [&](const At& t) { return Warp::w_copy(g, static_cast<const T*>(g.b) + t.bz * g.b_sb, t.n0); };
   const auto x_at = [&](const At& t) {
-    return XCopy(static_cast<const T*>(g.a) + t.bz * g.a_sb + t.m0 * g.a_sm, g.a_sm, g.m - t.m0);
+    return Warp::x_copy(g, static_cast<const T*>(g.a) + t.bz * g.a_sb + t.m0 * g.a_sm, t.m0);
   };
   // stage() issues the steps in order, one a call: window win of the block's tile j (its
   // copiers set at the tile's first window).
@@ -493,22 +550,28 @@ cudaError_t run(const GemmArgs& g, const RowsPlan& p, int64_t blocks, cudaStream
                                             stream);
     }
     if constexpr (kMma) {
-      // The plan's ring: the deep or the shallow one (rows_stages).
-      constexpr int kDeep = rows_stages<L, TM>(true), kShallow = rows_stages<L, TM>(false);
-      constexpr int kStage = rows_stage_bytes<L, TM>();
-      if (p.persistent) {
-        constexpr int S = rows_persistent_stages<L, TM>(), kSmem = rows_persistent_smem<L, TM>(S);
-        constexpr auto kernel = rows_mma_persistent_kernel<L, T, TM, S>;
-        if (p.split != 1 || p.stages != S) return cudaErrorInvalidValue;
-        const cudaError_t err = raise_smem_once<kernel>(kSmem);
-        if (err != cudaSuccess) return err;
-        kernel<<<static_cast<unsigned>(blocks), kRowsThreads, kSmem, stream>>>(g);
-        return cudaGetLastError();
-      }
-      if (p.mma && p.stages == kDeep)
-        return start<rows_mma_kernel<L, T, TM, kDeep>>(g, p, rows_bn(true), kDeep * kStage, stream);
-      if (p.mma && p.stages == kShallow)
-        return start<rows_mma_kernel<L, T, TM, kShallow>>(g, p, rows_bn(true), kShallow * kStage, stream);
+      // The plan's ring (the deep or the shallow one: rows_stages, or the persistent kernel's),
+      // the weight along k or stored (K, N).
+      const auto mma = [&](auto kn) {
+        constexpr bool KN = decltype(kn)::value;
+        constexpr int kDeep = rows_stages<L, TM>(true), kShallow = rows_stages<L, TM>(false);
+        constexpr int kStage = rows_stage_bytes<L, TM>();
+        if (p.persistent) {
+          constexpr int S = rows_persistent_stages<L, TM>(), kSmem = rows_persistent_smem<L, TM>(S);
+          constexpr auto kernel = rows_mma_persistent_kernel<L, T, TM, S, KN>;
+          if (p.split != 1 || p.stages != S) return cudaErrorInvalidValue;
+          const cudaError_t err = raise_smem_once<kernel>(kSmem);
+          if (err != cudaSuccess) return err;
+          kernel<<<static_cast<unsigned>(blocks), kRowsThreads, kSmem, stream>>>(g);
+          return cudaGetLastError();
+        }
+        if (p.stages == kDeep)
+          return start<rows_mma_kernel<L, T, TM, kDeep, KN>>(g, p, rows_bn(true), kDeep * kStage, stream);
+        if (p.stages == kShallow)
+          return start<rows_mma_kernel<L, T, TM, kShallow, KN>>(g, p, rows_bn(true), kShallow * kStage, stream);
+        return cudaErrorInvalidValue;
+      };
+      if (p.mma) return p.b_kn ? mma(std::true_type{}) : mma(std::false_type{});
     }
     return cudaErrorInvalidValue;
   });
@@ -520,10 +583,12 @@ cudaError_t launch_rows(const GemmCall& c, const RowsPlan& p, cudaStream_t strea
   const GemmArgs& g = c.args;
   // mma.sync takes 16-bit rows only, FFMA those of up to kRowsFfmaRows rows (rows_candidates).
   // The persistent form: mma.sync on compute capability 9.0 (its ring takes 227 KB a block).
+  // A 16-bit weight stored (K, N): mma.sync on compute capability 9.0 (rows_kn_candidates).
   const bool form_ok = p.mma ? c.dtype != DType::F32 && (!p.persistent || c.device.cc >= 90)
                              : !rows_on_mma(c.dtype, g.m) && !p.persistent;
-  if (!rows_supports(c.dtype, g) || !form_ok || rows_tm(g.m, p.mma) != p.tm ||
-      p.b_kn != !rows_b_k_vectors(c.dtype, g))
+  const bool kn16 = p.b_kn && c.dtype != DType::F32;
+  const bool takes = kn16 ? p.mma && c.device.cc >= 90 && rows_kn_supports(c.dtype, g) : rows_supports(c.dtype, g);
+  if (!takes || !form_ok || rows_tm(g.m, p.mma) != p.tm || p.b_kn != !rows_b_k_vectors(c.dtype, g))
     return cudaErrorInvalidValue;
   if (g.batch == 0 || g.n == 0) return cudaSuccess;
   const int64_t blocks = rows_blocks(c, p);  // the persistent form's grid

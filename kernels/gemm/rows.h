@@ -21,7 +21,10 @@
 //   as they stand; its A pairs are the same k of rows g and g + 8 of x, so every product pairs
 //   the same k.
 //   Its persistent form (split 1, a plan only a measured table picks): one block an SM walks
-//   the tiles, its ring running on from one tile's windows into the next's.
+//   the tiles, its ring running on from one tile's windows into the next's. A weight stored
+//   (K, N) (x @ W, KN: a plan only a measured table picks) comes the same way, its window 256
+//   rows k of the block's 128 bytes of n (RowsWTileKn); each warp's B pairs come from it by
+//   ldmatrix.trans, its rows placed so that the pairs are those same k of x (rows_kn_row).
 // The warps' sums meet in a partial tile in shared memory, a cluster's k ranges by split-K
 // (split_k.h); the layout is the call's, for every tile.
 #pragma once
@@ -128,6 +131,23 @@ using RowsXTile = TileLayout<L, TM, rows_window(DType::BF16, true), 2, 64>;
 template <Layout L>
 using RowsWTile = TileLayout<L, rows_bn(true), rows_window(DType::BF16, true), 2, 64>;
 
+// The same window of a weight stored (K, N): its rows k of rows_bn columns (128 bytes), each
+// warp's ldmatrix.trans reading 16 bytes (its 8 columns) of 8 rows a phase, so the unit is 16
+// bytes: `pad` moves each row 16 bytes on and `swizzle` XORs the row's low bits into the unit
+// (conflict-free); `none` puts the 8 rows on the same banks (8-way). The same size as
+// RowsWTile's under every layout, so the two forms share their rings.
+template <Layout L>
+using RowsWTileKn = TileLayout<L, rows_window(DType::BF16, true), rows_bn(true), 2, 16>;
+static_assert(RowsWTileKn<Layout::None>::kSize == RowsWTile<Layout::None>::kSize &&
+                  RowsWTileKn<Layout::Pad>::kSize == RowsWTile<Layout::Pad>::kSize &&
+                  RowsWTileKn<Layout::Swizzle>::kSize == RowsWTile<Layout::Swizzle>::kSize,
+              "the two weight windows take the same stages");
+// Where row k of a 32-k chunk of RowsWTileKn lies, k = 8a + 2j + e (a, j < 4, e < 2): row 8j +
+// 2a + e. Lane (g, t)'s ldmatrix.trans pairs of matrix j are then k 8t + 2j, 8t + 2j + 1 of
+// column g: the pairs at k 8t.. that x's 16 bytes give the lane (rows_mma_chunk), and lane l of
+// the ldmatrix gives row l of the chunk.
+BANKOPS_HD constexpr int rows_kn_row(int k) { return (k & ~31) | (k >> 1 & 3) << 3 | (k >> 3 & 3) << 1 | (k & 1); }
+
 // The mma.sync kernel's ring: stages of the weight's window then x's. A grid of one wave at one
 // block an SM takes the deep ring (as many stages as one block fits, up to four: the more bytes
 // in flight an SM, the faster it streams); a longer grid the shallow one (as many as two blocks
@@ -225,10 +245,11 @@ inline bool rows_vectors(const void* p, int64_t s_unit, int64_t s_row, int64_t r
 inline bool rows_b_k_vectors(DType t, const GemmArgs& g) {
   return rows_vectors(g.b, g.b_sk, g.b_sn, g.n, g.b_sb, g.batch, rows_elem_bytes(t));
 }
-// Whether float32's FFMA kernel reads the weight along n instead (B = W stored (K, N): x @ W):
-// B's rows 16-byte vectors along n, whole ones (n a multiple of 4).
+// Whether the weight's rows are 16-byte vectors along n instead (B = W stored (K, N): x @ W),
+// whole ones (n a multiple of a vector).
 inline bool rows_b_n_vectors(DType t, const GemmArgs& g) {
-  return t == DType::F32 && g.n % 4 == 0 && rows_vectors(g.b, g.b_sn, g.b_sk, g.k, g.b_sb, g.batch, 4);
+  const int e = rows_elem_bytes(t);
+  return g.n % (16 / e) == 0 && rows_vectors(g.b, g.b_sn, g.b_sk, g.k, g.b_sb, g.batch, e);
 }
 
 // Whether the few-rows kernel takes a call: float32, float16 or bfloat16, m up to rows_max_m
@@ -241,7 +262,14 @@ inline bool rows_supports(DType t, const GemmArgs& g) {
          g.k >= rows_window(t, rows_on_mma(t, g.m)) &&
          g.k % (16 / e) == 0 &&
          rows_vectors(g.a, g.a_sk, g.a_sm, g.m, g.a_sb, g.batch, e) &&
-         (rows_b_k_vectors(t, g) || rows_b_n_vectors(t, g));
+         (rows_b_k_vectors(t, g) || (t == DType::F32 && rows_b_n_vectors(t, g)));
+}
+// Whether the mma.sync form takes a 16-bit call against a weight stored (K, N) (KN): up to
+// kRowsMmaMaxM rows, k a window or more, A's rows along k and B's along n as 16-byte vectors.
+inline bool rows_kn_supports(DType t, const GemmArgs& g) {
+  return (t == DType::F16 || t == DType::BF16) && g.m <= kRowsMmaMaxM && g.k >= rows_window(t, true) &&
+         g.k % 8 == 0 && rows_vectors(g.a, g.a_sk, g.a_sm, g.m, g.a_sb, g.batch, 2) && !rows_b_k_vectors(t, g) &&
+         rows_b_n_vectors(t, g);
 }
 
 }  // namespace bankops

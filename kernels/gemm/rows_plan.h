@@ -30,6 +30,29 @@ inline int64_t rows_tiles(const GemmArgs& g, const RowsPlan& p) {
   return g.batch * ceil_div(g.m, p.tm) * ceil_div(g.n, rows_bn(p.mma));
 }
 
+// Plan p at split count `split`, with its ring's stages where it is mma.sync (the deep ring
+// where one block an SM holds the grid, else the shallow).
+inline RowsPlan rows_split_as(const GemmCall& c, RowsPlan p, int split) {
+  p.split = split;
+  if (p.mma) p.stages = rows_ring_stages(c.layout, p.tm, rows_tiles(c.args, p) * split <= cluster_room(c.device, split, 1));
+  return p;
+}
+
+// mma.sync's form p at every split count whose cluster fits but `skip`, then its persistent
+// form where its tiles outnumber the SMs (compute capability 9.0).
+template <class Take>
+inline void rows_mma_plans(const GemmCall& c, const RowsPlan& p, int skip, Take&& take) {
+  const int64_t nk = ceil_div(c.args.k, rows_window(c.dtype, true));
+  for (int s = 1; s <= kMaxSplit && nk >= s; ++s)
+    if (s != skip && cluster_room(c.device, s, 1) >= s) take(rows_split_as(c, p, s), kUnmodelled);
+  if (rows_tiles(c.args, p) > c.device.num_sms) {
+    RowsPlan q = p;
+    q.persistent = true;
+    q.stages = rows_ring_stages(c.layout, q.tm, true, true);
+    take(q, kUnmodelled);
+  }
+}
+
 // The kernel where it takes the call (rows_supports), the weight read along k or, for float32,
 // along n; past one block of rows only where the FFMA kernel cannot split k (below compute
 // capability 9.0) and its 64x64 tiles leave SMs idle. Its k windows split on compute capability
@@ -52,36 +75,32 @@ inline void rows_candidates(const GemmCall& c, Take&& take) {
     p.ring = rows_takes_ring(c.dtype, p.tm, p.b_kn);
     return p;
   };
-  const auto blocks = [&](const RowsPlan& p) { return rows_tiles(g, p); };
   const auto per_sm = [](const RowsPlan& p) {
     return p.mma ? 1 : p.ring ? rows_ffma_ring_blocks_per_sm(p.tm) : rows_ffma_blocks_per_sm(p.tm);
   };
-  const auto split_as = [&](RowsPlan p, int split) {
-    p.split = split;
-    if (p.mma) p.stages = rows_ring_stages(c.layout, p.tm, blocks(p) * split <= cluster_room(c.device, split, 1));
-    return p;
-  };
   const RowsPlan first = form(rows_on_mma(c.dtype, g.m));
   const int64_t windows = ceil_div(g.k, rows_window(c.dtype, first.mma));
-  const int split = c.device.cc < 90 ? 1 : split_k_count(blocks(first), windows, c.device, per_sm(first));
-  take(split_as(first, split), kUnmodelled);
+  const int split = c.device.cc < 90 ? 1 : split_k_count(rows_tiles(g, first), windows, c.device, per_sm(first));
+  take(rows_split_as(c, first, split), kUnmodelled);
   if (c.device.cc < 90) return;
-  const bool ffma16 = !first.mma && c.dtype != DType::F32;
-  for (int f = 0; f < (ffma16 ? 2 : 1); ++f) {
-    const bool mma = f == 0 ? first.mma : true;
-    const RowsPlan p = form(mma);
-    const int64_t nk = ceil_div(g.k, rows_window(c.dtype, mma));
-    for (int s = 1; s <= kMaxSplit && nk >= s; ++s) {
-      const bool other = mma != first.mma || s != split;
-      if (other && cluster_room(c.device, s, per_sm(p)) >= s) take(split_as(p, s), kUnmodelled);
-    }
-    if (mma && blocks(p) > c.device.num_sms) {
-      RowsPlan q = p;
-      q.persistent = true;
-      q.stages = rows_ring_stages(c.layout, q.tm, true, true);
-      take(q, kUnmodelled);
-    }
-  }
+  if (first.mma) return rows_mma_plans(c, first, split, take);
+  const int64_t nk = ceil_div(g.k, rows_window(c.dtype, false));
+  for (int s = 1; s <= kMaxSplit && nk >= s; ++s)
+    if (s != split && cluster_room(c.device, s, per_sm(first)) >= s) take(rows_split_as(c, first, s), kUnmodelled);
+  if (c.dtype != DType::F32) rows_mma_plans(c, form(true), 0, take);  // 16-bit rows on FFMA: the mma.sync form
+}
+
+// 16-bit rows against a weight stored (K, N) (x @ W; rows_kn_supports): the mma.sync form with
+// the weight's window by ldmatrix.trans, at every split count and persistent, on compute
+// capability 9.0. The router lists them after every other tier's plans, so that only a
+// measured table or an option takes one.
+template <class Take>
+inline void rows_kn_candidates(const GemmCall& c, Take&& take) {
+  if (!c.options.split_k || c.device.cc < 90 || !rows_kn_supports(c.dtype, c.args)) return;
+  RowsPlan p;
+  p.b_kn = p.mma = true;
+  p.tm = rows_tm(c.args.m, true);
+  rows_mma_plans(c, p, 0, take);
 }
 
 // The blocks a plan launches: a block a tile and rank, or the persistent form's one an SM (at

@@ -15,7 +15,9 @@ namespace bankops {
 // reads 512 contiguous bytes, conflict-free on a dense window), the weight straight into
 // registers; mma.sync (16-bit), lane (g, t) 16 bytes at k 8t.. of each chunk of rows g and g + 8
 // (the layout's RowsXTile), after the weight's window (RowsWTile: a warp copies 512 bytes of a
-// row, lane (g, t) reads row g's 16 bytes at k 8t..); FFMA through the ring (RING, float32: the
+// row, lane (g, t) reads row g's 16 bytes at k 8t..; stored (K, N), KN: RowsWTileKn, a warp
+// copies 128 bytes of four rows k, lane l of warp w gives ldmatrix.trans row l's 16 bytes at
+// column 8w); FFMA through the ring (RING, float32: the
 // weight along n, KN, or along k), the weight's window (RowsRingWTile: KN, lane (q, c) copies
 // and reads 16 bytes of four rows; along k, a warp copies 512 bytes of a row and lane (q, c)
 // reads 16 bytes at k 4q.. of rows c, c + 8, ..), and lane (q, c) reads 16 bytes at k 4q.. of
@@ -33,7 +35,24 @@ inline void trace_rows_as(const GemmCall& c, const RowsPlan& p, SmemTrace& trace
   const auto x_at = [](int row, int col) { return int64_t(XTile::offset(row, col)) * e; };
   const auto pt = [](int row, int col) { return int64_t(PTile::offset(row, col)) * 4; };
   constexpr int kChunks = TM * kWin / V, kPerRow = kWin / V;
-  if constexpr (MMA) {
+  if constexpr (MMA && KN) {
+    // RowsKnCopier: thread t chunk t % 8 of rows t / 8 + 32 i, at rows_kn_row; lane l of warp w
+    // the address of chunk row l, its 8 columns, for each ldmatrix.trans.
+    using WTile = RowsWTileKn<L>;
+    constexpr int kCols = BN / V, kStep = kRowsThreads / kCols;
+    const auto w_at = [](int row, int col) { return int64_t(WTile::offset(row, col)) * e; };
+    SmemInstr& cw = trace.instr("gemm_rows", "ldgsts w window <- 128 bytes of n of a weight row k", SmemOp::Ldgsts,
+                                16, windows);
+    cw.zero_fill = false;  // as the x window's, below
+    for (int i = 0; i < kWin / kStep; ++i)
+      add_block(
+          cw, kRowsThreads, [&](int t) { return w_at(rows_kn_row(t / kCols + kStep * i), t % kCols * V); },
+          [&](int t) { return ((t / kCols + kStep * i) * g.b_sk + t % kCols * V) * e; });
+    SmemInstr& lw = trace.instr("gemm_rows", "ldmatrix.x4.trans w window -> lane l: its warp's 8 columns of row l",
+                                SmemOp::Ldsm, 16, windows);
+    for (int c = 0; c < kRowsMmaChunks; ++c)
+      add_block(lw, kRowsThreads, [&](int t) { return w_at(32 * c + t % 32, t / 32 * 8); });
+  } else if constexpr (MMA) {
     using WTile = RowsWTile<L>;
     const auto w_at = [](int row, int col) { return int64_t(WTile::offset(row, col)) * e; };
     SmemInstr& cw =
@@ -142,7 +161,10 @@ inline void trace_rows(const GemmCall& c, const RowsPlan& p, SmemTrace& trace) {
       else if (c.dtype == DType::F32 && p.ring) trace_rows_as<L, TM, false, DType::F32, true>(c, p, trace);
       else if (c.dtype == DType::F32) trace_rows_as<L, TM, false, DType::F32>(c, p, trace);
       else if (!p.mma) trace_rows_as<L, TM, false, DType::BF16>(c, p, trace);
-      else if constexpr (TM >= 8 && TM <= kRowsMmaMaxM) trace_rows_as<L, TM, true, DType::BF16>(c, p, trace);
+      else if constexpr (TM >= 8 && TM <= kRowsMmaMaxM) {
+        if (p.b_kn) trace_rows_as<L, TM, true, DType::BF16, false, true>(c, p, trace);
+        else trace_rows_as<L, TM, true, DType::BF16>(c, p, trace);
+      }
     });
   });
 }
