@@ -43,7 +43,7 @@ DEFAULT_SHAPES = (
     + ["2048x2304x2048", "1152x4096x1024", "8192x8192x1024", "1024x8192x8192"]
     + [shape for m, k, n in MODEL_SHAPES for shape in (f"{m}x{n}x{k}t", f"{m}x{k}x{n}", f"t{n}x{k}x{m}")]
     + [f"{m}x{n}x{k}t" for m in (1, 4, 8, 16, 32, 64, 128) for k, n in DECODE_WEIGHTS]
-    + [f"{m}x{n}x{k}" for m in (1, 8, 32, 64) for k, n in DECODE_WEIGHTS]
+    + [f"{m}x{n}x{k}" for m in (1, 4, 8, 16, 32, 64) for k, n in DECODE_WEIGHTS]
 )
 
 
