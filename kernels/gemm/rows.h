@@ -252,24 +252,26 @@ inline bool rows_b_n_vectors(DType t, const GemmArgs& g) {
   return g.n % (16 / e) == 0 && rows_vectors(g.b, g.b_sn, g.b_sk, g.k, g.b_sb, g.batch, e);
 }
 
-// Whether the few-rows kernel takes a call: float32, float16 or bfloat16, m up to rows_max_m
-// (float32: two blocks of rows), k a window or more (shorter products are no stream) and whole 16-byte vectors
-// (the loads take 16 bytes wherever one starts before k ends), A's rows as 16-byte vectors
-// along k, and B's along k or, for float32, along n.
-inline bool rows_supports(DType t, const GemmArgs& g) {
+// Whether x suits the kernel: m up to rows_max_m (float32: two blocks of rows), k a window or
+// more (shorter products are no stream) and whole 16-byte vectors (the loads take 16 bytes
+// wherever one starts before k ends), A's rows as 16-byte vectors along k.
+inline bool rows_takes_x(DType t, const GemmArgs& g, int window) {
   const int e = rows_elem_bytes(t);
-  return (t == DType::F32 || t == DType::F16 || t == DType::BF16) && g.m <= rows_max_m(t) &&
-         g.k >= rows_window(t, rows_on_mma(t, g.m)) &&
-         g.k % (16 / e) == 0 &&
-         rows_vectors(g.a, g.a_sk, g.a_sm, g.m, g.a_sb, g.batch, e) &&
+  return g.m <= rows_max_m(t) && g.k >= window && g.k % (16 / e) == 0 &&
+         rows_vectors(g.a, g.a_sk, g.a_sm, g.m, g.a_sb, g.batch, e);
+}
+// Whether the few-rows kernel takes a call: float32, float16 or bfloat16, x as rows_takes_x
+// says, B's rows along k or, for float32, along n.
+inline bool rows_supports(DType t, const GemmArgs& g) {
+  return (t == DType::F32 || t == DType::F16 || t == DType::BF16) &&
+         rows_takes_x(t, g, rows_window(t, rows_on_mma(t, g.m))) &&
          (rows_b_k_vectors(t, g) || (t == DType::F32 && rows_b_n_vectors(t, g)));
 }
-// Whether the mma.sync form takes a 16-bit call against a weight stored (K, N) (KN): up to
-// kRowsMmaMaxM rows, k a window or more, A's rows along k and B's along n as 16-byte vectors.
+// Whether the mma.sync form takes a 16-bit call against a weight stored (K, N) (KN): x as
+// rows_takes_x says for mma.sync's window, B's rows along n only.
 inline bool rows_kn_supports(DType t, const GemmArgs& g) {
-  return (t == DType::F16 || t == DType::BF16) && g.m <= kRowsMmaMaxM && g.k >= rows_window(t, true) &&
-         g.k % 8 == 0 && rows_vectors(g.a, g.a_sk, g.a_sm, g.m, g.a_sb, g.batch, 2) && !rows_b_k_vectors(t, g) &&
-         rows_b_n_vectors(t, g);
+  return (t == DType::F16 || t == DType::BF16) && rows_takes_x(t, g, rows_window(t, true)) &&
+         !rows_b_k_vectors(t, g) && rows_b_n_vectors(t, g);
 }
 
 }  // namespace bankops

@@ -39,15 +39,15 @@ inline void trace_rows_as(const GemmCall& c, const RowsPlan& p, SmemTrace& trace
     // RowsKnCopier: thread t chunk t % 8 of rows t / 8 + 32 i, at rows_kn_row; lane l of warp w
     // the address of chunk row l, its 8 columns, for each ldmatrix.trans.
     using WTile = RowsWTileKn<L>;
-    constexpr int kCols = BN / V, kStep = kRowsThreads / kCols;
+    constexpr int kRowChunks = BN / V, kStep = kRowsThreads / kRowChunks;
     const auto w_at = [](int row, int col) { return int64_t(WTile::offset(row, col)) * e; };
     SmemInstr& cw = trace.instr("gemm_rows", "ldgsts w window <- 128 bytes of n of a weight row k", SmemOp::Ldgsts,
                                 16, windows);
     cw.zero_fill = false;  // as the x window's, below
     for (int i = 0; i < kWin / kStep; ++i)
       add_block(
-          cw, kRowsThreads, [&](int t) { return w_at(rows_kn_row(t / kCols + kStep * i), t % kCols * V); },
-          [&](int t) { return ((t / kCols + kStep * i) * g.b_sk + t % kCols * V) * e; });
+          cw, kRowsThreads, [&](int t) { return w_at(rows_kn_row(t / kRowChunks + kStep * i), t % kRowChunks * V); },
+          [&](int t) { return ((t / kRowChunks + kStep * i) * g.b_sk + t % kRowChunks * V) * e; });
     SmemInstr& lw = trace.instr("gemm_rows", "ldmatrix.x4.trans w window -> lane l: its warp's 8 columns of row l",
                                 SmemOp::Ldsm, 16, windows);
     for (int c = 0; c < kRowsMmaChunks; ++c)
