@@ -86,7 +86,8 @@ def test_route_leaves_what_it_does_not_take():
     assert route(meta(64, 4096, dtype=F32), meta(4096, 6912, dtype=F32), device=A100).startswith("ffma"), "108 blocks"
     assert route(meta(64, 4096, dtype=F32), meta(4096, 6848, dtype=F32), device=A100).startswith("rows"), "107 blocks"
     assert not route(meta(17, 4096, dtype=BF16), meta(4096, 4096, dtype=BF16).t()).startswith("rows"), "16-bit: 17+"
-    assert not route(meta(4, 4096, dtype=BF16), meta(4096, 4096, dtype=BF16)).startswith("rows"), "16-bit: k-major W"
+    assert route(meta(4, 4096, dtype=BF16), meta(4096, 4096, dtype=BF16)).startswith("rows 8x64x256 a=mk b=kn split=")
+    assert not route(meta(4, 4096, dtype=BF16), meta(4096, 4096, dtype=BF16), device=A100).startswith("rows"), "16-bit KN"
     assert route(meta(4, 4096, dtype=F32), meta(4096, 4100, dtype=F32)[:, :4094]).startswith("ffma"), "n: whole quads"
     assert route(meta(4, 4096, dtype=F32), meta(4096, 4099, dtype=F32)[:, :4096]).startswith("ffma"), "rows off 16 B"
     assert route(meta(4, 4096, dtype=F32).t().contiguous().t(), w).startswith("ffma"), "x: k contiguous"
@@ -383,23 +384,27 @@ def test_cuda_persistent(layout, dtype, m):
             assert torch.equal(got, bankops.gemm(x, w, layout)), (p.route, one.route)
 
 
-def test_kn_plans_listed_last_and_never_the_routers():
-    """16-bit x @ W (W stored (K, N), n contiguous) up to 16 rows: the few-rows kernel's mma.sync form,
-    its weight's window read by ldmatrix.trans, at every split count and, where its tiles outnumber
-    the SMs, persistent, listed after every other tier (rows_kn) with no predicted time: the router
-    never takes one, a plan option (or a measured table) does. None past 16 rows, with n off 16-byte
-    vectors, below compute capability 9.0, in float32 (its FFMA ring reads W along n) or for W.t()."""
+def test_kn_plans_are_the_routers_for_x_at_w():
+    """16-bit x @ W (W stored (K, N), n contiguous) up to 16 rows on compute capability 9.0: the
+    few-rows kernel's mma.sync form, its weight's window read by ldmatrix.trans, is the router's
+    plan (its split as x @ W.t()'s mma.sync form counts it), the other split counts and, where its
+    tiles outnumber the SMs, the persistent form listed after it in the same tier. None past 16
+    rows, with n off 16-byte vectors, below compute capability 9.0, in float32 (its FFMA ring reads
+    W along n) or for W.t() (the x @ W.t() form)."""
     dev = dict(num_sms=132, cc=90)
     for dtype, m, tile in ((BF16, 1, "8x64x256"), (F16, 4, "8x64x256"), (BF16, 9, "16x64x256"), (F16, 16, "16x64x256")):
         for n in (1000, 4096, 14336):
             r = bankops.gemm_route(meta(m, 4096, dtype=dtype), meta(4096, n, dtype=dtype), **dev)
-            kn = [c for c in r.candidates if c.tier == "rows_kn"]
-            assert kn and r.candidates[-len(kn):] == kn, r.candidates
-            assert [c.tier for c in r.candidates if c.chosen] != ["rows_kn"] and r.fields["tile"] != tile, r
-            assert all(c.predicted_us is None and not c.chosen for c in kn), kn
-            assert {(c.route.fields["tile"], c.route.fields["b"]) for c in kn} == {(tile, "kn")}, kn
+            kn = [c for c in r.candidates if c.route.fields.get("b") == "kn" and c.route.fields["family"] == "rows"]
+            assert kn and kn[0].chosen and {c.tier for c in kn} == {"rows"}, r.candidates
+            assert r.fields["tile"] == tile and r.fields["b"] == "kn", r
+            assert all(c.predicted_us is None for c in kn), kn
+            assert {c.route.fields["tile"] for c in kn} == {tile}, kn
             splits = sorted(c.route.fields["split"] for c in kn if "persistent" not in c.route.fields)
             assert splits == list(range(1, 9)), splits
+            nk = bankops.gemm_route(meta(m, 4096, dtype=dtype), meta(n, 4096, dtype=dtype).t(), **dev)
+            if nk.fields["tile"] == tile:  # the same rows on mma.sync: the same split
+                assert nk.fields["split"] == r.fields["split"] and nk.fields["stages"] == r.fields["stages"], (nk, r)
             persistent = [c for c in kn if "persistent" in c.route.fields]
             assert len(persistent) == (1 if -(-n // 64) > 132 else 0), persistent
             for c in kn:
@@ -409,7 +414,9 @@ def test_kn_plans_listed_last_and_never_the_routers():
                     (meta(8, 4096), meta(4096, 4096), dict(num_sms=108, cc=80)),
                     (meta(8, 4096, dtype=F32), meta(4096, 4096, dtype=F32), dev),
                     (meta(8, 4096), meta(4096, 4096).t(), dev)):
-        assert not [c for c in bankops.gemm_route(a, b, **d).candidates if c.tier == "rows_kn"], (a.shape, b.stride(), d)
+        r = bankops.gemm_route(a, b, **d)
+        assert not [c for c in r.candidates if c.route.fields["family"] == "rows" and c.route.fields["b"] == "kn"
+                    and c.route.fields.get("stages")], (a.shape, b.stride(), d)
 
 
 def test_explain_kn_window():
@@ -423,8 +430,7 @@ def test_explain_kn_window():
         for b_t in (False, True):
             r = bankops.gemm_route(meta(8, 4096), meta(14336, 4096).t() if b_t else meta(4096, 14336),
                                    layout, num_sms=132, cc=90)
-            (one,) = [c for c in r.candidates if c.tier == ("rows" if b_t else "rows_kn")
-                      and c.route.fields["split"] == 1 and "persistent" not in c.route.fields
+            (one,) = [c for c in r.candidates if c.tier == "rows" and c.route.fields["split"] == 1 and "persistent" not in c.route.fields
                       and c.route.fields["tile"] == "8x64x256"]
             with bankops.options(plan=one.key):
                 reps.append(bankops.explain("gemm", layout, BF16, m=8, n=14336, k=4096, b_transposed=b_t,
@@ -456,7 +462,8 @@ def test_cuda_kn_every_plan(layout, dtype, m):
     for batch, n, k, wide in ((None, 1000, 2056, 0), (None, 64 * sms + 136, 1040, 8), (3, 520, 4104, 24)):
         x = operand(m, k, batch, dtype, False)
         w = operand(k, n + wide, batch, dtype, False, expand=batch is not None)[..., :n]
-        kn = [c for c in bankops.gemm_route(x, w, layout).candidates if c.tier == "rows_kn"]
+        kn = [c for c in bankops.gemm_route(x, w, layout).candidates
+              if c.route.fields["family"] == "rows" and c.route.fields["b"] == "kn"]
         assert kn, (batch, n, k)
         bits = {}
         for c in kn:

@@ -18,10 +18,10 @@ from test_gemm_route import F32, H100, A100, fields, meta, route
 BF16, F16 = torch.bfloat16, torch.float16
 
 
-@pytest.mark.parametrize("m,b_t", [(9, False), (17, True), (32, True), (33, True), (64, True), (64, False)])
+@pytest.mark.parametrize("m,b_t", [(17, False), (17, True), (32, True), (33, True), (64, True), (64, False)])
 def test_decode_routes_split(m, b_t):
-    """x (M, 4096) @ W.t() with W (4096, 4096) past the few-rows kernel's 16 rows, and x @ W
-    (B n-major, which the few-rows kernel does not take) below them: up to 32 rows mma.sync's
+    """x (M, 4096) @ W.t() and x @ W with W (4096, 4096) past the few-rows kernel's 16 rows: up to
+    32 rows mma.sync's
     32 x 128 tile, its 32 n tiles split 4 ways (132 slots of one block an SM); 33 to 64 the
     Hopper kernel's thin 64 x 64 tile, its 64 tiles split 2 ways (as many blocks as 32 of
     64 x 128 split 4 ways, a shorter sum). Off the Hopper route (pad) 33-64 rows take
@@ -64,7 +64,7 @@ def test_thin_route_takes_what_it_can():
     assert line.startswith(narrow) and split_of(line) == 6 and fields(line)["blocks"] == "96", line
     assert route(meta(32, 4096), w, device=dev).startswith("mma 32x128x128"), "32 rows: mma.sync's split"
     assert route(meta(32, 4096), meta(14336, 4096).t(), device=dev).startswith(thin + " split=1")
-    assert route(meta(1, 4096), meta(4096, 14336), device=dev).startswith(thin.replace("b=nk", "b=kn"))
+    assert route(meta(17, 4096), meta(4096, 14336), device=dev).startswith(thin.replace("b=nk", "b=kn"))
     assert not route(meta(65, 4096), w).startswith(thin)
     assert not route(meta(4096, 48).t(), w).startswith(thin), "A m-major"
     assert not route(meta(48, 4095), meta(4096, 4095).t()).startswith(thin), "rows off 16 bytes"
@@ -152,9 +152,15 @@ SHORT_K_ROWS = [(1, False), (9, False), (17, False), (17, True), (32, True), (33
 @pytest.mark.parametrize("m,b_t", SHORT_K_ROWS)
 def test_few_rows_over_a_short_k_take_the_hopper_plan(m, b_t):
     """k = 256 leaves split_route nothing to split, and one batch of 64 rows or fewer takes the
-    thin 64 x 64 tiles (64 blocks) on an H100, mma.sync's elsewhere."""
+    thin 64 x 64 tiles (64 blocks) on an H100, mma.sync's elsewhere; up to 16 rows of x @ W the
+    few-rows kernel's KN form on every layout, one window a block."""
     x, w = meta(m, 256), meta(4096, 256).t() if b_t else meta(256, 4096)
     line = route(x, w, device=(*H100, H100_ROOM))
+    if m <= 16 and not b_t:
+        for layout in ("swizzle", "pad"):
+            line = route(x, w, layout, device=(*H100, H100_ROOM))
+            assert line.startswith(f"rows {8 if m <= 8 else 16}x64x256 a=mk b=kn split=1"), line
+        return
     assert line.startswith(f"wgmma 64x64x64 producer=tma a=mk b={'nk' if b_t else 'kn'} repack=none split=1"), line
     assert route(x, w, "pad", device=(*H100, H100_ROOM)).startswith("mma "), line
 

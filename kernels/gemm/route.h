@@ -39,11 +39,9 @@ enum class GemmTier : int {
   Split,         // 65-128 rows: mma.sync split across a cluster where no Hopper plan applies
   Mma,           // mma.sync's unsplit tiles
   Ffma,          // float32 and float64: the FFMA kernel's configurations
-  RowsKn,        // 16-bit rows against a weight stored (K, N): the few-rows kernel's mma.sync form,
-                 // after every other tier, so that only a measured table or an option takes it
 };
 constexpr const char* kTierNames[] = {"rows", "thin_first", "few_rows_split", "thin", "repacked",
-                                      "hopper", "split", "mma", "ffma", "rows_kn"};
+                                      "hopper", "split", "mma", "ffma"};
 
 // visit(tier, list) for each tier in order, while it returns true; list(take) calls take(plan,
 // ns) for each of the tier's legal plans, in its family's order, ns its predicted time
@@ -62,8 +60,7 @@ inline void gemm_tiers(const GemmCall& c, Visit&& visit) {
   if (!visit(GemmTier::Repacked, [&](auto&& take) { wgmma_repacked_candidates(c, take); })) return;
   if (!visit(GemmTier::Hopper, [&](auto&& take) { wgmma_candidates(c, take); })) return;
   if (!visit(GemmTier::Split, [&](auto&& take) { if (!few) mma_split_candidates(c, take); })) return;
-  if (!visit(GemmTier::Mma, [&](auto&& take) { mma_candidates(c, take); })) return;
-  visit(GemmTier::RowsKn, [&](auto&& take) { rows_kn_candidates(c, take); });
+  visit(GemmTier::Mma, [&](auto&& take) { mma_candidates(c, take); });
 }
 
 struct GemmCandidate {

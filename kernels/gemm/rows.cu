@@ -583,7 +583,7 @@ cudaError_t launch_rows(const GemmCall& c, const RowsPlan& p, cudaStream_t strea
   const GemmArgs& g = c.args;
   // mma.sync takes 16-bit rows only, FFMA those of up to kRowsFfmaRows rows (rows_candidates).
   // The persistent form: mma.sync on compute capability 9.0 (its ring takes 227 KB a block).
-  // A 16-bit weight stored (K, N): mma.sync on compute capability 9.0 (rows_kn_candidates).
+  // A 16-bit weight stored (K, N): mma.sync on compute capability 9.0 (rows_candidates).
   const bool form_ok = p.mma ? c.dtype != DType::F32 && (!p.persistent || c.device.cc >= 90)
                              : !rows_on_mma(c.dtype, g.m) && !p.persistent;
   const bool kn16 = p.b_kn && c.dtype != DType::F32;

@@ -22,7 +22,7 @@
 //   the same k.
 //   Its persistent form (split 1, a plan only a measured table picks): one block an SM walks
 //   the tiles, its ring running on from one tile's windows into the next's. A weight stored
-//   (K, N) (x @ W, KN: a plan only a measured table picks) comes the same way, its window 256
+//   (K, N) (x @ W, KN: compute capability 9.0) comes the same way, its window 256
 //   rows k of the block's 128 bytes of n (RowsWTileKn); each warp's B pairs come from it by
 //   ldmatrix.trans, its rows placed so that the pairs are those same k of x (rows_kn_row).
 // The warps' sums meet in a partial tile in shared memory, a cluster's k ranges by split-K

@@ -53,32 +53,34 @@ inline void rows_mma_plans(const GemmCall& c, const RowsPlan& p, int skip, Take&
   }
 }
 
-// The kernel where it takes the call (rows_supports), the weight read along k or, for float32,
-// along n; past one block of rows only where the FFMA kernel cannot split k (below compute
-// capability 9.0) and its 64x64 tiles leave SMs idle. Its k windows split on compute capability
-// 9.0 where its blocks would leave SMs idle: mma.sync's splits count one block an SM (the deep
-// ring's); a grid past one wave of them takes the shallow ring at two blocks an SM instead.
-// That plan comes first (the router takes it); the other split counts follow, and for 16-bit
-// rows on FFMA the mma.sync form, then mma.sync's persistent form where its tiles are more than
-// the SMs: none of them chosen but by a measured table (bankops.tune).
+// The kernel where it takes the call (rows_supports, or for a 16-bit weight stored (K, N) the
+// mma.sync form on compute capability 9.0: rows_kn_supports), the weight read along k or along n;
+// past one block of rows only where the FFMA kernel cannot split k (below compute capability 9.0)
+// and its 64x64 tiles leave SMs idle. Its k windows split on compute capability 9.0 where its
+// blocks would leave SMs idle: mma.sync's splits count one block an SM (the deep ring's); a grid
+// past one wave of them takes the shallow ring at two blocks an SM instead. That plan comes first
+// (the router takes it); the other split counts follow, and for 16-bit rows on FFMA the mma.sync
+// form, then mma.sync's persistent form where its tiles are more than the SMs: none of them
+// chosen but by a measured table (bankops.tune).
 template <class Take>
 inline void rows_candidates(const GemmCall& c, Take&& take) {
   const GemmArgs& g = c.args;
-  if (!c.options.split_k || !rows_supports(c.dtype, g)) return;
+  const bool kn = c.device.cc >= 90 && rows_kn_supports(c.dtype, g);  // 16-bit x @ W: mma.sync only
+  if (!c.options.split_k || !(kn || rows_supports(c.dtype, g))) return;
   const bool small_fills = g.batch * ceil_div(g.m, kRowsFfmaTile) * ceil_div(g.n, kRowsFfmaTile) >= c.device.num_sms;
   if (g.m > kRowsMaxM && (c.device.cc >= 90 || small_fills)) return;
   const auto form = [&](bool mma) {
     RowsPlan p;
-    p.b_kn = !rows_b_k_vectors(c.dtype, g);  // float32's weight read along n (rows_b_n_vectors)
+    p.b_kn = !rows_b_k_vectors(c.dtype, g);  // float32's ring or 16-bit mma.sync read W along n
     p.mma = mma;
     p.tm = rows_tm(g.m, p.mma);
-    p.ring = rows_takes_ring(c.dtype, p.tm, p.b_kn);
+    p.ring = !p.mma && rows_takes_ring(c.dtype, p.tm, p.b_kn);
     return p;
   };
   const auto per_sm = [](const RowsPlan& p) {
     return p.mma ? 1 : p.ring ? rows_ffma_ring_blocks_per_sm(p.tm) : rows_ffma_blocks_per_sm(p.tm);
   };
-  const RowsPlan first = form(rows_on_mma(c.dtype, g.m));
+  const RowsPlan first = form(kn || rows_on_mma(c.dtype, g.m));
   const int64_t windows = ceil_div(g.k, rows_window(c.dtype, first.mma));
   const int split = c.device.cc < 90 ? 1 : split_k_count(rows_tiles(g, first), windows, c.device, per_sm(first));
   take(rows_split_as(c, first, split), kUnmodelled);
@@ -88,19 +90,6 @@ inline void rows_candidates(const GemmCall& c, Take&& take) {
   for (int s = 1; s <= kMaxSplit && nk >= s; ++s)
     if (s != split && cluster_room(c.device, s, per_sm(first)) >= s) take(rows_split_as(c, first, s), kUnmodelled);
   if (c.dtype != DType::F32) rows_mma_plans(c, form(true), 0, take);  // 16-bit rows on FFMA: the mma.sync form
-}
-
-// 16-bit rows against a weight stored (K, N) (x @ W; rows_kn_supports): the mma.sync form with
-// the weight's window by ldmatrix.trans, at every split count and persistent, on compute
-// capability 9.0. The router lists them after every other tier's plans, so that only a
-// measured table or an option takes one.
-template <class Take>
-inline void rows_kn_candidates(const GemmCall& c, Take&& take) {
-  if (!c.options.split_k || c.device.cc < 90 || !rows_kn_supports(c.dtype, c.args)) return;
-  RowsPlan p;
-  p.b_kn = p.mma = true;
-  p.tm = rows_tm(c.args.m, true);
-  rows_mma_plans(c, p, 0, take);
 }
 
 // The blocks a plan launches: a block a tile and rank, or the persistent form's one an SM (at
