@@ -317,15 +317,19 @@ def split_operands(m, n, k, dtype, b_t=True, a_t=False, batch=None):
 
 
 @requires_cuda
+@pytest.mark.parametrize("b_t", [True, False], ids=["W.t()", "W"])
 @pytest.mark.parametrize("dtype", [BF16, F16], ids=str)
-def test_cuda_every_m(dtype):
-    """M = 1 .. 130 against a (512, 1024) weight read as W.t(): the few-rows kernel up to 16
-    (test_gemm_rows.py), the Rows, Narrow and Small tiles, each split 8 ways, and none past
-    128 rows."""
-    w = operand(1024, 512, None, dtype, True)
+def test_cuda_every_m(dtype, b_t):
+    """M = 1 .. 130 against a (512, 1024) weight read as W.t() or stored (K, N) (x @ W): the
+    few-rows kernel up to 16 (its KN form for x @ W on compute capability 9.0;
+    test_gemm_rows.py), the Rows, Narrow and Small tiles, each split 8 ways, and none past
+    128 rows; the same bits on a second call."""
+    w = operand(1024, 512, None, dtype, b_t)
     for m in range(1, 131):
         x = operand(m, 1024, None, dtype, False)
-        check(bankops.gemm(x, w), x, w)
+        got = bankops.gemm(x, w)
+        check(got, x, w)
+        assert torch.equal(got, bankops.gemm(x, w)), (m, bankops.gemm_route(x, w))
 
 
 @requires_cuda
