@@ -430,8 +430,8 @@ def test_explain_kn_window():
         for b_t in (False, True):
             r = bankops.gemm_route(meta(8, 4096), meta(14336, 4096).t() if b_t else meta(4096, 14336),
                                    layout, num_sms=132, cc=90)
-            (one,) = [c for c in r.candidates if c.tier == "rows" and c.route.fields["split"] == 1 and "persistent" not in c.route.fields
-                      and c.route.fields["tile"] == "8x64x256"]
+            (one,) = [c for c in r.candidates if c.tier == "rows" and c.route.fields["split"] == 1
+                      and "persistent" not in c.route.fields and c.route.fields["tile"] == "8x64x256"]
             with bankops.options(plan=one.key):
                 reps.append(bankops.explain("gemm", layout, BF16, m=8, n=14336, k=4096, b_transposed=b_t,
                                             num_sms=132, cc=90))

@@ -20,12 +20,11 @@ BF16, F16 = torch.bfloat16, torch.float16
 
 @pytest.mark.parametrize("m,b_t", [(17, False), (17, True), (32, True), (33, True), (64, True), (64, False)])
 def test_decode_routes_split(m, b_t):
-    """x (M, 4096) @ W.t() and x @ W with W (4096, 4096) past the few-rows kernel's 16 rows: up to
-    32 rows mma.sync's
-    32 x 128 tile, its 32 n tiles split 4 ways (132 slots of one block an SM); 33 to 64 the
-    Hopper kernel's thin 64 x 64 tile, its 64 tiles split 2 ways (as many blocks as 32 of
-    64 x 128 split 4 ways, a shorter sum). Off the Hopper route (pad) 33-64 rows take
-    mma.sync's 64 x 128 tile split 8 ways (264 slots of two an SM)."""
+    """x (M, 4096) @ W.t() and x @ W with W (4096, 4096) past the few-rows kernel's 16 rows: up
+    to 32 rows mma.sync's 32 x 128 tile, its 32 n tiles split 4 ways (132 slots of one block an
+    SM); 33 to 64 the Hopper kernel's thin 64 x 64 tile, its 64 tiles split 2 ways (as many
+    blocks as 32 of 64 x 128 split 4 ways, a shorter sum). Off the Hopper route (pad) 33-64 rows
+    take mma.sync's 64 x 128 tile split 8 ways (264 slots of two an SM)."""
     w = meta(4096, 4096)
     b, major = (w.t(), "nk") if b_t else (w, "kn")
     line = route(meta(m, 4096), b)
