@@ -2,6 +2,7 @@
 fastest, which the router then takes before its own model for calls near those shapes.
 
     python -m bankops.tune [--shapes 4096x4096x4096,64x4096x4096t ...] [--dtypes bfloat16,float16] [--out FILE]
+    python -m bankops.tune --report FILE     a table's calls as markdown: the model's plan, the table's
 
 A table is a JSON file keyed by the GPU's name and SM count (the driver it was timed under is
 recorded beside them): ``bankops/tuning/<gpu>.json`` for the tables that ship with the package,
@@ -208,6 +209,26 @@ def tune(shapes=None, dtypes=("bfloat16", "float16"), layouts=("swizzle",), out=
     return table
 
 
+def report(table):
+    """The table's calls as markdown lines: each call (dtype, m x n x k, operand majors), the model's
+    plan when it was timed and its microseconds, the plan the table names and its, and the ratio."""
+    def plan(route):  # family, tile, split and the bare flags (ring, persistent)
+        fields = route.split(" layout=")[0].split()
+        return " ".join(fields[:2] + [f for f in fields[2:] if f.startswith("split=") or "=" not in f])
+
+    lines = [f"{table['gpu']} ({table['sms']} SMs, driver {table['driver']}, torch {table['torch']}, {table['date']}): "
+             f"{len(table['entries'])} calls",
+             "", "| dtype | m x n x k | a, b | model's plan | µs | table's plan | µs | model / table |",
+             "|---|---|---|---|---|---|---|---|"]
+    for e in table["entries"]:
+        majors = f"{'km' if e['a_km'] else 'mk'}, {'kn' if e['b_kn'] else 'nk'}"
+        same = e["plan"] == e["model_plan"]
+        lines.append(f"| {e['dtype']} | {e['m']}x{e['n']}x{e['k']} | {majors} | {plan(e['model_route'])} | "
+                     f"{e['model_us']:.1f} | {'the model' + chr(39) + 's' if same else plan(e['route'])} | {e['us']:.1f} | "
+                     f"{e['model_us'] / e['us']:.3f} |")
+    return lines
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m bankops.tune", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -216,7 +237,12 @@ def main(argv=None):
     ap.add_argument("--layouts", default="swizzle", help="comma-separated of none,pad,swizzle")
     ap.add_argument("--out", default=None, help="the table's file (default: <user dir>/<gpu>.json)")
     ap.add_argument("--reps", type=int, default=10, help="graph replays a plan's time is the median of")
+    ap.add_argument("--report", metavar="FILE", default=None, help="print FILE's calls as markdown and stop (no GPU)")
     args = ap.parse_args(argv)
+    if args.report:
+        with open(args.report) as f:
+            print("\n".join(report(json.load(f))))
+        return
     tune(args.shapes.split(",") if args.shapes else None, tuple(args.dtypes.split(",")), tuple(args.layouts.split(",")),
          args.out, args.reps)
 
