@@ -222,10 +222,9 @@ def report(table):
              "|---|---|---|---|---|---|---|---|"]
     for e in table["entries"]:
         majors = f"{'km' if e['a_km'] else 'mk'}, {'kn' if e['b_kn'] else 'nk'}"
-        same = e["plan"] == e["model_plan"]
+        chosen = "the model's" if e["plan"] == e["model_plan"] else plan(e["route"])
         lines.append(f"| {e['dtype']} | {e['m']}x{e['n']}x{e['k']} | {majors} | {plan(e['model_route'])} | "
-                     f"{e['model_us']:.1f} | {'the model' + chr(39) + 's' if same else plan(e['route'])} | {e['us']:.1f} | "
-                     f"{e['model_us'] / e['us']:.3f} |")
+                     f"{e['model_us']:.1f} | {chosen} | {e['us']:.1f} | {e['model_us'] / e['us']:.3f} |")
     return lines
 
 

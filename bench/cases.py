@@ -357,7 +357,7 @@ def gpu_cases():
         *decode_cases((1, 4, 8, 16, 32, 64, 128), ((4096, 4096), (4096, 14336), (14336, 4096)), (bf16, f32),
                       quick=[(1, 4096, 4096, bf16), (32, 4096, 14336, bf16)]),
         # The same products on a weight stored (in, out), read n-major: x @ W (4 and 16: the
-        # few-rows kernel's KN form, a plan a measured table may name, at its tile's edges).
+        # few-rows kernel's KN form at its tiles' edges).
         *decode_cases((1, 4, 8, 16, 32, 64), ((4096, 4096), (14336, 4096)), (bf16, f32), weight_kn=True),
         *overhead_cases(2000),
     ]
