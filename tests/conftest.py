@@ -73,9 +73,16 @@ def eps(dtype):
 
 def with_room_for(nbytes, fn):
     """fn()'s result, run with torch's caching allocator held to what it has reserved plus
-    nbytes (a per-process memory fraction): memory a call asks for beyond that is refused."""
+    nbytes (a per-process memory fraction): memory a call asks for beyond that is refused. The
+    free blocks of segments that live tensors keep reserved (which empty_cache cannot give back:
+    a small tensor another test left alive holds a 20 MB segment) are taken for the duration,
+    else a request could be served from them whatever the fraction."""
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
+    device = torch.cuda.current_device()
+    held = [torch.empty(block["size"], dtype=torch.uint8, device="cuda")
+            for segment in torch.cuda.memory_snapshot() if segment["device"] == device
+            for block in segment["blocks"] if block["state"] == "inactive"]
     room = torch.cuda.memory_reserved() + nbytes
     torch.cuda.set_per_process_memory_fraction(room / torch.cuda.get_device_properties(0).total_memory)
     try:
@@ -84,6 +91,7 @@ def with_room_for(nbytes, fn):
         return out
     finally:
         torch.cuda.set_per_process_memory_fraction(1.0)
+        del held
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -450,6 +450,9 @@ def test_cuda_stream_k_without_scratch_memory(capfd):
     assert "stream_k=" in bankops.gemm_route(a, b) and " scratch=0" not in bankops.gemm_route(a, b)
     with bankops.options(stream_k=False):
         want = bankops.gemm(a, b)
+    # A small tensor alive in a segment of its own with room for the partial sums (as one left
+    # by another test would be): with_room_for takes that room too.
+    small = torch.empty(2 << 20, dtype=torch.uint8, device="cuda")  # noqa: F841
     with torch_warns(capfd, r"no memory for the \d+ bytes of scratch.*fallback=no_scratch"):
         got = with_room_for(m * n * 4 + (1 << 20), lambda: bankops.gemm(a, b))  # the output, not the partial sums
     assert torch.equal(got.view(torch.int32), want.view(torch.int32))

@@ -662,17 +662,19 @@ THIN = ("wgmma 64x128x64", "wgmma 64x64x64")
 @pytest.mark.parametrize("k,n", [(1032, 13000), (2048, 4200)], ids=["unsplit", "split"])
 def test_cuda_thin_every_m(k, n, dtype, b_view):
     """Every m from 1 to 65 against a (k, n) B: 13000 columns (102 n tiles of 128, the last of
-    72 columns; 16 k-tiles and a tail of 8) on the thin tile unsplit up to 64 rows (x @ W.t() of
-    16 rows or fewer: the few-rows kernel); 4200 from 33 rows (fewer: mma.sync's split tiles),
+    72 columns; 16 k-tiles and a tail of 8) on the thin tile unsplit up to 64 rows (16 rows or
+    fewer: the few-rows kernel, x @ W in its KN form); 4200 from 33 rows (fewer: mma.sync's split tiles),
     split: on an H100 66 tiles of 64 columns 2 ways (132 blocks) before 33 of 128 3 ways;
     float64's values, the same bits every run."""
     b = operand(k, n, None, dtype, b_view)
     for m in range(1, 66):
         a = operand(m, k, None, dtype, "contiguous")
         line = bankops.gemm_route(a, b)
-        if m > 32 or (n == 13000 and (m > 16 or b_view == "contiguous")):
+        if m > 32 or (n == 13000 and m > 16):
             assert line.startswith(THIN) == (m <= 64), line
             assert m > 64 or (int(fields(line)["split"]) > 1) == (n == 4200), line
+        elif n == 13000 and m <= 16:
+            assert line.startswith("rows ") and ("b=kn" in line) == (b_view == "contiguous"), line
         got = bankops.gemm(a, b)
         check_against_float64(got, a, b)
         assert torch.equal(got, bankops.gemm(a, b)), ("the same bits every run", line)
