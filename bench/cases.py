@@ -15,6 +15,14 @@ f32, f16, bf16, f64 = torch.float32, torch.float16, torch.bfloat16, torch.float6
 RTOL = {f32: 1e-4, f16: 1e-2, bf16: 4e-2, f64: 1e-9}
 
 L2_BYTES = 50 * 2**20  # the H100's (and H200's) L2
+# The bytes a memory-bound case's input sets reach together (Case.copies): each timed call reads
+# its input from DRAM, not from the L2 the calls before it filled.
+ROTATE_BYTES = 4 * L2_BYTES
+
+
+def sets_over(rotate_bytes, set_bytes, least=1):
+    """Input sets of set_bytes each that together reach rotate_bytes (at least `least`)."""
+    return max(least, math.ceil(rotate_bytes / set_bytes))
 # The bench's sections in the order they run, and the "case" values of rows that belong to a
 # section other than "models" (the rows of no case: "ops").
 SECTIONS = ("ops", "models", "inference", "overhead")
@@ -113,7 +121,7 @@ class Case:
         return s
 
 
-def transpose(shape, dtype, quick=False):
+def transpose(shape, dtype, quick=False, rotate_bytes=ROTATE_BYTES):
     batched = len(shape) > 2
     return Case(
         "transpose", dtype, list(shape),
@@ -121,17 +129,18 @@ def transpose(shape, dtype, quick=False):
         run=lambda inp, layout: bankops.transpose(inp[0], -2, -1, layout=layout),
         peer=(lambda inp: inp[0].transpose(-2, -1).contiguous()) if batched else (lambda inp: inp[0].t().contiguous()),
         peer_name="x.transpose(-2,-1).contiguous()" if batched else "x.t().contiguous()",
-        check=check_equal, quick=quick)
+        check=check_equal, quick=quick, copies=sets_over(rotate_bytes, math.prod(shape) * dtype.itemsize))
 
 
-def reduce_sum(shape, dtype, dim=None, quick=False):
+def reduce_sum(shape, dtype, dim=None, quick=False, rotate_bytes=ROTATE_BYTES):
     n = math.prod(shape) if dim is None else shape[dim]
     return Case(
         "reduce_sum", dtype, list(shape),
         make=lambda dev: (rand(shape, dtype, dev),),
         run=lambda inp, layout: bankops.reduce_sum(inp[0], dim, layout=layout),
         peer=(lambda inp: torch.sum(inp[0])) if dim is None else (lambda inp: torch.sum(inp[0], dim)),
-        peer_name="torch.sum", check=check_close, scale=math.sqrt(n), dim=dim, quick=quick)
+        peer_name="torch.sum", check=check_close, scale=math.sqrt(n), dim=dim, quick=quick,
+        copies=sets_over(rotate_bytes, math.prod(shape) * dtype.itemsize))
 
 
 def peer_name(name, dtype, cpu):
@@ -181,14 +190,14 @@ def linear_gemm(product, linear_shape, dtype, quick=False, cpu=False):
                 model_case=product, linear_shape=list(linear_shape))
 
 
-def decode(m, k, n, dtype, quick=False, cpu=False, rotate_bytes=4 * L2_BYTES, weight_kn=False):
+def decode(m, k, n, dtype, quick=False, cpu=False, rotate_bytes=ROTATE_BYTES, weight_kn=False):
     """x (M, K) @ W.t() with few rows M, W an (N, K) weight read in place: a served model's
     layer at decode, where reading the weight sets the time (with weight_kn, x @ W of a (K, N)
     weight, as models that store it (in, out) call it: case "decode x@W"). Each timed call takes
     the next of `copies` fresh (x, W) sets, together over rotate_bytes (at least two), so that
     it reads its weight from DRAM, not from the L2 the previous call filled; bankops and torch
     take the same sets in the same turn."""
-    copies = max(2, math.ceil(rotate_bytes / ((m + n) * k * dtype.itemsize)))
+    copies = sets_over(rotate_bytes, (m + n) * k * dtype.itemsize, least=2)
 
     def make(dev):
         return rand((m, k), dtype, dev), rand((k, n), dtype, dev) if weight_kn else rand((n, k), dtype, dev).t()
@@ -198,7 +207,7 @@ def decode(m, k, n, dtype, quick=False, cpu=False, rotate_bytes=4 * L2_BYTES, we
     return dataclasses.replace(case, copies=copies, weight_bytes=n * k * dtype.itemsize)
 
 
-def decode_cases(ms, kns, dtypes, quick=(), cpu=False, rotate_bytes=4 * L2_BYTES, weight_kn=False):
+def decode_cases(ms, kns, dtypes, quick=(), cpu=False, rotate_bytes=ROTATE_BYTES, weight_kn=False):
     return [decode(m, k, n, dt, (m, k, n, dt) in quick, cpu, rotate_bytes, weight_kn)
             for dt in dtypes for k, n in kns for m in ms]
 
@@ -314,7 +323,7 @@ MODEL_SHAPES = [(8192, 4096, 4096), (8192, 4096, 14336), (8192, 14336, 4096), (4
 
 
 def gpu_cases():
-    """Memory-bound inputs are all well over the H100's 50 MB L2, so timings are DRAM-bound."""
+    """Memory-bound inputs rotate through sets over four L2s (ROTATE_BYTES), so timings are DRAM-bound."""
     n_full = 256 * 1024 * 1024  # 1 GiB of float32
     return [
         *[transpose((8192, 8192), dt, quick=dt == f32) for dt in (f32, f16, bf16, torch.int8, f64)],
@@ -366,15 +375,15 @@ def gpu_cases():
 def cpu_cases():
     """Small shapes: the CPU reference is plain loops, and the whole run should take about a minute."""
     return [
-        transpose((1024, 1024), f32, quick=True),
-        transpose((1024, 1024), f16),
-        transpose((8, 256, 256), f32),
-        transpose((1023, 2047), f32),
-        reduce_sum((4 * 1024 * 1024,), f32, quick=True),
-        reduce_sum((2048, 2048), f32, dim=-1, quick=True),
-        reduce_sum((2048, 2048), f32, dim=0),
-        reduce_sum((64, 256, 64), f32, dim=1),
-        reduce_sum((4 * 1024 * 1024,), torch.int32),
+        transpose((1024, 1024), f32, quick=True, rotate_bytes=0),
+        transpose((1024, 1024), f16, rotate_bytes=0),
+        transpose((8, 256, 256), f32, rotate_bytes=0),
+        transpose((1023, 2047), f32, rotate_bytes=0),
+        reduce_sum((4 * 1024 * 1024,), f32, quick=True, rotate_bytes=0),
+        reduce_sum((2048, 2048), f32, dim=-1, quick=True, rotate_bytes=0),
+        reduce_sum((2048, 2048), f32, dim=0, rotate_bytes=0),
+        reduce_sum((64, 256, 64), f32, dim=1, rotate_bytes=0),
+        reduce_sum((4 * 1024 * 1024,), torch.int32, rotate_bytes=0),
         gemm((256, 256, 256), f32, quick=True, cpu=True),
         gemm((4, 128, 128, 128), f32, cpu=True),
         gemm((255, 257, 253), f32, cpu=True),

@@ -33,7 +33,7 @@ import bankops  # noqa: E402
 import cases  # noqa: E402
 from bankops.tune import capture  # noqa: E402
 import report  # noqa: E402
-from cases import SECTIONS  # noqa: E402
+from cases import ROTATE_BYTES, SECTIONS, sets_over  # noqa: E402
 from clocks import MHZ, WATTS, SmClock  # noqa: E402
 
 WARMUP = 3
@@ -115,23 +115,28 @@ def graph_ms(fn, est_s, max_reps, cycle=1):
 
 class CopyBandwidth:
     """GB/s of y.copy_(x) (bytes read + written), measured once per byte size in this run: the
-    median over COPY_TRIALS fresh buffer pairs, since one pair's figure for inputs near the L2's
-    size varies from pair to pair as much as the ratios it divides."""
+    median over COPY_TRIALS fresh sets of buffer pairs, since one set's figure for inputs near
+    the L2's size varies from set to set as much as the ratios it divides. The calls take a set's
+    pairs in turn, as the cases take their input sets (together over ROTATE_BYTES on a GPU), so
+    that the copy reads from DRAM as the kernels it is the reference of do."""
 
     def __init__(self, device, max_reps):
         self.device, self.max_reps, self.cache = device, max_reps, {}
+        self.rotate_bytes = ROTATE_BYTES if device == "cuda" else 0
 
     def __call__(self, nbytes):
         if nbytes not in self.cache:
             speeds = []
             for _ in range(COPY_TRIALS):
-                src = torch.randint(0, 256, (nbytes,), dtype=torch.uint8, device=self.device)
-                dst = torch.empty_like(src)
+                pairs = [(torch.randint(0, 256, (nbytes,), dtype=torch.uint8, device=self.device),
+                          torch.empty(nbytes, dtype=torch.uint8, device=self.device))
+                         for _ in range(sets_over(self.rotate_bytes, nbytes))]
                 # Eager: captured in a CUDA graph, copy_ becomes a memcpy node, slower than the copy
                 # kernel that eager calls run (and that the kernels are measured against).
-                ms, _ = time_ms(lambda: dst.copy_(src), self.device == "cuda", self.max_reps, graph=False)
+                ms, _ = time_ms(rotation(lambda p: p[1].copy_(p[0]), pairs), self.device == "cuda", self.max_reps,
+                                graph=False)
                 speeds.append(2 * nbytes / (ms * 1e-3) / 1e9)
-                del src, dst
+                del pairs
             self.cache[nbytes] = statistics.median(speeds)
         return self.cache[nbytes]
 
