@@ -23,6 +23,8 @@ ROTATE_BYTES = 4 * L2_BYTES
 def sets_over(rotate_bytes, set_bytes, least=1):
     """Input sets of set_bytes each that together reach rotate_bytes (at least `least`)."""
     return max(least, math.ceil(rotate_bytes / set_bytes))
+
+
 # The bench's sections in the order they run, and the "case" values of rows that belong to a
 # section other than "models" (the rows of no case: "ops").
 SECTIONS = ("ops", "models", "inference", "overhead")
