@@ -93,12 +93,14 @@ def test_persistent_clusters_share_b():
     assert line["persistent"] == "1" and line["multicast"] == "1", line
     line = f(384, 16384, 1024)  # 3 m tiles: a wasted third
     assert line["persistent"] == "1" and line["multicast"] == "1", line
-    line = f(1152, 4096, 1024)  # 9 m tiles of 128 x 192 x 22 n tiles, B n-major: no halves
+    line = f(1152, 4096, 4096)  # 9 m tiles of 128 x 192 x 22 n tiles, B n-major: no halves
     assert line["tile"] == "128x192x64" and line["multicast"] == "1" and line["blocks"] == "132", line
     line = tile_fields(meta(1024, 2048), meta(4608, 2048).t())  # B k-major: 4 pairs x 24 n tiles
     assert (line["tile"], line["multicast"], line["blocks"]) == ("128x192x64", "2", "132"), line
-    line = f(1920, 2112, 520)  # 15 m tiles of 128 x 128: 8 pairs x 17 n tiles
-    assert line["tile"] == "128x128x64" and line["multicast"] == "2" and line["blocks"] == "132", line
+    # 15 m tiles of 128 x 128 (the candidate; 192 x 192 is the route): 8 pairs x 17 n tiles
+    (line,) = [fields(c.route) for c in bankops.gemm_route(meta(1920, 520), meta(520, 2112), num_sms=132, cc=90).candidates
+               if c.route.split()[1] == "128x128x64" and fields(c.route)["split"] == "1"]
+    assert line["multicast"] == "2" and line["blocks"] == "132", line
     line = f(2048, 2048, 2048)  # 128 tiles: one wave
     assert line["persistent"] == "0" and line["multicast"] == "1" and line["blocks"] == "128", line
     assert f(1024, 1024, 1024)["persistent"] == "0"
@@ -125,15 +127,15 @@ def test_broad_tiles_where_128x256_leave_a_ragged_wave():
 
 def test_split_last_wave_after_whole_ones():
     """A persistent walk whose last wave needs half the blocks or fewer runs each of its tiles on
-    a pair of blocks, half of k each (tail=: the tiles so split): 2048x2304x2048 is 192 tiles of
-    128x192, 132 whole and 60 split; x @ W.t() at 1024x4608x2048 in pairs sharing B, 30 pairs
+    a pair of blocks, half of k each (tail=: the tiles so split): 2048x2304x4096 is 192 tiles of
+    128x192, 132 whole and 60 split (at k = 2048, 132 tiles of 192x192); x @ W.t() at 1024x4608x2048 in pairs sharing B, 30 pairs
     left split; 128x256 tiles alike (4352x4096x1032: 544 tiles in pairs, 528 whole and 16
     split). None where the last wave is more than half (3072^3: 384 tiles of 128x192, 120 left;
     4096^3), where a half would have fewer than 8 k-tiles (the sum costs about what a few do),
     with the split_k option off, or without persistent blocks. explain() shows the halves' partials
     through shared memory: one warpgroup of each block stores its partial into the peer's, whose
     matching warpgroup reads it, conflict-free."""
-    line = tile_fields(meta(2048, 2048), meta(2048, 2304))
+    line = tile_fields(meta(2048, 4096), meta(4096, 2304))
     assert (line["tile"], line["multicast"], line["tail"], line["blocks"]) == ("128x192x64", "1", "60", "132"), line
     line = tile_fields(meta(1024, 2048), meta(4608, 2048).t())
     assert (line["tile"], line["multicast"], line["tail"]) == ("128x192x64", "2", "60"), line
@@ -146,7 +148,7 @@ def test_split_last_wave_after_whole_ones():
         assert tile_fields(meta(2048, 2048), meta(2048, 2304))["tail"] == "0"
     with bankops.options(persistent=False):
         assert tile_fields(meta(2048, 2048), meta(2048, 2304))["tail"] == "0"
-    rep = bankops.explain("gemm", "swizzle", torch.bfloat16, m=2048, n=2304, k=2048)
+    rep = bankops.explain("gemm", "swizzle", torch.bfloat16, m=2048, n=2304, k=4096)
     rows = {row["instruction"]: row for row in rep.rows}
     for name in ("st.shared::cluster half-k partial -> peer (split last wave)", "lds peer's half-k partial"):
         # two warpgroups a tile (one a block), 24 quads of 192 columns a thread: 4 warps x 24 a tile
@@ -186,6 +188,26 @@ def test_tall_tiles_where_wider_ones_leave_sms_idle():
     assert tile_fields(meta(3072, 3072), meta(3072, 3072).t())["tile"] == "128x192x64"
     with bankops.options(persistent=False):
         assert tile_fields(meta(1536, 1536), meta(1536, 1536).t())["tile"] != "192x96x64"
+
+
+def test_tall_broad_candidate():
+    """192x192 tiles (three consumers of 64 x 192) are a persistent candidate of every operand
+    major where C's rows are 16-byte aligned: 1152x4096x1024 is 132 of them, one wave, against
+    198 of 128x192; pairs share a k-major B (its 192 rows halve), not an n-major one (its three
+    64-column blocks do not); no split last wave (that pairs two consumers); never split, never
+    a block a tile."""
+    def tall_broad(a, b, **kw):
+        return [c.route for c in bankops.gemm_route(a, b, num_sms=132, cc=90, **kw).candidates
+                if c.route.split()[1] == "192x192x64"]
+    for a in (meta(1152, 1024), meta(1024, 1152).t()):
+        for b, multicast in ((meta(1024, 4096), "1"), (meta(4096, 1024).t(), "2")):
+            (line,) = tall_broad(a, b)
+            f = fields(line)
+            assert (f["split"], f["persistent"], f["multicast"], f["tail"], f["blocks"]) == (
+                "1", "1", multicast, "0", "132"), line
+    assert tall_broad(meta(1152, 1024), meta(1024, 4092)) == []  # C's rows 8184 bytes apart
+    with bankops.options(persistent=False):
+        assert tall_broad(meta(1152, 1024), meta(1024, 4096)) == []
 
 
 def test_float32_k_zero_takes_a_block_a_tile():

@@ -213,11 +213,11 @@ def test_hopper_plans_keep_their_rules():
     """Over a grid of shapes (rows, columns and k from a few tiles to many, batches, both
     majors of B) on an H100's room and on every slot: a Hopper plan gives 64 blocks or more,
     splits at most 8 ways, leaves each rank 4 k tiles or more, and its blocks are its tiles
-    times its split (an unsplit plan of more tiles than SMs, or of 128 x 192, 144 or 192 x 96 tiles, runs
+    times its split (an unsplit plan of more tiles than SMs, or of 128 x 192, 144, 192 x 96 or 192 x 192 tiles, runs
     persistent blocks: one an SM, m tiles in pairs that share B where wgmma_clusters says);
     split_k off never splits."""
     tiles = {"128x256x64": (128, 256), "128x192x64": (128, 192), "128x144x64": (128, 144), "128x128x64": (128, 128),
-             "128x64x64": (128, 64), "192x96x64": (192, 96)}
+             "128x64x64": (128, 64), "192x96x64": (192, 96), "192x192x64": (192, 192)}
     for dev in ((*H100, H100_ROOM), H100):
         for batch in (1, 3):
             for m in (65, 128, 200, 1024, 1536, 4096):

@@ -151,6 +151,21 @@ def test_explain_tall_c_tile():
     assert rep.conflicts == 0 and rep.rows[0]["iterations"] == 128, str(rep)
 
 
+def test_explain_tall_broad_c_tile():
+    """192 x 192 tiles (1152x4096x1024: 132 of them, three consumers; the plan forced by its key)
+    write each consumer's C tile as three 64-column blocks of the 128-byte swizzle, one box each:
+    conflict-free."""
+    a = torch.empty(1152, 1024, dtype=torch.bfloat16, device="meta")
+    b = torch.empty(1024, 4096, dtype=torch.bfloat16, device="meta")
+    (key,) = [c.key for c in bankops.gemm_route(a, b, num_sms=132, cc=90).candidates if "192x192x64" in c.route]
+    with bankops.options(plan=key):
+        rep = bankops.explain("gemm", "swizzle", torch.bfloat16, m=1152, n=4096, k=1024, hopper=True)
+    assert _kernels(rep) == {"gemm_wgmma"} and _tile(rep) == (192, 192), str(rep)
+    assert [r["instruction"] for r in rep.rows] == [C_TMA], str(rep)
+    assert _count(rep, C_TMA) == 12 * 192 // 8 * 2
+    assert rep.conflicts == 0 and rep.rows[0]["iterations"] == 132, str(rep)
+
+
 @pytest.mark.parametrize("b_t", [False, True], ids=["b", "b^T"])
 def test_explain_thin_tile(b_t):
     """The thin tiles (64 x 128 and 64 x 64, one consumer warpgroup of 4 warps). 64 rows against
@@ -383,6 +398,48 @@ WGMMA_K_MAJOR_SHAPES = [((128, 144), s) for s in ((None, 1156, 3712, 1000), (Non
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_cuda_wgmma_k_major_tiles(dtype, tile, shape):
     check_wgmma_call(("contiguous", "transposed"), dtype, *shape, "gemm_wgmma", tile=tile, persistent=True)
+
+
+# The 192 x 192 tiles (three consumers of 64 x 192, persistent blocks), forced through their
+# plan key: a wave of 132 tiles with m and n edges; a batch; 2 k-tiles with a k tail; walks of
+# 256 tiles over 132 blocks through the 3-stage ring (3 k-tiles: it wraps within a tile).
+WGMMA_TALL_BROAD_SHAPES = [(None, 1150, 4088, 1000), (2, 1000, 1904, 520), (None, 1540, 1544, 72),
+                           (None, 2900, 3000, 1000), (None, 3000, 3064, 136)]
+WGMMA_MAJOR_VIEWS = [("contiguous", "contiguous"), ("contiguous", "transposed"), ("transposed", "contiguous"),
+                     ("transposed", "transposed"), ("sliced", "sliced")]
+
+
+def tall_broad_key(a, b):
+    """The plan key of the call's 192 x 192 candidate."""
+    (key,) = [c.key for c in bankops.gemm_route(a, b).candidates if c.route.split()[1] == "192x192x64"]
+    return key
+
+
+@requires_cuda
+@requires_hopper
+@pytest.mark.parametrize("batch,m,n,k", WGMMA_TALL_BROAD_SHAPES, ids=shape_ids(WGMMA_TALL_BROAD_SHAPES))
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("views", WGMMA_MAJOR_VIEWS, ids="-".join)
+def test_cuda_wgmma_tall_broad(views, dtype, batch, m, n, k):
+    """Every operand major on 192 x 192 tiles (k-major B in pairs sharing it where the plan pairs
+    them; an m-major A of rows off 16 bytes copied first), against float64, the same bits on a
+    second call; linear's bias in their epilogue."""
+    a = operand(m, k, batch, dtype, views[0])
+    b = operand(k, n, batch, dtype, views[1])
+    with bankops.options(plan=tall_broad_key(a, b)):
+        line = bankops.gemm_route(a, b)
+        assert line.split()[1] == "192x192x64" and fields(line)["persistent"] == "1", line
+        check_route(lambda: bankops.gemm(a, b), views[0] == "transposed" and m % 8 != 0, True)
+        got = bankops.gemm(a, b)
+        assert torch.equal(got, bankops.gemm(a, b))
+    check_against_float64(got, a, b)
+    if batch is None and views == ("contiguous", "transposed"):
+        w, bias = b.t(), torch.randn(n, device="cuda").to(dtype)
+        with bankops.options(plan=tall_broad_key(a, b)):
+            y = bankops.linear(a, w, bias)
+        ref = a.double() @ w.double().t() + bias.double()
+        bound = 2 * torch.finfo(torch.float32).eps * k ** 0.5 * (a.double().abs() @ w.double().abs().t() + 1)
+        assert ((y.double() - ref).abs() <= bound + torch.finfo(dtype).eps * ref.abs()).all()
 
 
 # The 128 x 64 tiles (grids of 128 or more, too few 128 x 128 ones): 1024^3; m and n edges

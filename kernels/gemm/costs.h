@@ -12,12 +12,12 @@ constexpr double kUnmodelled = -1.0;
 struct GemmCosts {
   const char* gpu;
   // The Hopper plan's time model (wgmma_plan.h): a block runs its k-tiles plus
-  // wgmma_block_steps, each wgmma_step_units_of(BN) units of wgmma_step_ns; a split block adds
+  // wgmma_block_steps, each wgmma_step_units_of(BM, BN) units of wgmma_step_ns; a split block adds
   // wgmma_sum_units + BN * wgmma_sum_units_per_col; reading the operands runs at
   // wgmma_block_gbps a resident block, at most wgmma_dram_gbps. Fitted to forced plans' times.
   double wgmma_step_ns;
   double wgmma_block_steps;
-  double wgmma_step_units[6];  // BN = 256, 192, 144, 128, 96, 64
+  double wgmma_step_units[7];  // 128 rows by BN = 256, 192, 144, 128, 64; 192 x 96; 192 x 192
   double wgmma_sum_units, wgmma_sum_units_per_col;
   double wgmma_block_gbps, wgmma_dram_gbps;
   // k-tiles a persistent walk's tile needs before its last wave splits over pairs (wgmma_tail).
@@ -28,9 +28,10 @@ struct GemmCosts {
   int ffma_mid_half_blocks_per_sm;
   int ffma_flat_half_blocks_per_sm;
 
-  double wgmma_step_units_of(int bn) const {
+  double wgmma_step_units_of(int bm, int bn) const {
+    if (bm == 192) return bn == 192 ? wgmma_step_units[6] : wgmma_step_units[5];
     return bn == 256 ? wgmma_step_units[0] : bn == 192 ? wgmma_step_units[1] : bn == 144 ? wgmma_step_units[2]
-         : bn == 128 ? wgmma_step_units[3] : bn == 96 ? wgmma_step_units[4] : wgmma_step_units[5];
+         : bn == 128 ? wgmma_step_units[3] : wgmma_step_units[4];
   }
 };
 
@@ -39,7 +40,9 @@ inline constexpr GemmCosts kH100Costs{
     "h100",
     180,                           // 1024^3 on 128x64 tiles (36 units) over its time
     2,                             // filling the ring and the epilogue, in k-tiles
-    {4.0, 3.3, 2.8, 2.6, 3.0, 2.0},  // the line through 256, 192, 128 and 64; 144 between; 96 at k = 16384
+    {4.0, 3.3, 2.8, 2.6, 2.0, 3.0, 4.8},  // the line through 256, 192, 128 and 64; 144 between;
+                                          // 192 x 96 at k = 16384; 192 x 192 its area's share of
+                                          // 128 x 256's, plus 192 x 96's cost of a third consumer
     6.0, 1.0 / 8,                  // split-K's partial out and its rows summed over distributed shared memory
     23, 2800,                      // a few rows against a long weight: the read rate a TMA ring and all of them reach
     16,                            // a split last wave with 4-5 k-tiles a half ran slower than a whole one

@@ -250,7 +250,7 @@ cudaError_t run_persistent(const GemmCall& c, const WgmmaPlan& p, cudaStream_t s
 
 // The plan's producer as a template argument: the realigning producer takes B as Bs[BK][BN]
 // only, on WgmmaLarge and WgmmaMediumRealign only, unsplit (wgmma_plan.h's wgmma_plans); TMA takes
-// one producer thread; 128 x 192, 128 x 144 and 192 x 96 tiles run persistent blocks only, the
+// one producer thread; 128 x 192, 128 x 144, 192 x 96 and 192 x 192 tiles run persistent blocks only, the
 // thin tile (64 x 128) a block a tile only, A k-major. Pairs share B's tile where it halves
 // (wgmma_pairs_share_b, which wgmma_finish asks too).
 template <class C, class T, bool KM, bool KN>

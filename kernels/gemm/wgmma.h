@@ -58,6 +58,10 @@ struct WgmmaConfig {
 //   WgmmaTall          192 x 96: three consumers of 64 x 96, four 36 KB stages (TMA, persistent
 //                      blocks, unpaired, k-major A and B only): 1536^3 is 128 of them, one
 //                      wave as 128 x 144's 132, and three consumers run it faster;
+//   WgmmaTallBroad     192 x 192: three consumers of 64 x 192, four 48 KB stages (TMA,
+//                      persistent blocks, no split last wave; C out through one 64-column
+//                      block a consumer): 1152 x 4096 and 2048 x 2304 are 132 of them, one
+//                      wave, against 198 and 204 of 128 x 192;
 //   WgmmaMedium        128 x 128: two consumers of 64 x 128, six 32 KB stages (TMA only);
 //   WgmmaNarrow        128 x 64, cuBLAS's tile at 1024^3: eight 24 KB stages (TMA only);
 //   WgmmaMediumRealign 128 x 128 with two realigning producer warpgroups, which keep a whole
@@ -71,6 +75,7 @@ using WgmmaLarge = WgmmaConfig<128, 256, 64, 2, 4>;
 using WgmmaBroad = WgmmaConfig<128, 192, 64, 2, 4>;
 using WgmmaSlim = WgmmaConfig<128, 144, 64, 2, 4>;
 using WgmmaTall = WgmmaConfig<192, 96, 64, 3, 4>;
+using WgmmaTallBroad = WgmmaConfig<192, 192, 64, 3, 4>;
 using WgmmaMedium = WgmmaConfig<128, 128, 64, 2, 6>;
 using WgmmaNarrow = WgmmaConfig<128, 64, 64, 2, 8>;
 using WgmmaMediumRealign = WgmmaConfig<128, 128, 64, 2, 6, 2>;
@@ -138,7 +143,7 @@ BANKOPS_HD TileCoord wgmma_chunk(int t, int e) {
 
 // The Hopper kernel's block tile (wgmma_plan.h decides), and how its producers fill the ring:
 // TMA boxes, or chunks realigned in registers.
-enum class WgmmaShape { None, Large, Medium, Narrow, Broad, Slim, Tall, Thin, ThinNarrow };
+enum class WgmmaShape { None, Large, Medium, Narrow, Broad, Slim, Tall, Thin, ThinNarrow, TallBroad };
 enum class WgmmaLoad { Tma, Realign };
 
 // Whether pairs of persistent blocks can share B's tile of C (n-major B: KN): each loads half of
@@ -149,8 +154,8 @@ BANKOPS_HD constexpr bool wgmma_pairs_share_b() {
 }
 
 // The persistent kernel's C tiles, one a consumer warpgroup, which TMA stores from: its 64
-// rows, kCols columns (all of BN, or half of a 256-wide tile, so that the 4-stage ring still
-// fits beside them), in blocks of one TMA box's columns: the operands' 128-byte swizzled
+// rows, kCols columns (all of BN, or half of a 256-wide tile, or one 64-column block of a 192 x
+// 192 tile's, so that the 4-stage ring still fits beside them), in blocks of one TMA box's columns: the operands' 128-byte swizzled
 // 64-column blocks, or, for a width of whole 32-column blocks only (96), 32-column blocks in
 // TMA's 64-byte swizzle. A pass writes one box (a block) into slot p % kSlots and stores it, so
 // a pass waits only on the store that last read its slot, kSlots passes back, not on the one
@@ -160,7 +165,7 @@ BANKOPS_HD constexpr bool wgmma_pairs_share_b() {
 // 288-byte rows put rows r and r + 4 of a warp's pairs on the same banks (2-way).
 template <class C>
 struct WgmmaCStage {
-  static constexpr int kCols = C::kBN == 256 ? 128 : C::kBN;
+  static constexpr int kCols = C::kBN == 256 ? 128 : C::kBM == 192 && C::kBN == 192 ? kWgmmaRowCols : C::kBN;
   static constexpr bool kDense = kCols % 32 != 0;
   static constexpr int kBoxCols = kDense ? kCols : kCols % kWgmmaRowCols == 0 ? kWgmmaRowCols : 32;
   static constexpr int kSwizzleBytes = kDense ? 0 : 2 * kBoxCols;  // TMA's swizzle: 128, 64 or none

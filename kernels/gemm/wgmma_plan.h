@@ -58,6 +58,7 @@ decltype(auto) with_wgmma_config(const WgmmaPlan& p, F&& f) {
     case WgmmaShape::Broad: return f(WgmmaBroad{});
     case WgmmaShape::Slim: return f(WgmmaSlim{});
     case WgmmaShape::Tall: return f(WgmmaTall{});
+    case WgmmaShape::TallBroad: return f(WgmmaTallBroad{});
     case WgmmaShape::Thin: return f(WgmmaThin{});
     case WgmmaShape::ThinNarrow: return f(WgmmaThinNarrow{});
     case WgmmaShape::Medium:
@@ -118,7 +119,7 @@ template <class C>
 inline double wgmma_time_ns(const GemmArgs& g, const DeviceInfo& d, int split, bool halves) {
   const GemmCosts& k = gemm_costs(d);
   const int64_t tiles = wgmma_tiles<C>(g), room = cluster_room(d, split, 1), nk = ceil_div(g.k, C::kBK);
-  const double step = k.wgmma_step_units_of(C::kBN), sum = k.wgmma_sum_units + C::kBN * k.wgmma_sum_units_per_col;
+  const double step = k.wgmma_step_units_of(C::kBM, C::kBN), sum = k.wgmma_sum_units + C::kBN * k.wgmma_sum_units_per_col;
   const double block = (double(ceil_div(nk, split)) + k.wgmma_block_steps) * step + (split > 1 ? sum : 0);
   const int64_t left = tiles % room;
   const bool tail = halves && split == 1 && tiles > room && 2 * left <= room && nk >= k.wgmma_tail_min_k;
@@ -133,10 +134,11 @@ inline double wgmma_time_ns(const GemmArgs& g, const DeviceInfo& d, int split, b
 
 // The TMA plans of a call, in rank order, each with its predicted time: unsplit first, then split
 // 2..kMaxSplit (each rank kSplitMinK k tiles or more), each from the largest tile down, but 192 x
-// 96 right after 128 x 256 and 128 x 144 after 128 x 128 (the router takes a later one only where
-// it ends a tenth sooner: the model rates 192 x 96's short walks too slow). 128 x 192, 128 x 144
-// and 192 x 96 go unsplit only, where the call may run persistent blocks; 128 x 144 and 192 x 96
-// only with A and B k-major. A plan gives half the SMs or more a block (64 of 132).
+// 96 right after 128 x 256, 192 x 192 after 128 x 192 and 128 x 144 after 128 x 128 (the router
+// takes a later one only where it ends a tenth sooner: the model rates 192 x 96's short walks too
+// slow). 128 x 192, 192 x 192, 128 x 144 and 192 x 96 go unsplit only, where the call may run
+// persistent blocks; 128 x 144 and 192 x 96 only with A and B k-major. A plan gives half the SMs
+// or more a block (64 of 132).
 template <class Take>
 inline void wgmma_tma_candidates(const GemmCall& c, const GemmArgs& g, const WgmmaPlan& base, Take&& take) {
   const DeviceInfo& d = c.device;
@@ -157,6 +159,7 @@ inline void wgmma_tma_candidates(const GemmCall& c, const GemmArgs& g, const Wgm
     consider(WgmmaShape::Large, WgmmaLarge{}, split);
     if (split == 1 && persistent && k_major) consider(WgmmaShape::Tall, WgmmaTall{}, split);
     if (split == 1 && persistent) consider(WgmmaShape::Broad, WgmmaBroad{}, split);
+    if (split == 1 && persistent) consider(WgmmaShape::TallBroad, WgmmaTallBroad{}, split);
     consider(WgmmaShape::Medium, WgmmaMedium{}, split);
     if (split == 1 && persistent && k_major) consider(WgmmaShape::Slim, WgmmaSlim{}, split);
     consider(WgmmaShape::Narrow, WgmmaNarrow{}, split);
