@@ -278,9 +278,9 @@ def test_cuda_wgmma(views, dtype, batch, m, n, k, persistent):
 # Persistent blocks that walk several tiles each, in clusters of 2 that share B's tiles: 561
 # tiles of 128 x 256 with m and n edges and 3 k-tiles (the 4-stage ring wraps across tiles;
 # 33 m tiles: the last cluster's second lies past C); 252 of 128 x 192 over 7 batches (a
-# block's tiles in different batches; pairs where B is k-major); 255 of 128 x 128 with 9
-# k-tiles (the 6-stage ring wraps inside a tile).
-PERSISTENT_SHAPES = [(None, 4100, 4104, 136), (7, 700, 1000, 264), (None, 1920, 2112, 520)]
+# block's tiles in different batches; pairs where B is k-major); 260 of 128 x 128 with an n
+# edge and 9 k-tiles (the 6-stage ring wraps inside a tile).
+PERSISTENT_SHAPES = [(None, 4100, 4104, 136), (7, 700, 1000, 264), (None, 6600, 600, 520)]
 
 
 @requires_cuda
@@ -383,12 +383,12 @@ def test_cuda_wgmma_broad(views, dtype, batch, m, n, k):
 # The tiles for A and B k-major (persistent blocks), where wider ones leave SMs idle. 128 x 144:
 # m and n edges with a k tail, in pairs; 7 m tiles, unpaired; 3 batches of 4 m tiles; 2 k-tiles,
 # C's last tile column whole. 192 x 96 (three consumers, unpaired): m, n and k edges over 79
-# k-tiles; batches of 4 x 4 x 8 and 2 x 8 x 8 tiles; 2 k-tiles; a walk of 256 tiles over 132
+# k-tiles; batches of 4 x 4 x 8 and 2 x 8 x 8 tiles; 2 k-tiles; a walk of 255 tiles over 132
 # blocks with m, n and k edges.
 WGMMA_K_MAJOR_SHAPES = [((128, 144), s) for s in ((None, 1156, 3712, 1000), (None, 856, 2512, 1000),
                                                   (3, 456, 1512, 1000), (None, 1536, 1584, 72))] + \
                        [((192, 96), s) for s in ((None, 3000, 760, 5000), (4, 760, 760, 1000), (2, 1500, 760, 1000),
-                                                 (None, 1500, 1536, 72), (None, 1500, 3000, 504))]
+                                                 (None, 1500, 1536, 72), (None, 2768, 1600, 520))]
 
 
 @requires_cuda

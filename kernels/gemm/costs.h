@@ -41,8 +41,8 @@ inline constexpr GemmCosts kH100Costs{
     180,                           // 1024^3 on 128x64 tiles (36 units) over its time
     2,                             // filling the ring and the epilogue, in k-tiles
     {4.0, 3.3, 2.8, 2.6, 2.0, 3.0, 4.8},  // the line through 256, 192, 128 and 64; 144 between;
-                                          // 192 x 96 at k = 16384; 192 x 192 its area's share of
-                                          // 128 x 256's, plus 192 x 96's cost of a third consumer
+                                          // 192 x 96 at k = 16384; 192 x 192 the H200 tuner's
+                                          // forced timings (1.17-1.33x a 128 x 256 step)
     6.0, 1.0 / 8,                  // split-K's partial out and its rows summed over distributed shared memory
     23, 2800,                      // a few rows against a long weight: the read rate a TMA ring and all of them reach
     16,                            // a split last wave with 4-5 k-tiles a half ran slower than a whole one

@@ -61,7 +61,7 @@ struct WgmmaConfig {
 //   WgmmaTallBroad     192 x 192: three consumers of 64 x 192, four 48 KB stages (TMA,
 //                      persistent blocks, no split last wave; C out through one 64-column
 //                      block a consumer): 1152 x 4096 and 2048 x 2304 are 132 of them, one
-//                      wave, against 198 and 204 of 128 x 192;
+//                      wave, against 198 and 192 of 128 x 192;
 //   WgmmaMedium        128 x 128: two consumers of 64 x 128, six 32 KB stages (TMA only);
 //   WgmmaNarrow        128 x 64, cuBLAS's tile at 1024^3: eight 24 KB stages (TMA only);
 //   WgmmaMediumRealign 128 x 128 with two realigning producer warpgroups, which keep a whole
