@@ -128,8 +128,8 @@ def test_broad_tiles_where_128x256_leave_a_ragged_wave():
 def test_split_last_wave_after_whole_ones():
     """A persistent walk whose last wave needs half the blocks or fewer runs each of its tiles on
     a pair of blocks, half of k each (tail=: the tiles so split): 2048x2304x4096 is 192 tiles of
-    128x192, 132 whole and 60 split (at k = 2048, 132 tiles of 192x192); x @ W.t() at 1024x4608x2048 in pairs sharing B, 30 pairs
-    left split; 128x256 tiles alike (4352x4096x1032: 544 tiles in pairs, 528 whole and 16
+    128x192, 132 whole and 60 split (at k = 2048: 132 tiles of 192x192, one wave); x @ W.t() at
+    1024x4608x2048 in pairs sharing B, 30 pairs left split; 128x256 tiles alike (4352x4096x1032: 544 tiles in pairs, 528 whole and 16
     split). None where the last wave is more than half (3072^3: 384 tiles of 128x192, 120 left;
     4096^3), where a half would have fewer than 8 k-tiles (the sum costs about what a few do),
     with the split_k option off, or without persistent blocks. explain() shows the halves' partials
@@ -145,9 +145,9 @@ def test_split_last_wave_after_whole_ones():
     assert tile_fields(meta(4096, 4096), meta(4096, 4096))["tail"] == "0"
     assert tile_fields(meta(2048, 960), meta(960, 2304))["tail"] == "0"  # 15 k-tiles
     with bankops.options(split_k=False):
-        assert tile_fields(meta(2048, 2048), meta(2048, 2304))["tail"] == "0"
+        assert tile_fields(meta(2048, 4096), meta(4096, 2304))["tail"] == "0"
     with bankops.options(persistent=False):
-        assert tile_fields(meta(2048, 2048), meta(2048, 2304))["tail"] == "0"
+        assert tile_fields(meta(2048, 4096), meta(4096, 2304))["tail"] == "0"
     rep = bankops.explain("gemm", "swizzle", torch.bfloat16, m=2048, n=2304, k=4096)
     rows = {row["instruction"]: row for row in rep.rows}
     for name in ("st.shared::cluster half-k partial -> peer (split last wave)", "lds peer's half-k partial"):

@@ -402,7 +402,7 @@ def test_cuda_wgmma_k_major_tiles(dtype, tile, shape):
 
 # The 192 x 192 tiles (three consumers of 64 x 192, persistent blocks), forced through their
 # plan key: a wave of 132 tiles with m and n edges; a batch; 2 k-tiles with a k tail; walks of
-# 256 tiles over 132 blocks through the 3-stage ring (3 k-tiles: it wraps within a tile).
+# 256 tiles over 132 blocks, 16 k-tiles (the 4-stage ring wraps within a tile) and 3 (across tiles).
 WGMMA_TALL_BROAD_SHAPES = [(None, 1150, 4088, 1000), (2, 1000, 1904, 520), (None, 1540, 1544, 72),
                            (None, 2900, 3000, 1000), (None, 3000, 3064, 136)]
 WGMMA_MAJOR_VIEWS = [("contiguous", "contiguous"), ("contiguous", "transposed"), ("transposed", "contiguous"),

@@ -153,16 +153,16 @@ BANKOPS_HD constexpr bool wgmma_pairs_share_b() {
   return C::kBN >= 128 && (!KN || C::kBN % 128 == 0);
 }
 
-// The persistent kernel's C tiles, one a consumer warpgroup, which TMA stores from: its 64
-// rows, kCols columns (all of BN, or half of a 256-wide tile, or one 64-column block of a 192 x
-// 192 tile's, so that the 4-stage ring still fits beside them), in blocks of one TMA box's columns: the operands' 128-byte swizzled
-// 64-column blocks, or, for a width of whole 32-column blocks only (96), 32-column blocks in
-// TMA's 64-byte swizzle. A pass writes one box (a block) into slot p % kSlots and stores it, so
-// a pass waits only on the store that last read its slot, kSlots passes back, not on the one
-// just issued. A warp's accumulator pairs (8 rows x 4 pairs) land in 8 different 16-byte
-// chunks: conflict-free. A width that is neither (144) takes dense rows and one unswizzled box
-// (kDense): a swizzled third block's box would write over the next tile's columns. Its
-// 288-byte rows put rows r and r + 4 of a warp's pairs on the same banks (2-way).
+// The persistent kernel's C tiles, one a consumer warpgroup, which TMA stores from: its 64 rows,
+// kCols columns (all of BN, or half of a 256-wide tile, or one 64-column block of a 192 x 192
+// tile's, so that the 4-stage ring still fits beside them), in blocks of one TMA box's columns: the
+// operands' 128-byte swizzled 64-column blocks, or, for a width of whole 32-column blocks only
+// (96), 32-column blocks in TMA's 64-byte swizzle. A pass writes one box (a block) into slot p %
+// kSlots and stores it, so a pass waits only on the store that last read its slot, kSlots passes
+// back, not on the one just issued. A warp's accumulator pairs (8 rows x 4 pairs) land in 8
+// different 16-byte chunks: conflict-free. A width that is neither (144) takes dense rows and one
+// unswizzled box (kDense): a swizzled third block's box would write over the next tile's columns.
+// Its 288-byte rows put rows r and r + 4 of a warp's pairs on the same banks (2-way).
 template <class C>
 struct WgmmaCStage {
   static constexpr int kCols = C::kBN == 256 ? 128 : C::kBM == 192 && C::kBN == 192 ? kWgmmaRowCols : C::kBN;
