@@ -151,14 +151,19 @@ def test_explain_tall_c_tile():
     assert rep.conflicts == 0 and rep.rows[0]["iterations"] == 128, str(rep)
 
 
+def tall_broad_key(a, b, **device):
+    """The plan key of the call's 192 x 192 candidate."""
+    (key,) = [c.key for c in bankops.gemm_route(a, b, **device).candidates if c.route.split()[1] == "192x192x64"]
+    return key
+
+
 def test_explain_tall_broad_c_tile():
     """192 x 192 tiles (1152x4096x1024: 132 of them, three consumers; the plan forced by its key)
-    write each consumer's C tile as three 64-column blocks of the 128-byte swizzle, one box each:
-    conflict-free."""
+    write each consumer's 64 x 192 through one 64-column block of the 128-byte swizzle, three
+    passes of one box each: conflict-free."""
     a = torch.empty(1152, 1024, dtype=torch.bfloat16, device="meta")
     b = torch.empty(1024, 4096, dtype=torch.bfloat16, device="meta")
-    (key,) = [c.key for c in bankops.gemm_route(a, b, num_sms=132, cc=90).candidates if "192x192x64" in c.route]
-    with bankops.options(plan=key):
+    with bankops.options(plan=tall_broad_key(a, b, num_sms=132, cc=90)):
         rep = bankops.explain("gemm", "swizzle", torch.bfloat16, m=1152, n=4096, k=1024, hopper=True)
     assert _kernels(rep) == {"gemm_wgmma"} and _tile(rep) == (192, 192), str(rep)
     assert [r["instruction"] for r in rep.rows] == [C_TMA], str(rep)
@@ -407,12 +412,6 @@ WGMMA_TALL_BROAD_SHAPES = [(None, 1150, 4088, 1000), (2, 1000, 1904, 520), (None
                            (None, 2900, 3000, 1000), (None, 3000, 3064, 136)]
 WGMMA_MAJOR_VIEWS = [("contiguous", "contiguous"), ("contiguous", "transposed"), ("transposed", "contiguous"),
                      ("transposed", "transposed"), ("sliced", "sliced")]
-
-
-def tall_broad_key(a, b):
-    """The plan key of the call's 192 x 192 candidate."""
-    (key,) = [c.key for c in bankops.gemm_route(a, b).candidates if c.route.split()[1] == "192x192x64"]
-    return key
 
 
 @requires_cuda

@@ -210,7 +210,7 @@ template <class C, class T, bool KM, bool KN, WgmmaLoad LOAD>
 cudaError_t run(const GemmCall& c, const WgmmaPlan& p, cudaStream_t stream, bool tma) {
   constexpr auto kernel = wgmma_kernel<C, T, KM, KN, LOAD>;
   constexpr int kSmem = WgmmaSmem<C, KM, KN>::kBytes;
-  static_assert(kSmem <= 227 * 1024, "the stage ring exceeds a block's shared memory");
+  static_assert(kSmem <= kWgmmaSmemBytes, "the stage ring exceeds a block's shared memory");
   const GemmArgs& g = wgmma_args(c, p);
   CUtensorMap map_a{}, map_b{};  // unused by the realigning producer
   if constexpr (LOAD == WgmmaLoad::Tma) {
@@ -233,7 +233,7 @@ cudaError_t run_persistent(const GemmCall& c, const WgmmaPlan& p, cudaStream_t s
   if (p.tail > 0 && !C::kHalves) return cudaErrorInvalidValue;  // wgmma_tail never asks
   constexpr auto kernel = wgmma_persistent_kernel<C, T, KM, KN, CLUSTER>;
   constexpr int kSmem = WgmmaSmem<C, KM, KN, true>::kBytes;
-  static_assert(kSmem <= 227 * 1024, "the stage ring and the C tiles exceed a block's shared memory");
+  static_assert(kSmem <= kWgmmaSmemBytes, "the stage ring and the C tiles exceed a block's shared memory");
   const GemmArgs& g = wgmma_args(c, p);
   CUtensorMap map_a{}, map_b{}, map_c{};
   if (!tma || tma_maps<C, KM, KN, CLUSTER>(g, map_a, map_b) != cudaSuccess ||

@@ -83,6 +83,7 @@ using WgmmaThin = WgmmaConfig<64, 128, 64, 1, 8>;
 using WgmmaThinNarrow = WgmmaConfig<64, 64, 64, 1, 12>;
 
 constexpr int kWgmmaRowCols = 64;  // halves in one 128-byte swizzled row
+constexpr int kWgmmaSmemBytes = 227 * 1024;  // dynamic shared memory a block may take
 constexpr int kWgmmaWarpRows = 16;  // rows of C a consumer warp holds (wgmma's m64 over 4 warps)
 using WgmmaSwizzle = Swizzle<3, 3, 3>;
 // A is As[BM][BK] (k-major) or As[BK][BM] (m-major, KM: read with wgmma's transpose bit); B
@@ -154,18 +155,22 @@ BANKOPS_HD constexpr bool wgmma_pairs_share_b() {
 }
 
 // The persistent kernel's C tiles, one a consumer warpgroup, which TMA stores from: its 64 rows,
-// kCols columns (all of BN, or half of a 256-wide tile, or one 64-column block of a 192 x 192
-// tile's, so that the 4-stage ring still fits beside them), in blocks of one TMA box's columns: the
-// operands' 128-byte swizzled 64-column blocks, or, for a width of whole 32-column blocks only
-// (96), 32-column blocks in TMA's 64-byte swizzle. A pass writes one box (a block) into slot p %
-// kSlots and stores it, so a pass waits only on the store that last read its slot, kSlots passes
-// back, not on the one just issued. A warp's accumulator pairs (8 rows x 4 pairs) land in 8
+// kCols columns (the widest of all of BN, half of it or one 64-column block whose tiles still fit
+// beside the ring: half of 128 x 256's, a block of 192 x 192's), in blocks of one TMA box's
+// columns: the operands' 128-byte swizzled 64-column blocks, or, for a width of whole 32-column
+// blocks only (96), 32-column blocks in TMA's 64-byte swizzle. A pass writes one box (a block) into
+// slot p % kSlots and stores it, so a pass waits only on the store that last read its slot, kSlots
+// passes back, not on the one just issued. A warp's accumulator pairs (8 rows x 4 pairs) land in 8
 // different 16-byte chunks: conflict-free. A width that is neither (144) takes dense rows and one
 // unswizzled box (kDense): a swizzled third block's box would write over the next tile's columns.
 // Its 288-byte rows put rows r and r + 4 of a warp's pairs on the same banks (2-way).
 template <class C>
 struct WgmmaCStage {
-  static constexpr int kCols = C::kBN == 256 ? 128 : C::kBM == 192 && C::kBN == 192 ? kWgmmaRowCols : C::kBN;
+  static constexpr int bytes(int cols) { return (64 * cols * 2 + 1023) / 1024 * 1024; }
+  static constexpr bool fits(int cols) {  // the ring (B at its widest tile) + the C tiles + alignment
+    return C::kStages * (C::kBM + C::kBNTile) * C::kBK * 2 + C::kConsumers * bytes(cols) + 1024 <= kWgmmaSmemBytes;
+  }
+  static constexpr int kCols = fits(C::kBN) ? C::kBN : fits(C::kBN / 2) ? C::kBN / 2 : kWgmmaRowCols;
   static constexpr bool kDense = kCols % 32 != 0;
   static constexpr int kBoxCols = kDense ? kCols : kCols % kWgmmaRowCols == 0 ? kWgmmaRowCols : 32;
   static constexpr int kSwizzleBytes = kDense ? 0 : 2 * kBoxCols;  // TMA's swizzle: 128, 64 or none
@@ -173,7 +178,7 @@ struct WgmmaCStage {
                                   std::conditional_t<kBoxCols == kWgmmaRowCols, WgmmaTile<64, kCols>,
                                                      Blocked<Swizzled<64, 32, Swizzle<2, 3, 3>>, kCols>>>;
   static constexpr int kPasses = C::kBN / kBoxCols, kSlots = kCols / kBoxCols;
-  static constexpr int kBytes = (Tile::kSize * 2 + 1023) / 1024 * 1024;  // one consumer's
+  static constexpr int kBytes = bytes(kCols);  // one consumer's
   // A warp's 16 rows start where TMA may read a box from: on the swizzle's period (1024 or 512
   // bytes) into a swizzled block, 128 into dense rows.
   static_assert(kWgmmaWarpRows * 2 * kBoxCols % (kDense ? 128 : 8 * kSwizzleBytes) == 0, "warp boxes aligned");
