@@ -5,7 +5,7 @@ import torch
 
 from . import _C  # noqa: F401
 
-NAMES = ("wgmma", "repack", "stream_k", "split_k", "persistent", "refuse_tma", "plan")
+NAMES = ("wgmma", "repack", "stream_k", "split_k", "persistent", "prefetch", "refuse_tma", "plan")
 
 
 @contextlib.contextmanager
@@ -18,6 +18,8 @@ def options(**switches):
     - ``split_k``: a few rows against a weight may split k across a cluster, and a persistent
       Hopper walk its last wave's tiles across pairs of blocks;
     - ``persistent``: the Hopper kernel's unsplit plans may run persistent blocks;
+    - ``prefetch``: the few-rows kernel (compute capability 9.0) launches while the kernel before
+      it ends (programmatic dependent launch) and asks L2 for the start of its weight meanwhile;
     - ``refuse_tma`` (a test hook): the Hopper launcher acts as if the driver refused its tensor
       maps, so that the call takes the route without them;
     - ``plan``: the key of a plan every call must take (a ``Candidate.key`` of

@@ -30,7 +30,8 @@ struct NamedOption {
 constexpr NamedOption kOptions[] = {
     {"wgmma", nullptr, &GemmOptions::wgmma},           {"repack", nullptr, &GemmOptions::repack},
     {"stream_k", nullptr, &GemmOptions::stream_k},     {"split_k", nullptr, &GemmOptions::split_k},
-    {"persistent", nullptr, &GemmOptions::persistent}, {"refuse_tma", &ThreadOptions::refuse_tma, nullptr},
+    {"persistent", nullptr, &GemmOptions::persistent}, {"prefetch", nullptr, &GemmOptions::prefetch},
+    {"refuse_tma", &ThreadOptions::refuse_tma, nullptr},
 };
 bool& option_flag(ThreadOptions& t, const NamedOption& o) { return o.flag ? t.*o.flag : t.gemm.*o.gemm; }
 

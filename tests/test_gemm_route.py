@@ -295,7 +295,7 @@ def test_options_are_the_calling_threads():
         with bankops.options(split_k=False):
             assert torch.ops.bankops._gemm_options("").startswith("wgmma=0,repack=1,stream_k=1,split_k=0")
         assert torch.ops.bankops._gemm_options("") == \
-            "wgmma=0,repack=1,stream_k=1,split_k=1,persistent=1,refuse_tma=0,plan=0"
+            "wgmma=0,repack=1,stream_k=1,split_k=1,persistent=1,prefetch=1,refuse_tma=0,plan=0"
         inside.set()
         leave.wait(30)
         seen["mine"] = route(a, b)

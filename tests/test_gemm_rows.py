@@ -289,6 +289,43 @@ def test_cuda_batched_views_and_bias(dtype):
     torch.testing.assert_close(got.double(), ref, rtol=2e-2, atol=2e-2 if dtype == BF16 else 1e-4)
 
 
+@requires_cuda
+@pytest.mark.parametrize("dtype", [F32, BF16, F16], ids=str)
+def test_cuda_chain_reads_what_the_call_before_wrote(dtype):
+    """Back to back on one stream, each call's weight or x the output of the call before it: on
+    compute capability 9.0 each launches while the one before ends and asks L2 for its weight
+    meanwhile (options.prefetch), so every step must still read what the one before wrote.
+    Eager and replayed in a CUDA graph over fresh inputs, against the reference, and the same
+    bits with the prefetch off."""
+    # each operand scaled by 1 / sqrt(its K), so that float16's products stay near 1
+    scale = {"x0": 1.0, "a": 1024 ** -0.5, "c": 4096 ** -0.5, "x1": 2048 ** -0.5}
+    x0, a = operand(8, 1024, None, dtype, False), operand(1024, 4096, None, dtype, True).mul_(scale["a"])
+    c, x1 = operand(4096, 2048, None, dtype, True).mul_(scale["c"]), operand(4, 2048, None, dtype, False).mul_(scale["x1"])
+
+    def chain():
+        h = bankops.gemm(x0, a)       # (8, 4096): the next call's x
+        y = bankops.gemm(h, c)        # (8, 2048): the next call's weight, (N, K)
+        return h, y, bankops.gemm(x1, y.t())
+
+    def check_chain(h, y, z):
+        for got, (p, q) in ((h, (x0, a)), (y, (h, c)), (z, (x1, y.t()))):
+            assert bankops.gemm_route(p, q).startswith("rows"), bankops.gemm_route(p, q)
+            check(got, p, q)
+
+    outs = chain()
+    check_chain(*outs)
+    with bankops.options(prefetch=False):
+        assert all(torch.equal(u, v) for u, v in zip(outs, chain())), "the same bits without the prefetch"
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outs = chain()
+    for _ in range(3):
+        for name, t in (("x0", x0), ("a", a), ("c", c), ("x1", x1)):
+            t.copy_(torch.randn_like(t, dtype=torch.float32) * scale[name])
+        graph.replay()
+        check_chain(*outs)
+
+
 def test_candidates_other_splits_and_forms():
     """The router takes the plan rows_candidates lists first; the others are for a measured table
     (bankops.tune): every other split count of the same form where the cluster fits, and for

@@ -58,6 +58,7 @@ struct GemmOptions {
   bool split_k = true;      // a few rows against a weight may split k across a cluster (split_k.h), and a
                             // persistent Hopper walk its last wave's tiles across pairs (wgmma_tail)
   bool persistent = true;   // the Hopper kernel's unsplit TMA plans run persistent blocks
+  bool prefetch = true;     // the few-rows kernel launches early and prefetches its weight into L2 (cc 9.0)
   bool scratch = true;      // the call may take scratch memory (off: the caching allocator had none)
   bool tma = true;          // the driver encodes tensor maps (off once it refused one: no TMA producer)
   int64_t plan = 0;         // the plan the call must take (route.h's gemm_plan_key), 0: the router's choice

@@ -1,9 +1,11 @@
 // Programmatic dependent launch (compute capability 9.0), for the Hopper gemm kernel and the
-// copy before it: a kernel launched with launch_pdl may be scheduled while the kernel before
-// it in the stream still runs, once that one's blocks have all called pdl_launch_next; its
-// blocks then take SMs as the earlier ones leave, with no launch gap between. Every read and
-// write of global memory must come after pdl_wait_previous, which returns once the earlier
-// kernel has finished and its writes are visible.
+// copy before it, and the few-rows kernel: a kernel launched with launch_pdl may be scheduled
+// while the kernel before it in the stream still runs, once that one's blocks have all called
+// pdl_launch_next; its blocks then take SMs as the earlier ones leave, with no launch gap
+// between. Every read and write of global memory must come after pdl_wait_previous, which
+// returns once the earlier kernel has finished and its writes are visible; only an L2 prefetch
+// (prefetch_l2) may come before: the few-rows kernel asks for its weight's first bytes while
+// the kernel ahead ends.
 //
 // (launch_with, the cudaLaunchKernelEx call under it, serves split_k.cuh's cluster launches too.)
 //
@@ -12,6 +14,7 @@
 #pragma once
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <utility>
 
 namespace bankops {
@@ -26,6 +29,16 @@ __device__ __forceinline__ void pdl_launch_next() {
 __device__ __forceinline__ void pdl_wait_previous() {
 #if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
+// [p, p + bytes)'s whole 16-byte chunks into L2, a hint that brings nothing into the SM: safe
+// before pdl_wait_previous, since every SM's writes land in L2 (a no-op below 9.0).
+__device__ __forceinline__ void prefetch_l2(const void* p, int64_t bytes) {
+#if __CUDA_ARCH__ >= 900
+  const uint64_t from = (reinterpret_cast<uint64_t>(p) + 15) & ~uint64_t(15);
+  const uint64_t to = (reinterpret_cast<uint64_t>(p) + uint64_t(bytes)) & ~uint64_t(15);
+  if (to > from) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(from), "r"(uint32_t(to - from)) : "memory");
 #endif
 }
 

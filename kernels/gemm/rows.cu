@@ -20,7 +20,7 @@ namespace {
 // halve the blocks an SM takes.)
 template <Layout L, class T, int TM>
 __global__ void __launch_bounds__(kRowsThreads, rows_ffma_blocks_per_sm(TM))
-    rows_kernel(const GemmArgs g, const int splits) {
+    rows_kernel(const GemmArgs g, const int splits, const int64_t prefetch) {
   constexpr int V = 16 / sizeof(T), kWin = rows_window(dtype_of<T>(), false), R = kRowsPerWarp;
   constexpr int kRowsBN = rows_bn(false);
   using XTile = RowMajor<TM, kWin>;
@@ -34,6 +34,8 @@ __global__ void __launch_bounds__(kRowsThreads, rows_ffma_blocks_per_sm(TM))
   const int rank = at.rank;
   const int64_t m0 = at.m0, n0 = at.n0, windows = ceil_div(g.k, kWin);
   const int64_t w0 = split_k_begin(windows, splits, rank), w1 = split_k_begin(windows, splits, rank + 1);
+  rows_start<T, false>(g, static_cast<const T*>(g.b) + blockIdx.z * g.b_sb, n0, kRowsBN, w0 * kWin,
+                       min(w1 * kWin, g.k), prefetch);
   for (int64_t bz = blockIdx.z; bz < g.batch; bz += gridDim.z) {
     const T* a = static_cast<const T*>(g.a) + bz * g.a_sb + m0 * g.a_sm;
     const T* w[R];
@@ -148,7 +150,7 @@ __device__ __forceinline__ void rows_ring_store(const float (&acc)[4][TM], const
 // x. rows_ring_store adds the lanes' and warps' sums in a fixed order: the same bits every run.
 template <Layout L, bool KN, int TM>
 __global__ void __launch_bounds__(kRowsThreads, rows_ffma_ring_blocks_per_sm(TM))
-    rows_ring_kernel(const GemmArgs g, const int splits) {
+    rows_ring_kernel(const GemmArgs g, const int splits, const int64_t prefetch) {
   constexpr int kWin = rows_window(DType::F32, false), BN = rows_bn(false), R = kRowsRingK;
   constexpr int kStep = kRowsRingStep, kRounds = kWin / kStep;
   static_assert(kWin % kStep == 0 && BN / 4 == 8, "a window is whole rounds, 8 lanes a weight row");
@@ -166,6 +168,8 @@ __global__ void __launch_bounds__(kRowsThreads, rows_ffma_ring_blocks_per_sm(TM)
   const int rank = at.rank;
   const int64_t m0 = at.m0, n0 = at.n0, windows = ceil_div(g.k, kWin);
   const int64_t w0 = split_k_begin(windows, splits, rank), w1 = split_k_begin(windows, splits, rank + 1);
+  rows_start<float, KN>(g, static_cast<const float*>(g.b) + blockIdx.z * g.b_sb, n0, BN, w0 * kWin,
+                        min(w1 * kWin, g.k), prefetch);
   const bool col_in = n0 + 4 * c < g.n;  // KN: n is whole quads
   for (int64_t bz = blockIdx.z; bz < g.batch; bz += gridDim.z) {
     const float* a = static_cast<const float*>(g.a) + bz * g.a_sb + m0 * g.a_sm;
@@ -401,7 +405,7 @@ struct RowsMmaWarp {
 // every run: the same bits).
 template <Layout L, class T, int TM, int S, bool KN>
 __global__ void __launch_bounds__(kRowsThreads, rows_ring_blocks_per_sm<L, TM>(S))
-    rows_mma_kernel(const GemmArgs g, const int splits) {
+    rows_mma_kernel(const GemmArgs g, const int splits, const int64_t prefetch) {
   using Warp = RowsMmaWarp<L, T, TM, KN>;
   constexpr int kWin = rows_window(dtype_of<T>(), true), BN = rows_bn(true);
   constexpr int kStage = rows_stage_bytes<L, TM>();
@@ -414,6 +418,8 @@ __global__ void __launch_bounds__(kRowsThreads, rows_ring_blocks_per_sm<L, TM>(S
   const int rank = at.rank;
   const int64_t m0 = at.m0, n0 = at.n0, windows = ceil_div(g.k, kWin);
   const int64_t w0 = split_k_begin(windows, splits, rank), w1 = split_k_begin(windows, splits, rank + 1);
+  rows_start<T, KN>(g, static_cast<const T*>(g.b) + blockIdx.z * g.b_sb, n0, BN, w0 * kWin, min(w1 * kWin, g.k),
+                    prefetch);
   for (int64_t bz = blockIdx.z; bz < g.batch; bz += gridDim.z) {
     const T* a = static_cast<const T*>(g.a) + bz * g.a_sb + m0 * g.a_sm;
     const T* b = static_cast<const T*>(g.b) + bz * g.b_sb;
@@ -445,7 +451,7 @@ __global__ void __launch_bounds__(kRowsThreads, rows_ring_blocks_per_sm<L, TM>(S
 // and its ring runs on from one tile's windows into the next's, so the next tile's weight is in
 // flight while a tile's sums go out through a partial tile of its own (after the ring).
 template <Layout L, class T, int TM, int S, bool KN>
-__global__ void __launch_bounds__(kRowsThreads, 1) rows_mma_persistent_kernel(const GemmArgs g) {
+__global__ void __launch_bounds__(kRowsThreads, 1) rows_mma_persistent_kernel(const GemmArgs g, const int64_t prefetch) {
   using Warp = RowsMmaWarp<L, T, TM, KN>;
   constexpr int kWin = rows_window(dtype_of<T>(), true), BN = rows_bn(true);
   constexpr int kStage = rows_stage_bytes<L, TM>();
@@ -475,6 +481,8 @@ __global__ void __launch_bounds__(kRowsThreads, 1) rows_mma_persistent_kernel(co
   // stage() issues the steps in order, one a call: window win of the block's tile j (its
   // copiers set at the tile's first window).
   int64_t j = 0, win = 0;
+  const At first = tile_at(0);
+  rows_start<T, KN>(g, static_cast<const T*>(g.b) + first.bz * g.b_sb, first.n0, BN, 0, g.k, mine > 0 ? prefetch : 0);
   WCopy w_copy = w_at(tile_at(0));
   XCopy x_copy = x_at(tile_at(0));
   const auto stage = [&](int64_t q) {
@@ -514,17 +522,26 @@ __global__ void __launch_bounds__(kRowsThreads, 1) rows_mma_persistent_kernel(co
   cp_async_wait<0>();
 }
 
+// A launch in clusters of `cluster`; with a prefetch, programmatic (rows_start).
+template <class... Params, class... Args>
+cudaError_t launch(void (*kernel)(Params...), dim3 grid, int smem, int cluster, int64_t prefetch, cudaStream_t stream,
+                   Args&&... args) {
+  if (prefetch > 0)
+    return launch_pdl(kernel, grid, dim3(kRowsThreads), smem, cluster, stream, std::forward<Args>(args)..., prefetch);
+  return launch_clustered(kernel, grid, kRowsThreads, smem, cluster, stream, std::forward<Args>(args)..., prefetch);
+}
+
 template <auto kernel>
-cudaError_t start(const GemmArgs& g, const RowsPlan& p, int bn, int smem, cudaStream_t stream) {
+cudaError_t start(const GemmArgs& g, const RowsPlan& p, int bn, int smem, int64_t prefetch, cudaStream_t stream) {
   const cudaError_t err = raise_smem_once<kernel>(smem);
   if (err != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>(ceil_div(g.m, p.tm) * ceil_div(g.n, bn) * p.split), 1,
                   static_cast<unsigned>(g.batch < 65535 ? g.batch : 65535));
-  return launch_clustered(kernel, grid, kRowsThreads, smem, p.split, stream, g, p.split);
+  return launch(kernel, grid, smem, p.split, prefetch, stream, g, p.split);
 }
 
 template <Layout L, class T>
-cudaError_t run(const GemmArgs& g, const RowsPlan& p, int64_t blocks, cudaStream_t stream) {
+cudaError_t run(const GemmArgs& g, const RowsPlan& p, int64_t blocks, int64_t prefetch, cudaStream_t stream) {
   return with_rows_tm(p.tm, [&](auto tm) {
     constexpr int TM = decltype(tm)::value;
     // The blocks rows_tm gives each: FFMA any on float32, up to kRowsFfmaRows on 16 bits; mma.sync 8 and 16.
@@ -534,7 +551,7 @@ cudaError_t run(const GemmArgs& g, const RowsPlan& p, int64_t blocks, cudaStream
       const auto ring = [&](auto kn) {
         constexpr bool KN = decltype(kn)::value;
         constexpr int kSmem = rows_ffma_ring_stages<L, KN, TM>() * rows_ffma_ring_stage_bytes<L, KN, TM>();
-        return start<rows_ring_kernel<L, KN, TM>>(g, p, rows_bn(false), kSmem, stream);
+        return start<rows_ring_kernel<L, KN, TM>>(g, p, rows_bn(false), kSmem, prefetch, stream);
       };
       if (p.b_kn) return ring(std::true_type{});
       // A weight along k takes the ring at the rows the route sends there only (the others are
@@ -547,7 +564,7 @@ cudaError_t run(const GemmArgs& g, const RowsPlan& p, int64_t blocks, cudaStream
     if constexpr (kFfma) {
       if (!p.mma)
         return start<rows_kernel<L, T, TM>>(g, p, rows_bn(false), 2 * TM * rows_window(dtype_of<T>(), false) * sizeof(T),
-                                            stream);
+                                            prefetch, stream);
     }
     if constexpr (kMma) {
       // The plan's ring (the deep or the shallow one: rows_stages, or the persistent kernel's),
@@ -562,13 +579,13 @@ cudaError_t run(const GemmArgs& g, const RowsPlan& p, int64_t blocks, cudaStream
           if (p.split != 1 || p.stages != S) return cudaErrorInvalidValue;
           const cudaError_t err = raise_smem_once<kernel>(kSmem);
           if (err != cudaSuccess) return err;
-          kernel<<<static_cast<unsigned>(blocks), kRowsThreads, kSmem, stream>>>(g);
-          return cudaGetLastError();
+          return launch(kernel, dim3(static_cast<unsigned>(blocks)), kSmem, 1, prefetch, stream, g);
         }
         if (p.stages == kDeep)
-          return start<rows_mma_kernel<L, T, TM, kDeep, KN>>(g, p, rows_bn(true), kDeep * kStage, stream);
+          return start<rows_mma_kernel<L, T, TM, kDeep, KN>>(g, p, rows_bn(true), kDeep * kStage, prefetch, stream);
         if (p.stages == kShallow)
-          return start<rows_mma_kernel<L, T, TM, kShallow, KN>>(g, p, rows_bn(true), kShallow * kStage, stream);
+          return start<rows_mma_kernel<L, T, TM, kShallow, KN>>(g, p, rows_bn(true), kShallow * kStage, prefetch,
+                                                                stream);
         return cudaErrorInvalidValue;
       };
       if (p.mma) return p.b_kn ? mma(std::true_type{}) : mma(std::false_type{});
@@ -592,12 +609,13 @@ cudaError_t launch_rows(const GemmCall& c, const RowsPlan& p, cudaStream_t strea
     return cudaErrorInvalidValue;
   if (g.batch == 0 || g.n == 0) return cudaSuccess;
   const int64_t blocks = rows_blocks(c, p);  // the persistent form's grid
+  const int64_t prefetch = c.options.prefetch && c.device.cc >= 90 ? kRowsPrefetchBytes : 0;
   return with_layout(c.layout, [&](auto tag) {
     constexpr Layout L = decltype(tag)::value;
     switch (c.dtype) {
-      case DType::F32: return run<L, float>(g, p, blocks, stream);
-      case DType::F16: return run<L, __half>(g, p, blocks, stream);
-      default: return run<L, __nv_bfloat16>(g, p, blocks, stream);
+      case DType::F32: return run<L, float>(g, p, blocks, prefetch, stream);
+      case DType::F16: return run<L, __half>(g, p, blocks, prefetch, stream);
+      default: return run<L, __nv_bfloat16>(g, p, blocks, prefetch, stream);
     }
   });
 }

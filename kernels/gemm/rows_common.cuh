@@ -1,10 +1,12 @@
 // What the few-rows kernels share (rows.cu includes it): 16 bytes as floats, the warp's halving
-// sums, a block's tile and cluster rank, the window copies of x, and the ring of windows.
+// sums, a block's tile and cluster rank, the window copies of x, a block's start (the weight
+// prefetched ahead of the wait on the kernel before) and the ring of windows.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include "../async_copy.cuh"
+#include "pdl.cuh"
 #include "rows_plan.h"
 #include "split_k.cuh"
 
@@ -88,6 +90,26 @@ __device__ __forceinline__ void rows_stage_a(uint32_t dst, const T* a, const Gem
     const bool in = m0 + t < g.m && k < g.k;
     cp_async16(dst + Tile::offset(t, kk) * sizeof(T), in ? a + t * g.a_sm + k : a, in ? 16 : 0);
   }
+}
+
+// A block's start, launched early (pdl.cuh): up to `prefetch` bytes of its weight slice asked of
+// L2 while the kernel ahead may still run (KN, the weight stored (K, N): whole rows k0.. of its
+// columns n0..n0 + bn; else the first bytes of each of rows n0..n0 + bn over k0..k1), then the
+// wait on that kernel, and only then the next one's launch: one kernel waits ahead at most, so
+// what it prefetched is read soon after, not evicted by a chain of them.
+template <class T, bool KN>
+__device__ __forceinline__ void rows_start(const GemmArgs& g, const T* b, int64_t n0, int bn, int64_t k0, int64_t k1,
+                                           int64_t prefetch) {
+  const int64_t cols = min(int64_t(bn), g.n - n0);
+  const int64_t lines = KN ? k1 - k0 : cols, line_bytes = (KN ? cols : k1 - k0) * int64_t(sizeof(T));
+  if (prefetch > 0 && lines > 0 && line_bytes > 0) {
+    const int count = static_cast<int>(KN ? min(lines, prefetch / line_bytes) : lines);  // prefetch / 16 at most
+    const int64_t bytes = KN ? line_bytes : min(line_bytes, prefetch / lines);
+    for (int i = threadIdx.x; i < count; i += kRowsThreads)
+      prefetch_l2(KN ? b + (k0 + i) * g.b_sk + n0 * g.b_sn : b + (n0 + i) * g.b_sn + k0 * g.b_sk, bytes);
+  }
+  pdl_wait_previous();
+  pdl_launch_next();
 }
 
 // A ring of S stages over windows [w0, w1) (stage(win) issues window win's copies into its
