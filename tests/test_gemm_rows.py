@@ -300,7 +300,8 @@ def test_cuda_chain_reads_what_the_call_before_wrote(dtype):
     # each operand scaled by 1 / sqrt(its K), so that float16's products stay near 1
     scale = {"x0": 1.0, "a": 1024 ** -0.5, "c": 4096 ** -0.5, "x1": 2048 ** -0.5}
     x0, a = operand(8, 1024, None, dtype, False), operand(1024, 4096, None, dtype, True).mul_(scale["a"])
-    c, x1 = operand(4096, 2048, None, dtype, True).mul_(scale["c"]), operand(4, 2048, None, dtype, False).mul_(scale["x1"])
+    c = operand(4096, 2048, None, dtype, True).mul_(scale["c"])
+    x1 = operand(4, 2048, None, dtype, False).mul_(scale["x1"])
 
     def chain():
         h = bankops.gemm(x0, a)       # (8, 4096): the next call's x

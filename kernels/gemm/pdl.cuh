@@ -38,7 +38,8 @@ __device__ __forceinline__ void prefetch_l2(const void* p, int64_t bytes) {
 #if __CUDA_ARCH__ >= 900
   const uint64_t from = (reinterpret_cast<uint64_t>(p) + 15) & ~uint64_t(15);
   const uint64_t to = (reinterpret_cast<uint64_t>(p) + uint64_t(bytes)) & ~uint64_t(15);
-  if (to > from) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(from), "r"(uint32_t(to - from)) : "memory");
+  if (to > from)
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(from), "r"(uint32_t(to - from)) : "memory");
 #endif
 }
 

@@ -451,7 +451,8 @@ __global__ void __launch_bounds__(kRowsThreads, rows_ring_blocks_per_sm<L, TM>(S
 // and its ring runs on from one tile's windows into the next's, so the next tile's weight is in
 // flight while a tile's sums go out through a partial tile of its own (after the ring).
 template <Layout L, class T, int TM, int S, bool KN>
-__global__ void __launch_bounds__(kRowsThreads, 1) rows_mma_persistent_kernel(const GemmArgs g, const int64_t prefetch) {
+__global__ void __launch_bounds__(kRowsThreads, 1)
+    rows_mma_persistent_kernel(const GemmArgs g, const int64_t prefetch) {
   using Warp = RowsMmaWarp<L, T, TM, KN>;
   constexpr int kWin = rows_window(dtype_of<T>(), true), BN = rows_bn(true);
   constexpr int kStage = rows_stage_bytes<L, TM>();
@@ -483,8 +484,8 @@ __global__ void __launch_bounds__(kRowsThreads, 1) rows_mma_persistent_kernel(co
   int64_t j = 0, win = 0;
   const At first = tile_at(0);
   rows_start<T, KN>(g, static_cast<const T*>(g.b) + first.bz * g.b_sb, first.n0, BN, 0, g.k, mine > 0 ? prefetch : 0);
-  WCopy w_copy = w_at(tile_at(0));
-  XCopy x_copy = x_at(tile_at(0));
+  WCopy w_copy = w_at(first);
+  XCopy x_copy = x_at(first);
   const auto stage = [&](int64_t q) {
     if (win == nk) {
       win = 0;
