@@ -488,6 +488,50 @@ def test_cuda_few_rows_split(m, n, a_view, b_view):
         torch.testing.assert_close(bankops.linear(a, b.t(), bias).double(), want, rtol=1e-4, atol=1e-3)
 
 
+def test_few_rows_split_candidates_for_the_tuner():
+    """Past the router's list (which ends at Big), a call that may split lists for the tuner the
+    split tiles (64x256 flat, 64x128 mid, 64x64 small) at every other split whose ranks keep
+    costs' least k tiles and whose cluster fits: each key once; the route unchanged. None where
+    the call may not split (compute capability 8.0, the split_k option off, more than 64 rows)."""
+    dev = dict(num_sms=132, cc=90)
+    x, w = torch.empty(64, 4096, device="meta"), torch.empty(4096, 4096, device="meta").t()
+    r = bankops.gemm_route(x, w, **dev)
+    ffma = [c for c in r.candidates if c.tier == "ffma"]
+    assert ffma[0].chosen and ffma[0].route == r and len({c.key for c in r.candidates}) == len(r.candidates)
+    big = [c.route.fields["tile"] for c in ffma].index("128x128x8")
+    assert [c.route.fields["tile"] for c in ffma[:big]] == ["64x64x8"], "the router's list is as it was"
+    splits = {}
+    for c in ffma[big + 1:]:
+        splits.setdefault(c.route.fields["tile"], []).append(c.route.fields["split"])
+    assert splits == {"64x256x8": list(range(1, 9)), "64x128x8": list(range(1, 9)),
+                      "64x64x8": [s for s in range(1, 9) if s != ffma[0].route.fields["split"]]}, splits
+    short = bankops.gemm_route(x[:, :256], w[:256], **dev)  # 32 k tiles: 2 ranks at most
+    assert {c.route.fields.get("split", 1) for c in short.candidates if c.tier == "ffma"} <= {1, 2}, short.candidates
+    x65 = torch.empty(65, 4096, device="meta")
+    for off in (bankops.gemm_route(x, w, num_sms=108, cc=80), bankops.gemm_route(x65, w, **dev)):
+        assert [c.route.fields["tile"] for c in off.candidates if c.tier == "ffma"][-1] == "128x128x8", off.candidates
+    with bankops.options(split_k=False):
+        tiles = [c.route.fields["tile"] for c in bankops.gemm_route(x, w, **dev).candidates if c.tier == "ffma"]
+        assert tiles[-1] == "128x128x8", tiles  # nothing past Big
+
+
+@requires_cuda
+@pytest.mark.parametrize("m,n", [(64, 4096), (40, 1000)])
+def test_cuda_few_rows_every_split_plan(m, n):
+    """Every FFMA plan a few rows list (the router's and the tuner's), forced by its key: against
+    float64, the same bits on a second call."""
+    a = operand(m, 2056, None, torch.float32, "cuda", "contiguous")
+    b = operand(2056, n, None, torch.float32, "cuda", "transposed")
+    plans = [c for c in bankops.gemm_route(a, b).candidates if c.tier == "ffma"]
+    assert len(plans) > 8, plans
+    for c in plans:
+        with bankops.options(plan=c.key):
+            assert bankops.gemm_route(a, b) == c.route
+            got = bankops.gemm(a, b)
+            check_against_float64(got, a, b)
+            assert torch.equal(got.view(torch.int32), bankops.gemm(a, b).view(torch.int32)), c.route
+
+
 def test_explain_few_rows_split_partial():
     """The split tile's partial sums: each thread stores its 8 accumulator rows as 16-byte
     vectors, a warp 4 rows 4 apart, two of them a quarter-warp phase (64 bytes each): on the same

@@ -98,12 +98,33 @@ inline void ffma_take_split(const GemmCall& c, FfmaPlan p, GemmConfig config, in
 //     as Mid where that applies);
 //  4. BigScalar: an operand staged element by element through registers (Scalar);
 //  5. Big, which takes anything (float64, k = 0: a block a tile stores C where Wide's blocks run
-//     pieces of k).
+//     pieces of k);
+//  6. for the tuner (bankops.tune) where the call may split: Flat, Mid and Small at every other
+//     split whose ranks keep costs.ffma_split_min_k k tiles and whose cluster fits, and Flat and
+//     Mid where their rules above kept them out (the router never reaches these: Big comes first).
+template <class S, class Take>
+inline void ffma_other_splits(const GemmCall& c, FfmaPlan p, GemmConfig config, int taken, Take&& take) {
+  const GemmArgs& g = c.args;
+  const int64_t nk = ceil_div(g.k, S::kBK);
+  p.config = config;
+  for (int s = 1; s <= kMaxSplit && (s == 1 || nk >= int64_t(s) * gemm_costs(c.device).ffma_split_min_k); ++s) {
+    if (s == taken || cluster_room(c.device, s, S::kMinBlocks) < s) continue;
+    p.split = s;
+    take(p, kUnmodelled);
+  }
+}
+
 template <class Take>
 inline void ffma_candidates(const GemmCall& c, Take&& take) {
   const GemmArgs& g = c.args;
   const int eb = c.dtype == DType::F64 ? 8 : 4, sms = c.device.num_sms;
   FfmaPlan p;
+  int taken[3] = {0, 0, 0};  // the split Flat, Mid and Small took in the router's list (0: none)
+  bool splits = false;
+  const auto note = [&](const FfmaPlan& q, int i) {
+    taken[i] = q.split;
+    take(q, kUnmodelled);
+  };
   p.mode_a = gemm_stage_mode(g.a, eb, eb, g.batch, g.a_sb, g.k, g.a_sk, g.m, g.a_sm);
   p.mode_b = gemm_stage_mode(g.b, eb, eb, g.batch, g.b_sb, g.k, g.b_sk, g.n, g.b_sn);
   p.staging = gemm_staging(p.mode_a, gemm_unit_scalar(p.mode_a, g.a, eb, g.a_sk, g.a_sm), p.mode_b,
@@ -113,8 +134,7 @@ inline void ffma_candidates(const GemmCall& c, Take&& take) {
     const bool stream_k = c.options.stream_k && ceil_div(g.k, kGemmBK) <= 0x7fffffff;
     // Up to 64 rows, both operands staged by 16-byte vectors, split k on compute capability 9.0,
     // in place of Wide's stream-K over tiles half empty.
-    const bool splits = c.device.cc >= 90 && c.options.split_k && g.m <= GemmSmall::kBM &&
-                        p.staging == GemmStaging::Vector;
+    splits = c.device.cc >= 90 && c.options.split_k && g.m <= GemmSmall::kBM && p.staging == GemmStaging::Vector;
     const bool shares = ffma_wide_shares(g, sms, stream_k && !splits);
     const int64_t big = g.batch * ceil_div(g.m, GemmBig<4>::kBM) * ceil_div(g.n, GemmBig<4>::kBN);
     const int64_t small = g.batch * ceil_div(g.m, GemmSmall::kBM) * ceil_div(g.n, GemmSmall::kBN);
@@ -122,7 +142,8 @@ inline void ffma_candidates(const GemmCall& c, Take&& take) {
     const bool rows = g.m > GemmSmall::kBM || (2 * g.m > GemmSmall::kBM && small < sms);
     const int strip = ffma_strip_cols(g, sms, p.staging);
     if (small_grid && splits && g.n >= GemmFlat::kBN)
-      ffma_take_split<GemmFlat>(c, p, GemmConfig::Flat, gemm_costs(c.device).ffma_flat_half_blocks_per_sm, take);
+      ffma_take_split<GemmFlat>(c, p, GemmConfig::Flat, gemm_costs(c.device).ffma_flat_half_blocks_per_sm,
+                                [&](const FfmaPlan& q, double) { note(q, 0); });
     const bool wide = p.staging != GemmStaging::Scalar &&
                       (small_grid ? rows && g.n > GemmSmall::kBN && shares
                                   : ffma_fills<GemmWide>(g, sms, 1) || shares || strip > 0);
@@ -134,12 +155,13 @@ inline void ffma_candidates(const GemmCall& c, Take&& take) {
       take(w, kUnmodelled);
     }
     if (small_grid && splits && g.n >= GemmMid::kBN)
-      ffma_take_split<GemmMid>(c, p, GemmConfig::Mid, gemm_costs(c.device).ffma_mid_half_blocks_per_sm, take);
+      ffma_take_split<GemmMid>(c, p, GemmConfig::Mid, gemm_costs(c.device).ffma_mid_half_blocks_per_sm,
+                               [&](const FfmaPlan& q, double) { note(q, 1); });
     if (small_grid) {
       FfmaPlan s = p;
       s.config = GemmConfig::Small;
       s.split = splits ? ffma_split_count<GemmSmall>(c) : 1;
-      take(s, kUnmodelled);
+      note(s, 2);
     }
     if (!small_grid && p.staging == GemmStaging::Scalar) {
       FfmaPlan s = p;
@@ -148,6 +170,11 @@ inline void ffma_candidates(const GemmCall& c, Take&& take) {
     }
   }
   take(p, kUnmodelled);  // Big
+  if (splits) {
+    if (g.n >= GemmFlat::kBN) ffma_other_splits<GemmFlat>(c, p, GemmConfig::Flat, taken[0], take);
+    if (g.n >= GemmMid::kBN) ffma_other_splits<GemmMid>(c, p, GemmConfig::Mid, taken[1], take);
+    ffma_other_splits<GemmSmall>(c, p, GemmConfig::Small, taken[2], take);
+  }
 }
 
 // Bytes of scratch the plan takes: Wide's stream-K partial sums and flags.
