@@ -1,6 +1,6 @@
 """The bench's results per GPU (bench/report.py, bench/run.py): a run writes only its own GPU's
 files, the committed tables are what the report makes of the committed JSON, and the pieces
-that name files, merge runs and show clocks."""
+that name files, merge runs and show clocks; bench/ab.py's option A/B."""
 import filecmp
 import hashlib
 import json
@@ -14,6 +14,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(ROOT, "bench")
 RESULTS = os.path.join(BENCH, "results")
 sys.path.insert(0, BENCH)
+import ab  # noqa: E402
 import report  # noqa: E402
 import run  # noqa: E402
 
@@ -126,3 +127,25 @@ def test_render_drops_the_plots_of_sections_a_file_lacks(tmp_path):
     (tmp_path / "x" / "models.png").write_bytes(b"an older run's plot")
     report.render(str(path))
     assert sorted(os.listdir(tmp_path / "x")) == ["summary.png", "transpose.png"]
+
+
+def test_ab_times_an_option_off_and_on(tmp_path, capsys):
+    """bench/ab.py: a row a case with the peer, each setting's best layout and time (its faster
+    turn), eager times for a decode case, the weight's GB/s; the table and the JSON agree."""
+    import torch
+
+    match = "decode 1x4096x4096" if torch.cuda.is_available() else "decode 8x512x256"
+    out = tmp_path / "ab.json"
+    rows = ab.main(["prefetch", "--sections", "inference", "--match", match, "--reps", "5", "--out", str(out)])
+    assert rows and all(r["case"].startswith(match) for r in rows), rows
+    for r in rows:
+        assert r["off_layout"] in ab.bankops.LAYOUTS and r["on_layout"] in ab.bankops.LAYOUTS, r
+        assert min(r["peer_ms"], r["off_ms"], r["on_ms"], r["off_eager_ms"], r["eager_peer_ms"]) > 0, r
+        assert r["off_weight_GBps"] * r["off_ms"] == pytest.approx(r["on_weight_GBps"] * r["on_ms"]), r  # one weight
+    assert json.loads(out.read_text()) == rows
+    table = capsys.readouterr().out
+    assert "| case | dtype | peer ms | prefetch=False ms | prefetch=True ms | speedup |" in table, table
+    with pytest.raises(SystemExit):
+        ab.main(["prefetch", "--sections", "overhead"])
+    with pytest.raises(SystemExit):
+        ab.main(["plan"])
