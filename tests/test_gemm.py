@@ -516,6 +516,8 @@ def test_few_rows_split_candidates_for_the_tuner():
 
 
 @requires_cuda
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] < 9,
+                    reason="split tiles need clusters (compute capability 9.0)")
 @pytest.mark.parametrize("m,n", [(64, 4096), (40, 1000)])
 def test_cuda_few_rows_every_split_plan(m, n):
     """Every FFMA plan a few rows list (the router's and the tuner's), forced by its key: against
