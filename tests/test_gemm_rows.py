@@ -4,7 +4,8 @@ once, into registers for FFMA (float32; 16-bit up to 4 rows) or through a ring i
 and 16-row blocks of x @ W.t(); mma.sync's 16-bit products), split-K across a cluster on compute capability
 9.0; 33-64 float32 rows there take the FFMA kernel's 64-row tiles split across a cluster; 16-bit x @ W through
 mma.sync's KN form, a plan only a table or an option runs: every M, views and batches, the bias, the same bits
-every run and on every layout, and where the route sends it."""
+every run and on every layout, where the route sends it, and, each call launched early with its weight
+prefetched (options.prefetch), chains of calls that read what the call before wrote."""
 import pytest
 import torch
 
