@@ -107,8 +107,8 @@ inline void ffma_other_splits(const GemmCall& c, FfmaPlan p, GemmConfig config, 
   const GemmArgs& g = c.args;
   const int64_t nk = ceil_div(g.k, S::kBK);
   p.config = config;
-  for (int s = 1; s <= kMaxSplit && (s == 1 || nk >= int64_t(s) * gemm_costs(c.device).ffma_split_min_k); ++s) {
-    if (s == taken || cluster_room(c.device, s, S::kMinBlocks) < s) continue;
+  for (int s = 1; s <= kMaxSplit; ++s) {
+    if (s == taken || !split_k_fits(s, nk, c.device, S::kMinBlocks, gemm_costs(c.device).ffma_split_min_k)) continue;
     p.split = s;
     take(p, kUnmodelled);
   }

@@ -34,8 +34,8 @@ __global__ void __launch_bounds__(kRowsThreads, rows_ffma_blocks_per_sm(TM))
   const int rank = at.rank;
   const int64_t m0 = at.m0, n0 = at.n0, windows = ceil_div(g.k, kWin);
   const int64_t w0 = split_k_begin(windows, splits, rank), w1 = split_k_begin(windows, splits, rank + 1);
-  rows_start<T, false>(g, static_cast<const T*>(g.b) + blockIdx.z * g.b_sb, n0, kRowsBN, w0 * kWin,
-                       min(w1 * kWin, g.k), prefetch);
+  rows_start<T, false>(g, static_cast<const T*>(g.b) + blockIdx.z * g.b_sb, n0, kRowsBN, w0 * kWin, w1 * kWin,
+                       prefetch);
   for (int64_t bz = blockIdx.z; bz < g.batch; bz += gridDim.z) {
     const T* a = static_cast<const T*>(g.a) + bz * g.a_sb + m0 * g.a_sm;
     const T* w[R];
@@ -168,8 +168,8 @@ __global__ void __launch_bounds__(kRowsThreads, rows_ffma_ring_blocks_per_sm(TM)
   const int rank = at.rank;
   const int64_t m0 = at.m0, n0 = at.n0, windows = ceil_div(g.k, kWin);
   const int64_t w0 = split_k_begin(windows, splits, rank), w1 = split_k_begin(windows, splits, rank + 1);
-  rows_start<float, KN>(g, static_cast<const float*>(g.b) + blockIdx.z * g.b_sb, n0, BN, w0 * kWin,
-                        min(w1 * kWin, g.k), prefetch);
+  rows_start<float, KN>(g, static_cast<const float*>(g.b) + blockIdx.z * g.b_sb, n0, BN, w0 * kWin, w1 * kWin,
+                        prefetch);
   const bool col_in = n0 + 4 * c < g.n;  // KN: n is whole quads
   for (int64_t bz = blockIdx.z; bz < g.batch; bz += gridDim.z) {
     const float* a = static_cast<const float*>(g.a) + bz * g.a_sb + m0 * g.a_sm;
@@ -418,8 +418,7 @@ __global__ void __launch_bounds__(kRowsThreads, rows_ring_blocks_per_sm<L, TM>(S
   const int rank = at.rank;
   const int64_t m0 = at.m0, n0 = at.n0, windows = ceil_div(g.k, kWin);
   const int64_t w0 = split_k_begin(windows, splits, rank), w1 = split_k_begin(windows, splits, rank + 1);
-  rows_start<T, KN>(g, static_cast<const T*>(g.b) + blockIdx.z * g.b_sb, n0, BN, w0 * kWin, min(w1 * kWin, g.k),
-                    prefetch);
+  rows_start<T, KN>(g, static_cast<const T*>(g.b) + blockIdx.z * g.b_sb, n0, BN, w0 * kWin, w1 * kWin, prefetch);
   for (int64_t bz = blockIdx.z; bz < g.batch; bz += gridDim.z) {
     const T* a = static_cast<const T*>(g.a) + bz * g.a_sb + m0 * g.a_sm;
     const T* b = static_cast<const T*>(g.b) + bz * g.b_sb;

@@ -94,13 +94,14 @@ __device__ __forceinline__ void rows_stage_a(uint32_t dst, const T* a, const Gem
 
 // A block's start, launched early (pdl.cuh): up to `prefetch` bytes of its weight slice asked of
 // L2 while the kernel ahead may still run (KN, the weight stored (K, N): whole rows k0.. of its
-// columns n0..n0 + bn; else the first bytes of each of rows n0..n0 + bn over k0..k1), then the
+// columns n0..n0 + bn; else the first bytes of each of rows n0..n0 + bn over k0..k1, within k), then the
 // wait on that kernel, and only then the next one's launch: one kernel waits ahead at most, so
 // what it prefetched is read soon after, not evicted by a chain of them.
 template <class T, bool KN>
 __device__ __forceinline__ void rows_start(const GemmArgs& g, const T* b, int64_t n0, int bn, int64_t k0, int64_t k1,
                                            int64_t prefetch) {
   const int64_t cols = min(int64_t(bn), g.n - n0);
+  k1 = min(k1, g.k);  // the last window may run past k
   const int64_t lines = KN ? k1 - k0 : cols, line_bytes = (KN ? cols : k1 - k0) * int64_t(sizeof(T));
   if (prefetch > 0 && lines > 0 && line_bytes > 0) {
     const int count = static_cast<int>(KN ? min(lines, prefetch / line_bytes) : lines);  // prefetch / 16 at most

@@ -13,6 +13,12 @@ namespace bankops {
 // (a shorter run fills its pipeline for too little work).
 constexpr int kMaxSplit = 8, kSplitMinK = 4;
 
+// Whether s blocks may share a tile's nk k tiles on `device` (kernels of blocks_per_sm blocks an
+// SM): every rank keeps min_k k tiles or more (one block always may), and one cluster fits.
+inline bool split_k_fits(int s, int64_t nk, const DeviceInfo& device, int blocks_per_sm, int min_k = kSplitMinK) {
+  return (s == 1 || nk >= int64_t(s) * min_k) && cluster_room(device, s, blocks_per_sm) >= s;
+}
+
 // The splits for a grid of `tiles` block tiles, nk k tiles deep, of a kernel of blocks_per_sm
 // blocks an SM on `device`: the count s whose waves of resident clusters (cluster_room) end
 // soonest, waves(s) * nk / s; a larger count only where it saves a tenth (each rank adds to
@@ -22,9 +28,8 @@ inline int split_k_count(int64_t tiles, int64_t nk, const DeviceInfo& device, in
   int best = 1;
   double best_time = 0;
   for (int s = 1; s <= kMaxSplit && (s == 1 || nk >= int64_t(s) * min_k); ++s) {
-    const int64_t room = cluster_room(device, s, blocks_per_sm);
-    if (room < s) continue;  // not one cluster fits
-    const double time = double(ceil_div(tiles * s, room)) / s;
+    if (!split_k_fits(s, nk, device, blocks_per_sm, min_k)) continue;  // not one cluster fits
+    const double time = double(ceil_div(tiles * s, cluster_room(device, s, blocks_per_sm))) / s;
     if (s == 1 || 10 * time < 9 * best_time) best = s, best_time = time;
   }
   return best;
