@@ -2,6 +2,7 @@
 fastest, which the router then takes before its own model for calls near those shapes.
 
     python -m bankops.tune [--shapes 4096x4096x4096,64x4096x4096t ...] [--dtypes bfloat16,float16] [--out FILE]
+    python -m bankops.tune --update --out FILE --shapes ...   those calls timed again into FILE, its others kept
     python -m bankops.tune --report FILE     a table's calls as markdown: the model's plan, the table's
 
 A table is a JSON file keyed by the GPU's name and SM count (the driver it was timed under is
@@ -147,10 +148,29 @@ def write(table, path):
     os.replace(path + ".tmp", path)
 
 
-def tune(shapes=None, dtypes=("bfloat16", "float16"), layouts=("swizzle",), out=None, reps=10, log=print):
+def call_key(e):
+    """What names an entry's call: two entries of one key time the same call."""
+    return e["dtype"], e["layout"], e["a_km"], e["b_kn"], e["batch"], e["m"], e["n"], e["k"]
+
+
+def merged(old, new):
+    """Table `old` with the calls `new` timed replaced by new's entries (the others kept, in their
+    order, then new's); the header is new's. Tables of another GPU, driver or torch do not mix:
+    their times are not comparable."""
+    for field in ("format", "gpu", "sms", "cc", "driver", "torch"):
+        if old.get(field) != new.get(field):
+            raise ValueError(f"bankops.tune: cannot update a table of {field} {old.get(field)!r} with calls timed "
+                             f"under {new.get(field)!r}; time all of its calls again instead")
+    timed = {call_key(e) for e in new["entries"]}
+    return {**new, "entries": [e for e in old["entries"] if call_key(e) not in timed] + new["entries"]}
+
+
+def tune(shapes=None, dtypes=("bfloat16", "float16"), layouts=("swizzle",), out=None, reps=10, log=print,
+         update=False):
     """Times every legal plan of each call on the current GPU (shapes: "MxNxK" strings as
     DEFAULT_SHAPES spells them), writes the table of the fastest to `out` (default: the user's
-    tuning directory, <gpu>.json), registers it and returns it."""
+    tuning directory, <gpu>.json), registers it and returns it. With update, the table at `out`
+    keeps its entries for the calls not timed now (merged)."""
     import bankops  # noqa: PLC0415  (bankops imports this module)
 
     if not torch.cuda.is_available():
@@ -165,6 +185,11 @@ def tune(shapes=None, dtypes=("bfloat16", "float16"), layouts=("swizzle",), out=
     unregister(name, table["sms"])  # time the model's choice, not an earlier table's
     out = out or os.path.join(user_dir(), slug(name) + ".json")
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    old = None
+    if update and os.path.exists(out):
+        with open(out) as f:
+            old = json.load(f)
+        merged(old, table)  # refuses another GPU's, driver's or torch's table before anything is timed
     todo = [(parse_shape(s), dt, layout) for s in (shapes or DEFAULT_SHAPES) for dt in dtypes for layout in layouts]
     for i, ((m, n, k, a_t, b_t), dt, layout) in enumerate(todo):
         dtype = getattr(torch, dt)
@@ -203,7 +228,8 @@ def tune(shapes=None, dtypes=("bfloat16", "float16"), layouts=("swizzle",), out=
             f"{best_us:.1f} us on {best.route.fields['family']} {best.route.fields['tile']} ({than}; {len(timed)} plans)")
         del sets, a, b, check, ref, bound
         torch.cuda.empty_cache()
-        write(table, out)  # after each call: a run cut short keeps what it timed
+        write(merged(old, table) if old else table, out)  # after each call: a run cut short keeps what it timed
+    table = merged(old, table) if old else table
     register(table, os.path.basename(out))
     log(f"wrote {len(table['entries'])} entries to {out}")
     return table
@@ -235,6 +261,7 @@ def main(argv=None):
     ap.add_argument("--dtypes", default="bfloat16,float16", help="comma-separated of " + ",".join(DTYPE_CODES))
     ap.add_argument("--layouts", default="swizzle", help="comma-separated of none,pad,swizzle")
     ap.add_argument("--out", default=None, help="the table's file (default: <user dir>/<gpu>.json)")
+    ap.add_argument("--update", action="store_true", help="keep --out's entries for the calls not timed now")
     ap.add_argument("--reps", type=int, default=10, help="graph replays a plan's time is the median of")
     ap.add_argument("--report", metavar="FILE", default=None, help="print FILE's calls as markdown and stop (no GPU)")
     args = ap.parse_args(argv)
@@ -243,7 +270,7 @@ def main(argv=None):
             print("\n".join(report(json.load(f))))
         return
     tune(args.shapes.split(",") if args.shapes else None, tuple(args.dtypes.split(",")), tuple(args.layouts.split(",")),
-         args.out, args.reps)
+         args.out, args.reps, update=args.update)
 
 
 class _CallableModule(types.ModuleType):

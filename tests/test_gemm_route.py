@@ -430,6 +430,27 @@ def test_tuner_report_lists_each_call():
     assert lines[-2] == "| bfloat16 | 8x4096x4096 | mk, kn | mma 32x128x128 split=3 | 13.5 | rows 8x64x256 split=2 | 12.0 | 1.125 |"
     assert lines[-1] == "| float16 | 64x64x64 | km, kn | rows 8x64x256 split=1 persistent | 2.0 | the model's | 2.0 | 1.000 |"
 
+def test_tuner_update_replaces_the_calls_it_timed():
+    """python -m bankops.tune --update: the calls timed now replace their entries in the table, the
+    others stay in their order, the header is the new run's; another GPU's, driver's or torch's
+    table is refused (its times do not compare)."""
+    from bankops import tune
+
+    def entry(m, us, dtype="bfloat16"):
+        return dict(dtype=dtype, layout="swizzle", a_km=False, b_kn=False, batch=1, m=m, n=4096, k=4096, us=us)
+
+    head = dict(format=tune.FORMAT, gpu="Test GPU", sms=132, cc=90, driver="1.0", torch="2.x")
+    old = dict(head, date="2026-12-03", entries=[entry(1, 10.0), entry(8, 11.0), entry(64, 12.0)])
+    new = dict(head, date="2026-12-04", entries=[entry(8, 9.0), entry(8, 20.0, "float32")])
+    got = tune.merged(old, new)
+    assert got["date"] == "2026-12-04"
+    assert [(e["dtype"], e["m"], e["us"]) for e in got["entries"]] == [
+        ("bfloat16", 1, 10.0), ("bfloat16", 64, 12.0), ("bfloat16", 8, 9.0), ("float32", 8, 20.0)]
+    for field, value in (("gpu", "Other GPU"), ("driver", "2.0"), ("torch", "3.x")):
+        with pytest.raises(ValueError, match=f"cannot update a table of {field}"):
+            tune.merged(dict(old, **{field: value}), new)
+
+
 @pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(os.path.dirname(bankops.__file__), "tuning", "*.json"))),
                          ids=os.path.basename)
 def test_shipped_tables_hold_what_the_tuner_wrote(path):
