@@ -94,6 +94,32 @@ def with_room_for(nbytes, fn):
         del held
 
 
+def assert_chain_reads_what_came_before(chain, inputs, route_prefix, check):
+    """chain(): [(out, a, b)] of gemm calls back to back on one stream, each reading an earlier
+    call's out; each call routed to route_prefix (one for all, or a list of one a call) and out
+    checked as a @ b (check), the same bits
+    with options.prefetch off, then the chain replayed in a CUDA graph over fresh inputs (inputs:
+    name -> (tensor, scale), refilled with randn * scale) and checked again."""
+    def check_all(outs):
+        prefixes = [route_prefix] * len(outs) if isinstance(route_prefix, str) else route_prefix
+        for (got, a, b), prefix in zip(outs, prefixes, strict=True):
+            assert bankops.gemm_route(a, b).startswith(prefix), (prefix, bankops.gemm_route(a, b))
+            check(got, a, b)
+
+    outs = chain()
+    check_all(outs)
+    with bankops.options(prefetch=False):
+        assert all(torch.equal(u[0], v[0]) for u, v in zip(outs, chain())), "the same bits without the prefetch"
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outs = chain()
+    for _ in range(3):
+        for t, scale in inputs.values():
+            t.copy_(torch.randn_like(t, dtype=torch.float32) * scale)
+        graph.replay()
+        check_all(outs)
+
+
 def pytest_terminal_summary(terminalreporter):
     """Skipped tests, one line per reason (pytest's -rs gives one per test location)."""
     import collections

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import bankops
-from conftest import LAYOUTS, requires_cuda
+from conftest import LAYOUTS, assert_chain_reads_what_came_before, requires_cuda
 from test_gemm_majors import check, operand
 from test_gemm_route import A100, BF16, F16, F32, H100, fields, meta, route
 from test_gemm_split import H100_ROOM
@@ -307,25 +307,10 @@ def test_cuda_chain_reads_what_the_call_before_wrote(dtype):
     def chain():
         h = bankops.gemm(x0, a)       # (8, 4096): the next call's x
         y = bankops.gemm(h, c)        # (8, 2048): the next call's weight, (N, K)
-        return h, y, bankops.gemm(x1, y.t())
+        return [(h, x0, a), (y, h, c), (bankops.gemm(x1, y.t()), x1, y.t())]
 
-    def check_chain(h, y, z):
-        for got, (p, q) in ((h, (x0, a)), (y, (h, c)), (z, (x1, y.t()))):
-            assert bankops.gemm_route(p, q).startswith("rows"), bankops.gemm_route(p, q)
-            check(got, p, q)
-
-    outs = chain()
-    check_chain(*outs)
-    with bankops.options(prefetch=False):
-        assert all(torch.equal(u, v) for u, v in zip(outs, chain())), "the same bits without the prefetch"
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        outs = chain()
-    for _ in range(3):
-        for name, t in (("x0", x0), ("a", a), ("c", c), ("x1", x1)):
-            t.copy_(torch.randn_like(t, dtype=torch.float32) * scale[name])
-        graph.replay()
-        check_chain(*outs)
+    inputs = {"x0": (x0, scale["x0"]), "a": (a, scale["a"]), "c": (c, scale["c"]), "x1": (x1, scale["x1"])}
+    assert_chain_reads_what_came_before(chain, inputs, "rows", check)
 
 
 def test_candidates_other_splits_and_forms():

@@ -43,6 +43,21 @@ __device__ __forceinline__ void prefetch_l2(const void* p, int64_t bytes) {
 #endif
 }
 
+// A weight slice's first bytes asked of L2 by a block's `threads` threads, before the wait on the
+// kernel ahead: of columns n0..n0 + cols over k0..k1 of b (column stride s_n, k stride s_k), at
+// most `bytes`; KN (the weight stored (K, N)): whole rows k0.. of those columns, else the first
+// bytes of each column's k run.
+template <class T, bool KN>
+__device__ __forceinline__ void prefetch_slice_l2(const T* b, int64_t s_n, int64_t s_k, int64_t n0, int64_t cols,
+                                                  int64_t k0, int64_t k1, int64_t bytes, int threads) {
+  const int64_t lines = KN ? k1 - k0 : cols, line_bytes = (KN ? cols : k1 - k0) * int64_t(sizeof(T));
+  if (bytes <= 0 || lines <= 0 || line_bytes <= 0) return;
+  const int count = static_cast<int>(KN ? min(lines, bytes / line_bytes) : lines);
+  const int64_t each = KN ? line_bytes : min(line_bytes, bytes / lines);
+  for (int i = threadIdx.x; i < count; i += threads)
+    prefetch_l2(KN ? b + (k0 + i) * s_k + n0 * s_n : b + (n0 + i) * s_n + k0 * s_k, each);
+}
+
 // kernel<<<grid, block, smem, stream>>>(args...) with `attrs` (nattrs of them, 0 for none).
 template <class... Params, class... Args>
 cudaError_t launch_with(void (*kernel)(Params...), dim3 grid, dim3 block, int smem, cudaStream_t stream,

@@ -92,23 +92,15 @@ __device__ __forceinline__ void rows_stage_a(uint32_t dst, const T* a, const Gem
   }
 }
 
-// A block's start, launched early (pdl.cuh): up to `prefetch` bytes of its weight slice asked of
-// L2 while the kernel ahead may still run (KN, the weight stored (K, N): whole rows k0.. of its
-// columns n0..n0 + bn; else the first bytes of each of rows n0..n0 + bn over k0..k1, within k), then the
+// A block's start, launched early (pdl.cuh): up to `prefetch` bytes of its weight slice (columns
+// n0..n0 + bn over k0..k1, within k) asked of L2 while the kernel ahead may still run, then the
 // wait on that kernel, and only then the next one's launch: one kernel waits ahead at most, so
 // what it prefetched is read soon after, not evicted by a chain of them.
 template <class T, bool KN>
 __device__ __forceinline__ void rows_start(const GemmArgs& g, const T* b, int64_t n0, int bn, int64_t k0, int64_t k1,
                                            int64_t prefetch) {
-  const int64_t cols = min(int64_t(bn), g.n - n0);
-  k1 = min(k1, g.k);  // the last window may run past k
-  const int64_t lines = KN ? k1 - k0 : cols, line_bytes = (KN ? cols : k1 - k0) * int64_t(sizeof(T));
-  if (prefetch > 0 && lines > 0 && line_bytes > 0) {
-    const int count = static_cast<int>(KN ? min(lines, prefetch / line_bytes) : lines);  // prefetch / 16 at most
-    const int64_t bytes = KN ? line_bytes : min(line_bytes, prefetch / lines);
-    for (int i = threadIdx.x; i < count; i += kRowsThreads)
-      prefetch_l2(KN ? b + (k0 + i) * g.b_sk + n0 * g.b_sn : b + (n0 + i) * g.b_sn + k0 * g.b_sk, bytes);
-  }
+  prefetch_slice_l2<T, KN>(b, g.b_sn, g.b_sk, n0, min(int64_t(bn), g.n - n0), k0, min(k1, g.k), prefetch,
+                           kRowsThreads);
   pdl_wait_previous();
   pdl_launch_next();
 }
