@@ -94,6 +94,20 @@ def with_room_for(nbytes, fn):
         del held
 
 
+@contextlib.contextmanager
+def the_model_alone():
+    """The router's model alone inside the block: this GPU's measured table (bankops.tune) set
+    aside, for tests of the plan the model picks; the tables are registered again after."""
+    from bankops import tune  # noqa: PLC0415
+
+    if HAS_CUDA:
+        tune.unregister(torch.cuda.get_device_name(), torch.cuda.get_device_properties(0).multi_processor_count)
+    try:
+        yield
+    finally:
+        bankops._tuning.load_all()
+
+
 def assert_chain_reads_what_came_before(chain, inputs, route_prefix, check):
     """chain(): [(out, a, b)] of gemm calls back to back on one stream, each reading an earlier
     call's out; each call routed to route_prefix (one for all, or a list of one a call) and out
