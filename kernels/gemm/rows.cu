@@ -609,7 +609,8 @@ cudaError_t launch_rows(const GemmCall& c, const RowsPlan& p, cudaStream_t strea
     return cudaErrorInvalidValue;
   if (g.batch == 0 || g.n == 0) return cudaSuccess;
   const int64_t blocks = rows_blocks(c, p);  // the persistent form's grid
-  const int64_t prefetch = c.options.prefetch && c.device.cc >= 90 ? kRowsPrefetchBytes : 0;
+  const int64_t prefetch =
+      c.options.prefetch && c.device.cc >= 90 ? (p.b_kn ? kRowsKnPrefetchBytes : kRowsPrefetchBytes) : 0;
   return with_layout(c.layout, [&](auto tag) {
     constexpr Layout L = decltype(tag)::value;
     switch (c.dtype) {

@@ -43,8 +43,9 @@ constexpr int kRowsPerWarp = 4, kRowsUnroll = 2;  // FFMA: weight rows a warp; l
 constexpr int kRowsMmaChunks = 8;                 // mma.sync: 32-k chunks a window (loads of its row a lane)
 // The weight bytes a block asks L2 for before it waits on the kernel ahead (options.prefetch,
 // compute capability 9.0; rows_start): the blocks that start early take a few MB in all, about
-// what DRAM delivers while that kernel's last blocks drain and this one's start.
-constexpr int64_t kRowsPrefetchBytes = 64 * 1024;
+// what DRAM delivers while that kernel's last blocks drain and this one's start. A weight stored
+// (K, N) is asked for a short line at a time (a block's columns of one row k), and less of it.
+constexpr int64_t kRowsPrefetchBytes = 64 * 1024, kRowsKnPrefetchBytes = 16 * 1024;
 
 // 16-bit products of more than kRowsFfmaRows rows take mma.sync; fewer, FFMA (an m16 tile
 // of a row or two is mostly zeros, and FFMA streams the weight as fast there), unless a GPU's
