@@ -139,8 +139,10 @@ def clean(v):
 
 
 def results_files(out_dir=RESULTS):
-    """The results files in out_dir, one a GPU (not their Nsight Compute tables)."""
-    return sorted(p for p in glob.glob(os.path.join(out_dir, "*.json")) if not p.endswith(".ncu.json"))
+    """The results files in out_dir, one a GPU (not their Nsight Compute tables), the latest run's
+    first (the README's first column), then by name."""
+    paths = sorted(p for p in glob.glob(os.path.join(out_dir, "*.json")) if not p.endswith(".ncu.json"))
+    return sorted(paths, key=lambda p: load(p).get("date", ""), reverse=True)
 
 
 def results_path(device, out_dir=RESULTS):

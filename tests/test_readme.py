@@ -42,5 +42,7 @@ def test_every_file_named_exists():
 def test_results_table_is_the_reports():
     linked = re.findall(r"\[[^]]+\]\((bench/results/[\w.-]+)\.md\) \|", README)
     assert linked[0] == "bench/results/h200", "the current GPU comes first"
+    assert [os.path.relpath(p, ROOT)[:-len(".json")] for p in report.results_files()] == linked, \
+        "python3 bench/report.py --readme: the latest run's GPU first"
     table = report.readme_table([os.path.join(ROOT, p + ".json") for p in linked])
     assert table in README, "README.md's results table is stale: python3 bench/report.py --readme"
