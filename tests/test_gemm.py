@@ -495,9 +495,10 @@ def few_rows_split(m, n, a_view, b_view):
 
 def test_few_rows_split_candidates_for_the_tuner():
     """Past the router's list (which ends at Big), a call that may split lists for the tuner the
-    split tiles (64x256 flat, 64x128 mid, 64x64 small) at every other split whose ranks keep
-    costs' least k tiles and whose cluster fits: each key once; the route unchanged. None where
-    the call may not split (compute capability 8.0, the split_k option off, more than 64 rows)."""
+    split tiles (64x256 flat, 64x128 mid, 64x64 small; 32x64 short up to 32 rows) at every other
+    split whose ranks keep costs' least k tiles and whose cluster fits: each key once; the route
+    unchanged. None where the call may not split (compute capability 8.0, the split_k option off,
+    more than 64 rows)."""
     dev = dict(num_sms=132, cc=90)
     x, w = torch.empty(64, 4096, device="meta"), torch.empty(4096, 4096, device="meta").t()
     r = bankops.gemm_route(x, w, **dev)
@@ -510,8 +511,14 @@ def test_few_rows_split_candidates_for_the_tuner():
         splits.setdefault(c.route.fields["tile"], []).append(c.route.fields["split"])
     assert splits == {"64x256x8": list(range(1, 9)), "64x128x8": list(range(1, 9)),
                       "64x64x8": [s for s in range(1, 9) if s != ffma[0].route.fields["split"]]}, splits
-    short = bankops.gemm_route(x[:, :256], w[:256], **dev)  # 32 k tiles: 2 ranks at most
-    assert {c.route.fields.get("split", 1) for c in short.candidates if c.tier == "ffma"} <= {1, 2}, short.candidates
+    shallow = bankops.gemm_route(x[:, :256], w[:256], **dev)  # 32 k tiles: 2 ranks at most
+    assert {c.route.fields.get("split", 1) for c in shallow.candidates if c.tier == "ffma"} <= {1, 2}, shallow.candidates
+    for m in (1, 17, 32):  # the rows kernel's calls: Short last, at every split
+        r = bankops.gemm_route(x[:m], w, **dev)
+        assert r.startswith("rows") and r.candidates[0].chosen, r
+        tiles = [(c.route.fields["tile"], c.route.fields.get("split")) for c in r.candidates if c.tier == "ffma"]
+        assert tiles[-8:] == [("32x64x8", s) for s in range(1, 9)], tiles
+        assert str(bankops.gemm_route(x[:m], w, "none", **dev)).startswith("rows")
     x65 = torch.empty(65, 4096, device="meta")
     for off in (bankops.gemm_route(x, w, num_sms=108, cc=80), bankops.gemm_route(x65, w, **dev)):
         assert [c.route.fields["tile"] for c in off.candidates if c.tier == "ffma"][-1] == "128x128x8", off.candidates
@@ -523,7 +530,7 @@ def test_few_rows_split_candidates_for_the_tuner():
 @requires_cuda
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] < 9,
                     reason="split tiles need clusters (compute capability 9.0)")
-@pytest.mark.parametrize("m,n", [(64, 4096), (40, 1000)])
+@pytest.mark.parametrize("m,n", [(64, 4096), (40, 1000), (32, 4096), (17, 1000)])
 def test_cuda_few_rows_every_split_plan(m, n):
     """Every FFMA plan a few rows list (the router's and the tuner's), forced by its key: against
     float64, the same bits on a second call."""
@@ -556,6 +563,28 @@ def test_explain_few_rows_split_partial():
         assert own["iterations"] == peers["iterations"] == 64, (own, peers)  # an iteration: a tile's cluster
         assert peers["count"] == (split - 1) * own["count"], (own, peers)
         assert own["wavefronts"] == own["ideal"] and peers["peer"], (layout, own, peers)
+
+
+def test_explain_short_split():
+    """The tuner's 32x64 tile (two warps of 32x32, 8x4 a thread) on 32 rows against a (4096, 4096)
+    weight, split 7 ways (448 blocks) as its plan's key forces: the k-major operands' transposed
+    stores collide 2-way under none alone; the inner loop's LDS.128 reads and the cluster's reads
+    of the partial tiles run at their ideal in every layout; the partial tile's stores collide
+    2-way under none, as Small's do."""
+    x, w = torch.empty(32, 4096, device="meta"), torch.empty(4096, 4096, device="meta").t()
+    plans = bankops.gemm_route(x, w, num_sms=132, cc=90).candidates
+    (plan,) = [c for c in plans if c.route.fields["tile"] == "32x64x8" and c.route.fields.get("split") == 7]
+    assert plan.route.startswith("ffma 32x64x8 short") and plan.route.fields["blocks"] == 448, plan.route
+    for layout, ways in (("none", 2), ("pad", 1), ("swizzle", 1)):
+        with bankops.options(plan=plan.key):
+            rep = bankops.explain("gemm", layout, torch.float32, num_sms=132, cc=90, m=32, n=4096, k=4096,
+                                  b_transposed=True)
+        assert rep.route.startswith("ffma 32x64x8 short") and fields(rep.route)["split"] == "7", rep.route
+        for r in rep.rows:
+            bound = ways if "transposed store" in r["instruction"] or r["instruction"].startswith("st.shared.v4 P") else 1
+            assert r["wavefronts"] == bound * r["ideal"], (layout, r)
+        (st,) = [r for r in rep.rows if r["instruction"].startswith("st.shared.v4 P")]
+        assert st["count"] == 2 * 8 and st["iterations"] == 64 * 7, st  # 2 warps x 8 rows; tiles x ranks
 
 
 def test_explain_flat_split():

@@ -293,8 +293,8 @@ cudaError_t run(const GemmCall& c, const FfmaPlan& p, void* workspace, cudaStrea
   using Any = std::integral_constant<int, kAnyMode>;
   using Kernel = void (*)(GemmArgs, GemmStage, GemmStage, int64_t, int, GemmWork, Acc*, int*, int);
   Kernel kernel = nullptr;
-  // Mid and Flat run vector staging only (ffma_plan.h splits no other): no run-time-mode kernel.
-  if constexpr (!std::is_same<S, GemmMid>::value && !std::is_same<S, GemmFlat>::value) kernel = modes(Any{}, Any{});
+  // Mid, Flat and Short run vector staging only (ffma_plan.h splits no other): no run-time-mode kernel.
+  if constexpr (!ffma_vector_only<S>()) kernel = modes(Any{}, Any{});
   if constexpr (SPECIALIZE && sizeof(T) == sizeof(Acc)) {
     constexpr int kK = gemm_copies_a_k<S>(GemmStage::XAsync) ? kKUnit : kKVec;  // A beside an x-major B
     using K = std::integral_constant<int, kK>;

@@ -75,6 +75,9 @@ struct GemmShape {
 //  - Flat: 64x256, 128 threads (1x4 warps of 64x64), 16x8 per thread, two blocks an SM: 33-64
 //    rows against a wide weight, split k across a cluster where its grid keeps 1.5 blocks an SM
 //    (Wide's micro-tile on one 64 tile of rows; at one block an SM its four warps stall).
+//  - Short: 32x64, 64 threads (1x2 warps of 32x32), 8x4 per thread, eight blocks an SM: up to
+//    32 rows split k across a cluster, for the tuner (cuBLAS's tile for such rows), no tile of
+//    64 rows half empty.
 //  - float64: 64x64, 256 threads, 4x4 doubles per thread (DFMA; registers allow no more).
 template <int ACC_BYTES>
 struct GemmBigOf {
@@ -91,10 +94,12 @@ using GemmBigScalar = GemmShape<4, 2, 2, 4, 2, 2>;
 using GemmSmall = GemmShape<4, 2, 1, 2, 2, 4>;
 using GemmMid = GemmShape<4, 2, 2, 2, 2, 3>;
 using GemmFlat = GemmShape<4, 4, 2, 1, 4, 2>;
+using GemmShort = GemmShape<4, 2, 1, 1, 2, 8>;
+static_assert(GemmShort::kBM == 32 && GemmShort::kBN == 64 && GemmShort::kThreads == 64, "32 rows, two warps");
 static_assert(GemmFlat::kBM == 64 && GemmFlat::kBN == 256 && GemmFlat::kThreads == 128, "Wide's micro-tile, 64 rows");
 static_assert(GemmWide::kBM == 128 && GemmWide::kBN == 256 && GemmWide::kThreads == 256, "cuBLAS's tile, transposed");
 
-enum class GemmConfig : int { Big = 0, BigScalar = 1, Small = 2, Wide = 3, Mid = 4, Flat = 5 };
+enum class GemmConfig : int { Big = 0, BigScalar = 1, Small = 2, Wide = 3, Mid = 4, Flat = 5, Short = 6 };
 
 // The split-K partial tile of the configurations that split (BM x BN floats). A warp stores 16-byte
 // vectors of rows 4 apart, two rows a quarter-warp phase, 64 bytes each: `pad`'s 16 bytes a row
@@ -102,10 +107,15 @@ enum class GemmConfig : int { Big = 0, BigScalar = 1, Small = 2, Wide = 3, Mid =
 // leaves them on the same (2-way).
 template <Layout L, int BM, int BN>
 using FfmaSplitTile = TileLayout<L, BM, BN, 4, 16>;
-// Small, Mid and Flat (up to 64 rows) split k across a cluster (float32).
+// Small, Mid, Flat (up to 64 rows) and Short (32) split k across a cluster (float32), and stage
+// by 16-byte vectors only: Mid, Flat and Short run no other staging.
+template <class S>
+constexpr bool ffma_vector_only() {
+  return std::is_same<S, GemmMid>::value || std::is_same<S, GemmFlat>::value || std::is_same<S, GemmShort>::value;
+}
 template <class S>
 constexpr bool ffma_splits() {
-  return std::is_same<S, GemmSmall>::value || std::is_same<S, GemmMid>::value || std::is_same<S, GemmFlat>::value;
+  return std::is_same<S, GemmSmall>::value || ffma_vector_only<S>();
 }
 
 // How a call's operands reach shared memory (gemm_staging):

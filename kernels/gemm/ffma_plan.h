@@ -15,7 +15,7 @@ struct FfmaPlan {
   GemmConfig config = GemmConfig::Big;
   GemmStage mode_a = GemmStage::KVec, mode_b = GemmStage::XAsync;
   GemmStaging staging = GemmStaging::Vector;
-  int split = 1;     // Small, Mid, Flat: the blocks (a cluster) that share each tile's k
+  int split = 1;     // Small, Mid, Flat, Short: the blocks (a cluster) that share each tile's k
   int strip = 0;     // Wide: C's last columns on the strip blocks
   GemmWork work{};   // Wide: which blocks compute what (stream-K)
 };
@@ -31,6 +31,7 @@ decltype(auto) with_ffma_config(DType dtype, const FfmaPlan& p, F&& f) {
     case GemmConfig::Small: return f(GemmSmall{});
     case GemmConfig::Mid: return f(GemmMid{});
     case GemmConfig::Flat: return f(GemmFlat{});
+    case GemmConfig::Short: return f(GemmShort{});
     case GemmConfig::Big:
     default: return f(GemmBig<4>{});
   }
@@ -100,8 +101,9 @@ inline void ffma_take_split(const GemmCall& c, FfmaPlan p, GemmConfig config, in
 //  5. Big, which takes anything (float64, k = 0: a block a tile stores C where Wide's blocks run
 //     pieces of k);
 //  6. for the tuner (bankops.tune) where the call may split: Flat, Mid and Small at every other
-//     split whose ranks keep costs.ffma_split_min_k k tiles and whose cluster fits, and Flat and
-//     Mid where their rules above kept them out (the router never reaches these: Big comes first).
+//     split whose ranks keep costs.ffma_split_min_k k tiles and whose cluster fits, Flat and Mid
+//     where their rules above kept them out, and up to 32 rows Short at every such split (the
+//     router never reaches these: Big comes first).
 template <class S, class Take>
 inline void ffma_other_splits(const GemmCall& c, FfmaPlan p, GemmConfig config, int taken, Take&& take) {
   const GemmArgs& g = c.args;
@@ -174,6 +176,7 @@ inline void ffma_candidates(const GemmCall& c, Take&& take) {
     if (g.n >= GemmFlat::kBN) ffma_other_splits<GemmFlat>(c, p, GemmConfig::Flat, taken[0], take);
     if (g.n >= GemmMid::kBN) ffma_other_splits<GemmMid>(c, p, GemmConfig::Mid, taken[1], take);
     ffma_other_splits<GemmSmall>(c, p, GemmConfig::Small, taken[2], take);
+    if (g.m <= GemmShort::kBM) ffma_other_splits<GemmShort>(c, p, GemmConfig::Short, 0, take);
   }
 }
 
@@ -193,7 +196,7 @@ inline int64_t ffma_blocks(const GemmCall& c, const FfmaPlan& p) {
 inline std::string ffma_describe(const GemmCall& c, const FfmaPlan& p) {
   static const char* kStage[] = {"kvec", "kscalar", "xasync", "xscalar"};
   static const char* kStaging[] = {"vector", "async4", "scalar"};
-  static const char* kConfig[] = {"big", "big_scalar", "small", "wide", "mid", "flat"};
+  static const char* kConfig[] = {"big", "big_scalar", "small", "wide", "mid", "flat", "short"};
   std::string s = with_ffma_config(c.dtype, p, [](auto shape) {
     using S = decltype(shape);
     return "ffma " + std::to_string(S::kBM) + "x" + std::to_string(S::kBN) + "x" + std::to_string(S::kBK);
