@@ -101,7 +101,8 @@ def the_model_alone():
     from bankops import tune  # noqa: PLC0415
 
     if HAS_CUDA:
-        tune.unregister(torch.cuda.get_device_name(), torch.cuda.get_device_properties(0).multi_processor_count)
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        tune.unregister(props.name, props.multi_processor_count)
     try:
         yield
     finally:
@@ -111,9 +112,9 @@ def the_model_alone():
 def assert_chain_reads_what_came_before(chain, inputs, route_prefix, check):
     """chain(): [(out, a, b)] of gemm calls back to back on one stream, each reading an earlier
     call's out; each call routed to route_prefix (one for all, or a list of one a call) and out
-    checked as a @ b (check), the same bits
-    with options.prefetch off, then the chain replayed in a CUDA graph over fresh inputs (inputs:
-    name -> (tensor, scale), refilled with randn * scale) and checked again."""
+    checked as a @ b (check), the same bits with options.prefetch off, then the chain replayed in
+    a CUDA graph over fresh inputs (inputs: name -> (tensor, scale), refilled with randn * scale)
+    and checked again."""
     def check_all(outs):
         prefixes = [route_prefix] * len(outs) if isinstance(route_prefix, str) else route_prefix
         for (got, a, b), prefix in zip(outs, prefixes, strict=True):
