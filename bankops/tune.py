@@ -236,20 +236,21 @@ def tune(shapes=None, dtypes=("bfloat16", "float16"), layouts=("swizzle",), out=
 
 
 def report(table):
-    """The table's calls as markdown lines: each call (dtype, m x n x k, operand majors), the model's
-    plan when it was timed and its microseconds, the plan the table names and its, and the ratio."""
+    """The table's calls as markdown lines: each call (dtype, layout, m x n x k, operand majors),
+    the model's plan when it was timed and its microseconds, the plan the table names and its, and
+    the ratio."""
     def plan(route):  # family, tile, split and the bare flags (ring, persistent)
         fields = route.split(" layout=")[0].split()
         return " ".join(fields[:2] + [f for f in fields[2:] if f.startswith("split=") or "=" not in f])
 
     lines = [f"{table['gpu']} ({table['sms']} SMs, driver {table['driver']}, torch {table['torch']}, {table['date']}): "
              f"{len(table['entries'])} calls",
-             "", "| dtype | m x n x k | a, b | model's plan | µs | table's plan | µs | model / table |",
-             "|---|---|---|---|---|---|---|---|"]
+             "", "| dtype | layout | m x n x k | a, b | model's plan | µs | table's plan | µs | model / table |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for e in table["entries"]:
         majors = f"{'km' if e['a_km'] else 'mk'}, {'kn' if e['b_kn'] else 'nk'}"
         chosen = "the model's" if e["plan"] == e["model_plan"] else plan(e["route"])
-        lines.append(f"| {e['dtype']} | {e['m']}x{e['n']}x{e['k']} | {majors} | {plan(e['model_route'])} | "
+        lines.append(f"| {e['dtype']} | {e['layout']} | {e['m']}x{e['n']}x{e['k']} | {majors} | {plan(e['model_route'])} | "
                      f"{e['model_us']:.1f} | {chosen} | {e['us']:.1f} | {e['model_us'] / e['us']:.3f} |")
     return lines
 

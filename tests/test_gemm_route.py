@@ -427,8 +427,8 @@ def test_tuner_report_lists_each_call():
     table = dict(gpu="Test GPU", sms=132, driver="1.0", torch="2.x", date="2026-12-03", entries=entries)
     lines = tune.report(table)
     assert lines[0] == "Test GPU (132 SMs, driver 1.0, torch 2.x, 2026-12-03): 2 calls", lines
-    assert lines[-2] == "| bfloat16 | 8x4096x4096 | mk, kn | mma 32x128x128 split=3 | 13.5 | rows 8x64x256 split=2 | 12.0 | 1.125 |"
-    assert lines[-1] == "| float16 | 64x64x64 | km, kn | rows 8x64x256 split=1 persistent | 2.0 | the model's | 2.0 | 1.000 |"
+    assert lines[-2] == "| bfloat16 | swizzle | 8x4096x4096 | mk, kn | mma 32x128x128 split=3 | 13.5 | rows 8x64x256 split=2 | 12.0 | 1.125 |"
+    assert lines[-1] == "| float16 | swizzle | 64x64x64 | km, kn | rows 8x64x256 split=1 persistent | 2.0 | the model's | 2.0 | 1.000 |"
 
 def test_tuner_update_replaces_the_calls_it_timed():
     """python -m bankops.tune --update: the calls timed now replace their entries in the table, the
