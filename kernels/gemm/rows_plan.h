@@ -43,8 +43,8 @@ inline RowsPlan rows_split_as(const GemmCall& c, RowsPlan p, int split) {
 template <class Take>
 inline void rows_mma_plans(const GemmCall& c, const RowsPlan& p, int skip, Take&& take) {
   const int64_t nk = ceil_div(c.args.k, rows_window(c.dtype, true));
-  for (int s = 1; s <= kMaxSplit && nk >= s; ++s)
-    if (s != skip && cluster_room(c.device, s, 1) >= s) take(rows_split_as(c, p, s), kUnmodelled);
+  for (int s = 1; s <= kMaxSplit; ++s)
+    if (s != skip && split_k_fits(s, nk, c.device, 1, 1)) take(rows_split_as(c, p, s), kUnmodelled);
   if (rows_tiles(c.args, p) > c.device.num_sms) {
     RowsPlan q = p;
     q.persistent = true;
@@ -86,9 +86,8 @@ inline void rows_candidates(const GemmCall& c, Take&& take) {
   take(rows_split_as(c, first, split), kUnmodelled);
   if (c.device.cc < 90) return;
   if (first.mma) return rows_mma_plans(c, first, split, take);
-  const int64_t nk = ceil_div(g.k, rows_window(c.dtype, false));
-  for (int s = 1; s <= kMaxSplit && nk >= s; ++s)
-    if (s != split && cluster_room(c.device, s, per_sm(first)) >= s) take(rows_split_as(c, first, s), kUnmodelled);
+  for (int s = 1; s <= kMaxSplit; ++s)
+    if (s != split && split_k_fits(s, windows, c.device, per_sm(first), 1)) take(rows_split_as(c, first, s), kUnmodelled);
   if (c.dtype != DType::F32) rows_mma_plans(c, form(true), 0, take);  // 16-bit rows on FFMA: the mma.sync form
 }
 

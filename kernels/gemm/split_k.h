@@ -27,7 +27,7 @@ inline int split_k_count(int64_t tiles, int64_t nk, const DeviceInfo& device, in
                          int min_k = kSplitMinK) {
   int best = 1;
   double best_time = 0;
-  for (int s = 1; s <= kMaxSplit && (s == 1 || nk >= int64_t(s) * min_k); ++s) {
+  for (int s = 1; s <= kMaxSplit; ++s) {
     if (!split_k_fits(s, nk, device, blocks_per_sm, min_k)) continue;
     const double time = double(ceil_div(tiles * s, cluster_room(device, s, blocks_per_sm))) / s;
     if (s == 1 || 10 * time < 9 * best_time) best = s, best_time = time;

@@ -150,7 +150,7 @@ inline void wgmma_tma_candidates(const GemmCall& c, const GemmArgs& g, const Wgm
     const int64_t blocks = wgmma_tiles<C>(g) * split;
     if (2 * blocks < most_sms(d.num_sms)) return;
     if (C::kPersistentOnly && !wgmma_walk_fits<C>(g, blocks, d.num_sms)) return;
-    if (split > 1 && (ceil_div(g.k, C::kBK) < int64_t(split) * kSplitMinK || cluster_room(d, split, 1) < split)) return;
+    if (!split_k_fits(split, ceil_div(g.k, C::kBK), d, 1)) return;
     p.shape = shape;
     p.split = split;
     take(p, wgmma_time_ns<C>(g, d, split, C::kPersistentOnly && C::kHalves && split_k));
