@@ -4,6 +4,12 @@ fastest, which the router then takes before its own model for calls near those s
     python -m bankops.tune [--shapes 4096x4096x4096,64x4096x4096t ...] [--dtypes bfloat16,float16] [--out FILE]
     python -m bankops.tune --update --out FILE --shapes ...   those calls timed again into FILE, its others kept
     python -m bankops.tune --report FILE     a table's calls as markdown: the model's plan, the table's
+    python -m bankops.tune --calls FILE      the calls a program recorded (below), each in its own dtype and layout
+
+A program's own calls: ``with bankops.tune.record() as calls:`` around a model's steps (forward
+and backward) collects every gemm and linear call made meanwhile, on any thread, as the router
+keys it; ``bankops.tune(calls)`` times exactly those, or ``bankops.tune.write_calls(calls, FILE)``
+keeps them for ``--calls FILE``.
 
 A table is a JSON file keyed by the GPU's name and SM count (the driver it was timed under is
 recorded beside them): ``bankops/tuning/<gpu>.json`` for the tables that ship with the package,
@@ -16,6 +22,8 @@ it among its legal plans; the same table gives a call the same plan, and so the 
 ``bankops.gemm_route(a, b).chosen_by`` says whether the table, the model or an option chose.
 """
 import argparse
+import collections
+import contextlib
 import datetime
 import itertools
 import json
@@ -28,7 +36,7 @@ import types
 
 import torch
 
-from ._tuning import DTYPE_CODES, FORMAT, load, register, slug, unregister, user_dir  # noqa: F401  (load, for users)
+from ._tuning import DTYPE_CODES, FORMAT, LAYOUT_CODES, load, register, slug, unregister, user_dir  # noqa: F401  (load, for users)
 
 MARGIN = 0.02  # how much sooner than the model's plan another must end to take its place
 L2_BYTES = 60 * 2**20  # an H100's or H200's L2 and a little more: timed inputs rotate past it
@@ -49,28 +57,87 @@ DEFAULT_SHAPES = (
 )
 
 
+Shape = collections.namedtuple("Shape", "batch m n k a_t b_t")
+
+
 def parse_shape(text):
-    """'MxNxK' with 't' after a dim's operand transposed -> (m, n, k, a_t, b_t); a leading 't'
-    marks A transposed (a weight gradient's dy.t())."""
+    """'MxNxK' (or 'BxMxNxK', a batch of B products) with 't' after it where B is a transposed view
+    (x @ W.t()) and 't' before it where A is (a weight gradient's dy.t()) -> Shape."""
     a_t = text.startswith("t")
     body = text[1:] if a_t else text
     b_t = body.endswith("t")
     body = body[:-1] if b_t else body
     try:
-        m, n, k = (int(v) for v in body.split("x"))
+        dims = [int(v) for v in body.split("x")]
     except ValueError:
-        raise ValueError(f"bankops.tune: expected a shape as MxNxK (optionally 't' before it or after it), "
-                         f"got {text!r}") from None
-    if min(m, n, k) < 1:
+        dims = []
+    if len(dims) not in (3, 4):
+        raise ValueError(f"bankops.tune: expected a shape as MxNxK or BxMxNxK (optionally 't' before it or after it), "
+                         f"got {text!r}")
+    if min(dims) < 1:
         raise ValueError(f"bankops.tune: expected dims >= 1, got {text!r}")
-    return m, n, k, a_t, b_t
+    return Shape(*([1] + dims)[-4:], a_t, b_t)
 
 
-def operands(m, n, k, a_t, b_t, dtype):
-    """Random a (m, k) and b (k, n), each a transposed view of row-major storage where asked."""
-    a = torch.randn(k, m, device="cuda", dtype=dtype).t() if a_t else torch.randn(m, k, device="cuda", dtype=dtype)
-    b = torch.randn(n, k, device="cuda", dtype=dtype).t() if b_t else torch.randn(k, n, device="cuda", dtype=dtype)
-    return a, b
+def shape_text(batch, m, n, k, a_t, b_t):
+    """parse_shape's inverse: "MxNxK" with the batch first past 1 and the 't' marks."""
+    return ("t" if a_t else "") + (f"{batch}x" if batch > 1 else "") + f"{m}x{n}x{k}" + ("t" if b_t else "")
+
+
+def operands(m, n, k, a_t, b_t, dtype, batch=1):
+    """Random a (m, k) and b (k, n) (a batch of them past 1), each a transposed view of row-major
+    storage where asked."""
+    lead = (batch,) if batch > 1 else ()
+    def rand(rows, cols, t):
+        return torch.randn(*lead, cols, rows, device="cuda", dtype=dtype).transpose(-1, -2) if t else \
+            torch.randn(*lead, rows, cols, device="cuda", dtype=dtype)
+    return rand(m, k, a_t), rand(k, n, b_t)
+
+
+# A recorded call: its shape as parse_shape reads it, dtype and layout names, and how often it ran.
+Call = collections.namedtuple("Call", "shape dtype layout count")
+
+
+@contextlib.contextmanager
+def record():
+    """Collects the gemm and linear calls made inside the block, every thread's (autograd's
+    backward too), as the router keys them (dtype, layout, operand majors, batch, m, n, k): the
+    list it gives is filled when the block ends, a Call for each distinct call in the order first
+    made. Records do not nest."""
+    calls = []
+    torch.ops.bankops._gemm_record(1)
+    try:
+        yield calls
+    finally:
+        flat = torch.ops.bankops._gemm_record(0)
+        dtypes = {v: k for k, v in DTYPE_CODES.items()}
+        layouts = {v: k for k, v in LAYOUT_CODES.items()}
+        for i in range(0, len(flat), 9):
+            dtype, layout, a_km, b_kn, batch, m, n, k, count = flat[i:i + 9]
+            # The tuner's operands take those majors: A m-contiguous as a transposed view, B k-contiguous likewise.
+            calls.append(Call(shape_text(batch, m, n, k, bool(a_km), not b_kn), dtypes[dtype], layouts[layout], count))
+
+
+def write_calls(calls, path):
+    """Recorded calls to a JSON file, for python -m bankops.tune --calls."""
+    with open(path, "w") as f:
+        json.dump([c._asdict() for c in calls], f, indent=1)
+
+
+def read_calls(path):
+    """write_calls' file as Calls, each checked (shape, dtype, layout)."""
+    with open(path) as f:
+        items = json.load(f)
+    try:
+        calls = [Call(str(c["shape"]), str(c["dtype"]), str(c["layout"]), int(c.get("count", 1))) for c in items]
+    except (TypeError, KeyError, ValueError) as e:
+        raise ValueError(f"bankops.tune: {path} does not hold recorded calls (write_calls' format): {e}") from None
+    for c in calls:
+        parse_shape(c.shape)
+        if c.dtype not in DTYPE_CODES or c.layout not in LAYOUT_CODES:
+            raise ValueError(f"bankops.tune: {path}: call {c.shape} has dtype {c.dtype!r} and layout {c.layout!r}; "
+                             f"expected one of {', '.join(DTYPE_CODES)} and of {', '.join(LAYOUT_CODES)}")
+    return calls
 
 
 def majors(a, b):
@@ -165,19 +232,34 @@ def merged(old, new):
     return {**new, "entries": [e for e in old["entries"] if call_key(e) not in timed] + new["entries"]}
 
 
+def to_time(shapes, dtypes, layouts):
+    """The (Shape, dtype, layout) calls tune() times: each recorded Call in its own dtype and layout,
+    each shape string in every one of dtypes and layouts (each checked)."""
+    for name, given, known in (("dtype", dtypes, DTYPE_CODES), ("layout", layouts, LAYOUT_CODES)):
+        for v in given:
+            if v not in known:
+                raise ValueError(f"bankops.tune: unknown {name} {v!r}; expected one of {', '.join(known)}")
+    todo = []
+    for s in shapes:
+        if isinstance(s, Call):
+            todo.append((parse_shape(s.shape), s.dtype, s.layout))
+        else:
+            todo += [(parse_shape(s), dt, layout) for dt in dtypes for layout in layouts]
+    return todo
+
+
 def tune(shapes=None, dtypes=("bfloat16", "float16"), layouts=("swizzle",), out=None, reps=10, log=print,
          update=False):
     """Times every legal plan of each call on the current GPU (shapes: "MxNxK" strings as
-    DEFAULT_SHAPES spells them), writes the table of the fastest to `out` (default: the user's
+    DEFAULT_SHAPES spells them, each in every dtype and layout given, or the Calls record() gave,
+    each in its own), writes the table of the fastest to `out` (default: the user's
     tuning directory, <gpu>.json), registers it and returns it. With update, the table at `out`
     keeps its entries for the calls not timed now (merged)."""
     import bankops  # noqa: PLC0415  (bankops imports this module)
 
+    todo = to_time(shapes or DEFAULT_SHAPES, dtypes, layouts)
     if not torch.cuda.is_available():
         raise RuntimeError("bankops.tune: needs a CUDA GPU (it times the plans on the GPU at hand)")
-    for dt in dtypes:
-        if dt not in DTYPE_CODES:
-            raise ValueError(f"bankops.tune: unknown dtype {dt!r}; expected one of {', '.join(DTYPE_CODES)}")
     name, props = torch.cuda.get_device_name(), torch.cuda.get_device_properties(torch.cuda.current_device())
     table = {"format": FORMAT, "gpu": name, "sms": props.multi_processor_count, "cc": 10 * props.major + props.minor,
              "driver": driver_version(), "torch": torch.__version__,
@@ -190,15 +272,14 @@ def tune(shapes=None, dtypes=("bfloat16", "float16"), layouts=("swizzle",), out=
         with open(out) as f:
             old = json.load(f)
         merged(old, table)  # refuses another GPU's, driver's or torch's table before anything is timed
-    todo = [(parse_shape(s), dt, layout) for s in (shapes or DEFAULT_SHAPES) for dt in dtypes for layout in layouts]
-    for i, ((m, n, k, a_t, b_t), dt, layout) in enumerate(todo):
+    for i, ((batch, m, n, k, a_t, b_t), dt, layout) in enumerate(todo):
         dtype = getattr(torch, dt)
-        copies = max(1, math.ceil(2 * L2_BYTES / ((m * k + k * n) * dtype.itemsize)))  # reads past the L2
-        sets = [operands(m, n, k, a_t, b_t, dtype) for _ in range(copies)]
+        copies = max(1, math.ceil(2 * L2_BYTES / (batch * (m * k + k * n) * dtype.itemsize)))  # reads past the L2
+        sets = [operands(m, n, k, a_t, b_t, dtype, batch) for _ in range(copies)]
         turn = itertools.count()
         a, b = sets[0]
         route = bankops.gemm_route(a, b, layout)
-        check = operands(m, n, k, a_t, b_t, dtype)  # fresh: an unwritten output cannot hold its answer
+        check = operands(m, n, k, a_t, b_t, dtype, batch)  # fresh: an unwritten output cannot hold its answer
         ref, bound = answer(*check)
         timed, wrong = [], []
         for c in route.candidates:
@@ -219,12 +300,12 @@ def tune(shapes=None, dtypes=("bfloat16", "float16"), layouts=("swizzle",), out=
         best_us, best = (fastest_us, fastest) if fastest_us < (1 - MARGIN) * model_us else (model_us, model)
         a_km, b_kn = majors(a, b)
         table["entries"].append({
-            "dtype": dt, "layout": layout, "a_km": a_km, "b_kn": b_kn, "batch": 1, "m": m, "n": n, "k": k,
+            "dtype": dt, "layout": layout, "a_km": a_km, "b_kn": b_kn, "batch": batch, "m": m, "n": n, "k": k,
             "plan": best.key, "route": str(best.route), "us": round(best_us, 3),
             "model_plan": model.key, "model_route": str(route), "model_us": round(model_us, 3),
             "timed": [[str(c.route), round(us, 3)] for us, c in timed], **({"wrong": wrong} if wrong else {})})
         than = "the model's plan" if best is model else f"model {model_us:.1f} us, x{model_us / best_us:.3f}"
-        log(f"[{i + 1}/{len(todo)}] {dt} {layout} {m}x{n}x{k}{' a.t' if a_t else ''}{' b.t' if b_t else ''}: "
+        log(f"[{i + 1}/{len(todo)}] {dt} {layout} {shape_text(batch, m, n, k, a_t, b_t)}: "
             f"{best_us:.1f} us on {best.route.fields['family']} {best.route.fields['tile']} ({than}; {len(timed)} plans)")
         del sets, a, b, check, ref, bound
         torch.cuda.empty_cache()
@@ -265,13 +346,17 @@ def main(argv=None):
     ap.add_argument("--update", action="store_true", help="keep --out's entries for the calls not timed now")
     ap.add_argument("--reps", type=int, default=10, help="graph replays a plan's time is the median of")
     ap.add_argument("--report", metavar="FILE", default=None, help="print FILE's calls as markdown and stop (no GPU)")
+    ap.add_argument("--calls", metavar="FILE", default=None,
+                    help="time the calls write_calls put in FILE (each in its own dtype and layout) instead of --shapes")
     args = ap.parse_args(argv)
     if args.report:
         with open(args.report) as f:
             print("\n".join(report(json.load(f))))
         return
-    tune(args.shapes.split(",") if args.shapes else None, tuple(args.dtypes.split(",")), tuple(args.layouts.split(",")),
-         args.out, args.reps, update=args.update)
+    if args.calls and args.shapes:
+        ap.error("--calls and --shapes both name the calls to time: give one")
+    shapes = read_calls(args.calls) if args.calls else args.shapes.split(",") if args.shapes else None
+    tune(shapes, tuple(args.dtypes.split(",")), tuple(args.layouts.split(",")), args.out, args.reps, update=args.update)
 
 
 class _CallableModule(types.ModuleType):

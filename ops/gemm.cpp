@@ -123,7 +123,7 @@ GemmArgs gemm_args(const GemmGeometry& g, const at::Tensor& a, const at::Tensor&
 namespace {
 
 // a @ b (+ bias, added to the wide sum before its one rounding, as the kernels do).
-at::Tensor gemm_reference(const at::Tensor& a_in, const at::Tensor& b_in, const at::Tensor& bias) {
+at::Tensor gemm_reference(const at::Tensor& a_in, const at::Tensor& b_in, const at::Tensor& bias, Layout layout) {
   // Blocked so that the time follows the work whatever the strides: a task takes kRows rows of
   // one product and copies b, kDepth x kCols at a time, into a contiguous tile of the wide type
   // that its rows stream through. Each sum still adds its k terms in order, in the wide type.
@@ -131,6 +131,7 @@ at::Tensor gemm_reference(const at::Tensor& a_in, const at::Tensor& b_in, const 
   const at::Tensor a = element_aligned(a_in), b = element_aligned(b_in);
   at::Tensor out = new_output(g.out_sizes, a.options());
   const GemmArgs s = gemm_args(g, a, b, nullptr);
+  record_gemm_call(s, to_dtype(a.scalar_type()), layout);
   constexpr int64_t kRows = 32, kCols = 128, kDepth = 128;
   const int64_t row_blocks = (g.m + kRows - 1) / kRows;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.scalar_type(), "gemm_cpu", [&] {
@@ -186,15 +187,14 @@ at::Tensor gemm_reference(const at::Tensor& a_in, const at::Tensor& b_in, const 
 }
 
 at::Tensor gemm_cpu(const at::Tensor& a, const at::Tensor& b, std::string_view layout) {
-  parse_layout(layout, "gemm");
-  return gemm_reference(a, b, at::Tensor());
+  return gemm_reference(a, b, at::Tensor(), parse_layout(layout, "gemm"));
 }
 
 at::Tensor linear_cpu(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
                       std::string_view layout) {
-  parse_layout(layout, "linear");
+  const Layout l = parse_layout(layout, "linear");
   const LinearCall call = linear_call(x, weight, bias);
-  return gemm_reference(call.rows, call.wt, call.bias).view(call.out_sizes);
+  return gemm_reference(call.rows, call.wt, call.bias, l).view(call.out_sizes);
 }
 
 // The call a.gemm(b) would be under `layout` on a device of num_sms SMs and compute capability

@@ -90,6 +90,7 @@ at::Tensor gemm_run(const at::Tensor& a_in, const at::Tensor& b_in, const at::Te
   at::Tensor out = new_output(g.out_sizes, a.options());
   if (out.numel() == 0) return out;
   GemmArgs args = gemm_args(g, a, b, out.mutable_data_ptr());
+  record_gemm_call(args, to_dtype(a.scalar_type()), l);
   if (bias.defined()) args.bias = bias.const_data_ptr();
   const Device& device = device_of(a.get_device());
   const TunedTables tables = tuned_tables();

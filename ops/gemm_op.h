@@ -68,6 +68,10 @@ const TunedTable* find_tuned(const TunedTables& tables, std::string_view gpu, in
 // The kind of GPU a device name is (costs.h's tables): H100, H200, or Other.
 GpuKind gpu_kind(std::string_view name);
 
+// While bankops.tune.record() records (_gemm_record), counts the call as the router keys it:
+// dtype, layout, majors, batch, m, n, k (calls with a dim of 0 need no plan and are left out).
+void record_gemm_call(const GemmArgs& g, DType dtype, Layout layout);
+
 // Test hook (option refuse_tma): the Hopper launcher acts as if the driver refused every tensor
 // map, so that the fallback to a route without TMA runs.
 bool refuse_tma();

@@ -1,8 +1,12 @@
 // What steers gemm's router besides the call: the calling thread's options (bankops.options,
-// _gemm_options) and the measured tables of plans per GPU (bankops.tune, _gemm_tuning).
+// _gemm_options) and the measured tables of plans per GPU (bankops.tune, _gemm_tuning); and the
+// record of the calls a program makes, for the tuner to time (bankops.tune.record, _gemm_record).
 #include <torch/library.h>
 
+#include <array>
+#include <atomic>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -109,7 +113,55 @@ void gemm_tuning_op(std::string_view gpu, int64_t num_sms, int64_t cc, std::stri
   g_tuned = std::make_shared<const std::vector<TunedTable>>(std::move(next));
 }
 
+// The calls recorded since _gemm_record(1), every thread's (autograd's backward runs on threads
+// of its own): each distinct call (dtype, layout, majors, batch, m, n, k) once, in the order first
+// made, with how often it ran.
+using RecordedCall = std::array<int64_t, 8>;
+struct Recorder {
+  std::atomic<bool> on{false};
+  std::mutex mutex;
+  std::map<RecordedCall, size_t> index;
+  std::vector<std::pair<RecordedCall, int64_t>> calls;
+};
+Recorder& recorder() {
+  static Recorder r;
+  return r;
+}
+
+// on = 1 starts recording afresh (an error while recording: records do not nest) and returns
+// nothing; on = 0 stops and returns the calls, 9 integers each: dtype, layout, a_km, b_kn, batch,
+// m, n, k (_gemm_tuning's codes and order) and the count.
+std::vector<int64_t> gemm_record_op(int64_t on) {
+  TORCH_CHECK(on == 0 || on == 1, "_gemm_record: expected on to be 0 or 1, got ", on);
+  Recorder& r = recorder();
+  const std::lock_guard<std::mutex> lock(r.mutex);
+  TORCH_CHECK(!(on && r.on.load()), "_gemm_record: already recording (bankops.tune.record() does not nest)");
+  std::vector<int64_t> out;
+  if (on) {
+    r.index.clear();
+    r.calls.clear();
+  } else {
+    for (const auto& [call, count] : r.calls) {
+      out.insert(out.end(), call.begin(), call.end());
+      out.push_back(count);
+    }
+  }
+  r.on.store(on != 0);
+  return out;
+}
+
 }  // namespace
+
+void record_gemm_call(const GemmArgs& g, DType dtype, Layout layout) {
+  Recorder& r = recorder();
+  if (!r.on.load(std::memory_order_relaxed) || g.batch < 1 || g.m < 1 || g.n < 1 || g.k < 1) return;
+  const RecordedCall call{int64_t(dtype), int64_t(layout), mma_a_km(g), mma_b_kn(g), g.batch, g.m, g.n, g.k};
+  const std::lock_guard<std::mutex> lock(r.mutex);
+  if (!r.on.load()) return;
+  const auto [at, added] = r.index.try_emplace(call, r.calls.size());
+  if (added) r.calls.emplace_back(call, 0);
+  ++r.calls[at->second].second;
+}
 
 GemmOptions gemm_options() { return t_options.gemm; }
 bool refuse_tma() { return t_options.refuse_tma; }
@@ -134,6 +186,7 @@ GpuKind gpu_kind(std::string_view name) {
 TORCH_LIBRARY_IMPL(bankops, CompositeExplicitAutograd, m) {
   m.impl("_gemm_options", &gemm_options_op);
   m.impl("_gemm_tuning", &gemm_tuning_op);
+  m.impl("_gemm_record", &gemm_record_op);
 }
 
 }  // namespace bankops

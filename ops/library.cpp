@@ -29,6 +29,9 @@ TORCH_LIBRARY(bankops, m) {
   m.def("_gemm_options(str options=\"\") -> str");
   // A GPU's measured table of plans (bankops.tune): 9 integers an entry; none drops the table.
   m.def("_gemm_tuning(str gpu, int num_sms, int cc, str driver, int[] entries, str source) -> ()");
+  // The gemm calls made while recording (bankops.tune.record): on=1 starts afresh, on=0 stops and
+  // returns them, 9 integers a call (_gemm_tuning's 8 fields of it, then how often it ran).
+  m.def("_gemm_record(int on) -> int[]");
   // The bank probe: one warp, one shared-memory access (or cp.async) at the given lane addresses.
   m.def("_smem_probe(Tensor addr, int width, bool store=False, Tensor? src=None, bool zfill=False) -> Tensor");
   // bankops.explain: each kernel's shared-memory instructions and the bank model's cost.

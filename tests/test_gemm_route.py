@@ -476,6 +476,65 @@ def assert_tuned_entry(e):
     assert e["plan"] == e["model_plan"] or e["us"] < (1 - tune.MARGIN) * e["model_us"], e["route"]
 
 
+def linear_calls(m, k, n, dtype="float32", layout="swizzle"):
+    """A Linear layer's three products as the tuner names them: y = x @ W.t(), dx = dy @ W, dW = dy.t() @ x."""
+    from bankops.tune import Call
+    return [Call(f"{m}x{n}x{k}t", dtype, layout, 1), Call(f"{m}x{k}x{n}", dtype, layout, 1),
+            Call(f"t{n}x{k}x{m}", dtype, layout, 1)]
+
+
+def test_tuner_records_a_models_calls(tmp_path):
+    """bankops.tune.record(): every gemm and linear call made inside it, on any thread and in
+    backward, once per distinct call (dtype, layout, majors, batch, m, n, k) in the order first
+    made, with its count, in the tuner's shape names; nothing outside it, no call with a zero dim;
+    records do not nest. The calls go to a file and back, and tune() times each in its own dtype
+    and layout where it crosses shape strings with the dtypes and layouts given."""
+    from bankops import tune
+
+    lin = bankops.nn.Linear(64, 48)
+    x = torch.randn(3, 5, 64, requires_grad=True)
+    bankops.gemm(torch.randn(4, 4), torch.randn(4, 4))  # before: not recorded
+    with tune.record() as calls:
+        (lin(x) * torch.randn(3, 5, 48)).sum().backward()
+        for _ in range(2):
+            bankops.gemm(torch.randn(9, 7).t(), torch.randn(11, 9).t())
+        worker = threading.Thread(target=lambda: bankops.gemm(torch.randn(2, 7, 9), torch.randn(2, 9, 4), "pad"))
+        worker.start()
+        worker.join()
+        bankops.gemm(torch.randn(0, 9), torch.randn(9, 4))
+        assert calls == [], "filled when the block ends"
+        with pytest.raises(RuntimeError, match="does not nest"):
+            with tune.record():
+                pass
+    bankops.gemm(torch.randn(5, 5), torch.randn(5, 5))  # after: not recorded
+    assert calls == linear_calls(15, 64, 48) + [tune.Call("t7x11x9t", "float32", "swizzle", 2),
+                                                tune.Call("2x7x4x9", "float32", "pad", 1)], calls
+    with tune.record() as again:
+        pass
+    assert again == []
+    for c in calls:
+        s = tune.parse_shape(c.shape)
+        assert tune.shape_text(*s) == c.shape, s
+    path = str(tmp_path / "calls.json")
+    tune.write_calls(calls, path)
+    assert tune.read_calls(path) == calls
+    for bad, match in (([{"shape": "8x8"}], "does not hold recorded calls"),
+                       ([dict(calls[0]._asdict(), dtype="int8")], "expected one of float16"),
+                       ([dict(calls[0]._asdict(), shape="8x8x8x8x8")], "expected a shape as MxNxK or BxMxNxK")):
+        with open(path, "w") as f:
+            json.dump(bad, f)
+        with pytest.raises(ValueError, match=match):
+            tune.read_calls(path)
+    todo = tune.to_time(calls[:1] + ["8x4096x4096t"], ("bfloat16", "float16"), ("swizzle",))
+    assert todo == [(tune.Shape(1, 15, 48, 64, False, True), "float32", "swizzle"),
+                    (tune.Shape(1, 8, 4096, 4096, False, True), "bfloat16", "swizzle"),
+                    (tune.Shape(1, 8, 4096, 4096, False, True), "float16", "swizzle")], todo
+    for dtypes, layouts, match in ((("int8",), ("swizzle",), "unknown dtype 'int8'"),
+                                   (("float32",), ("wide",), "unknown layout 'wide'")):
+        with pytest.raises(ValueError, match=match):
+            tune.to_time(["8x8x8"], dtypes, layouts)
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_tuner_checks_each_plan_against_a_times_b(dtype):
     """The tuner times only plans whose result agrees with a @ b to the dtype's rounding: a result
@@ -522,6 +581,28 @@ def test_cuda_tuner_writes_and_takes_its_table(tmp_path):
     finally:
         tune.unregister(table["gpu"], table["sms"])
         bankops._tuning.load_all()  # the GPU's shipped table again, for the tests after this one
+
+
+@requires_cuda
+def test_cuda_tuner_times_the_calls_a_model_recorded(tmp_path):
+    """A bfloat16 Linear layer's forward and backward on the GPU recorded (the backward's two
+    products come from autograd's device thread), then tuned: one entry a call, each keyed with
+    the majors the router saw when it was recorded."""
+    from bankops import tune
+
+    lin = bankops.nn.Linear(256, 384, device="cuda", dtype=torch.bfloat16)
+    x = torch.randn(24, 256, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    with tune.record() as calls:
+        (lin(x) * torch.randn(24, 384, device="cuda", dtype=torch.bfloat16)).sum().backward()
+    assert calls == linear_calls(24, 256, 384, "bfloat16"), calls
+    table = tune(calls, out=str(tmp_path / "table.json"), reps=2, log=lambda *_: None)
+    try:
+        got = [(e["dtype"], e["layout"], e["a_km"], e["b_kn"], e["m"], e["n"], e["k"]) for e in table["entries"]]
+        assert got == [("bfloat16", "swizzle", False, False, 24, 384, 256), ("bfloat16", "swizzle", False, True, 24, 256, 384),
+                       ("bfloat16", "swizzle", True, True, 384, 256, 24)], got
+    finally:
+        tune.unregister(table["gpu"], table["sms"])
+        bankops._tuning.load_all()
 
 
 @requires_cuda
