@@ -1,5 +1,5 @@
-"""The measured tables of gemm plans (bankops.tune writes them): where they live, and handing
-them to the router. ``import bankops`` registers every table it finds; no GPU is touched to do so."""
+"""The measured tables of gemm plans (bankops.tune writes them): where they live, how a user's
+layers over the shipped one of its GPU, and handing them to the router. ``import bankops`` registers every table it finds; no GPU is touched to do so."""
 import glob
 import json
 import os
@@ -45,22 +45,59 @@ def unregister(gpu, sms):
     torch.ops.bankops._gemm_tuning(gpu, sms, 0, "", [], "")
 
 
-def load(path):
-    """Reads and registers one tuning file; returns its table, or raises ValueError naming the file."""
+def call_key(e):
+    """What names an entry's call: two entries of one key time the same call."""
+    return e["dtype"], e["layout"], e["a_km"], e["b_kn"], e["batch"], e["m"], e["n"], e["k"]
+
+
+def _read(path):
     with open(path) as f:
         table = json.load(f)
     if not isinstance(table, dict) or table.get("format") != FORMAT:
         raise ValueError(f"bankops.tune.load: {path} is not a {FORMAT} table (format: "
                          f"{table.get('format') if isinstance(table, dict) else type(table).__name__!r})")
+    return table
+
+
+def shipped(gpu, sms):
+    """The table bankops/tuning/ ships for a GPU (its name and SM count), as (table, file name), or
+    (None, None)."""
+    path = os.path.join(PACKAGE_DIR, slug(gpu) + ".json")
     try:
-        register(table, os.path.basename(path))
+        table = _read(path)
+    except (OSError, ValueError):
+        return None, None
+    return (table, os.path.basename(path)) if (table.get("gpu"), table.get("sms")) == (gpu, sms) else (None, None)
+
+
+def layered(table, source, path=None):
+    """What the router takes for a table that is not the package's own (path elsewhere than
+    bankops/tuning/): its entries, then the shipped table's of the same GPU for the calls it did not
+    time, named "<source> over <shipped file>"; so a user's few tuned calls add to the shipped ones
+    rather than drop them. A shipped table, or one of a GPU none ships for, stands alone."""
+    if path is not None and os.path.dirname(os.path.abspath(path)) == PACKAGE_DIR:
+        return table, source
+    base, name = shipped(table.get("gpu"), table.get("sms"))
+    if base is None:
+        return table, source
+    timed = {call_key(e) for e in table["entries"]}
+    entries = table["entries"] + [e for e in base["entries"] if call_key(e) not in timed]
+    return {**table, "entries": entries}, f"{source} over {name}"
+
+
+def load(path):
+    """Reads and registers one tuning file (over the shipped table of its GPU: layered); returns
+    its table, or raises ValueError naming the file."""
+    table = _read(path)
+    try:
+        register(*layered(table, os.path.basename(path), path))
     except (KeyError, TypeError, RuntimeError) as e:
         raise ValueError(f"bankops.tune.load: {path}: {e}") from None
     return table
 
 
 def load_all():
-    """Registers the shipped tables, then the user's (which replace a shipped one of the same GPU)."""
+    """Registers the shipped tables, then the user's (each over the shipped one of its GPU)."""
     for directory in (PACKAGE_DIR, user_dir()):
         for path in sorted(glob.glob(os.path.join(directory, "*.json"))):
             try:

@@ -13,13 +13,14 @@ keeps them for ``--calls FILE``.
 
 A table is a JSON file keyed by the GPU's name and SM count (the driver it was timed under is
 recorded beside them): ``bankops/tuning/<gpu>.json`` for the tables that ship with the package,
-``$BANKOPS_TUNING_DIR`` (else ``~/.cache/bankops/tuning``) for a user's own, which replace the
-shipped table of the same GPU. ``import bankops`` registers every table it finds (no GPU is
-touched to do so); a GPU with no table takes the model's plans. For a call, the router looks up
-the entry of the same dtype, layout and operand majors nearest its batch, m, n and k (within a
-factor of two on one dim: kernels/gemm/tuning.h) and takes that entry's plan where the call has
-it among its legal plans; the same table gives a call the same plan, and so the same bits.
-``bankops.gemm_route(a, b).chosen_by`` says whether the table, the model or an option chose.
+``$BANKOPS_TUNING_DIR`` (else ``~/.cache/bankops/tuning``) for a user's own, which layer over the
+shipped table of the same GPU (theirs first: the shipped entries serve the calls they did not
+time). ``import bankops`` registers every table it finds (no GPU is touched to do so); a GPU with
+no table takes the model's plans. For a call, the router looks up the entry of the same dtype,
+layout and operand majors nearest its batch, m, n and k (within a factor of two on one dim:
+kernels/gemm/tuning.h) and takes that entry's plan where the call has it among its legal plans; the
+same table gives a call the same plan, and so the same bits. ``bankops.gemm_route(a, b).chosen_by``
+says whether the table, the model or an option chose.
 """
 import argparse
 import collections
@@ -36,7 +37,8 @@ import types
 
 import torch
 
-from ._tuning import DTYPE_CODES, FORMAT, LAYOUT_CODES, load, register, slug, unregister, user_dir  # noqa: F401  (load, for users)
+from ._tuning import (DTYPE_CODES, FORMAT, LAYOUT_CODES, call_key, layered, load, register, slug,  # noqa: F401  (load, for users)
+                      unregister, user_dir)
 
 MARGIN = 0.02  # how much sooner than the model's plan another must end to take its place
 L2_BYTES = 60 * 2**20  # an H100's or H200's L2 and a little more: timed inputs rotate past it
@@ -215,11 +217,6 @@ def write(table, path):
     os.replace(path + ".tmp", path)
 
 
-def call_key(e):
-    """What names an entry's call: two entries of one key time the same call."""
-    return e["dtype"], e["layout"], e["a_km"], e["b_kn"], e["batch"], e["m"], e["n"], e["k"]
-
-
 def merged(old, new):
     """Table `old` with the calls `new` timed replaced by new's entries (the others kept, in their
     order, then new's); the header is new's. Tables of another GPU, driver or torch do not mix:
@@ -311,7 +308,7 @@ def tune(shapes=None, dtypes=("bfloat16", "float16"), layouts=("swizzle",), out=
         torch.cuda.empty_cache()
         write(merged(old, table) if old else table, out)  # after each call: a run cut short keeps what it timed
     table = merged(old, table) if old else table
-    register(table, os.path.basename(out))
+    register(*layered(table, os.path.basename(out), out))
     log(f"wrote {len(table['entries'])} entries to {out}")
     return table
 

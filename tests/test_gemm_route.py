@@ -413,6 +413,47 @@ def test_tuned_table_is_taken_near_its_shapes(tmp_path):
         tune.load(str(path))
 
 
+def test_users_table_layers_over_the_shipped_one(tmp_path, monkeypatch):
+    """A table outside bankops/tuning/ (the user's, bankops.tune's default) adds to the shipped table
+    of its GPU: calls near its entries take its plans, calls near only the shipped entries theirs,
+    and where both timed the same call the user's entry stands; chosen_by names both files. A
+    shipped file, and one of a GPU nothing ships for, stand alone."""
+    from bankops import _tuning, tune
+
+    a, b = meta(4096, 4096), meta(4096, 4096)
+    model = bankops.gemm_route(a, b, num_sms=132, cc=90, gpu="Test GPU")
+    plans = {c.route.fields["tile"]: c.key for c in model.candidates if c.route.fields.get("split") == 1}
+    def entry(m, tile):
+        return dict(dtype="bfloat16", layout="swizzle", a_km=False, b_kn=True, batch=1, m=m, n=4096, k=4096,
+                    plan=plans[tile])
+    head = dict(format=tune.FORMAT, gpu="Test GPU", sms=132, cc=90, driver="0.0")
+    package, user = tmp_path / "package", tmp_path / "user"
+    package.mkdir(), user.mkdir()
+    (package / "test-gpu.json").write_text(json.dumps(dict(head, entries=[entry(4096, "128x128x64"),
+                                                                        entry(16384, "128x128x64")])))
+    (user / "test-gpu.json").write_text(json.dumps(dict(head, entries=[entry(16384, "128x192x64")])))
+    monkeypatch.setattr(_tuning, "PACKAGE_DIR", str(package))
+    monkeypatch.setenv("BANKOPS_TUNING_DIR", str(user))
+
+    def routed(m):
+        r = bankops.gemm_route(meta(m, 4096), b, num_sms=132, cc=90, gpu="Test GPU")
+        return r.fields["tile"], r.chosen_by
+
+    try:
+        _tuning.load_all()
+        by = "table test-gpu.json over test-gpu.json"
+        assert routed(4096) == ("128x128x64", by), "the shipped entry serves a call the user did not time"
+        assert routed(16384) == ("128x192x64", by), "the user's entry of the same call stands"
+        tune.load(str(package / "test-gpu.json"))
+        assert routed(16384) == ("128x128x64", "table test-gpu.json"), "a shipped file stands alone"
+        alone = dict(head, gpu="Other GPU", entries=[entry(16384, "128x192x64")])
+        assert tune.layered(alone, "x.json", str(user / "x.json")) == (alone, "x.json")
+    finally:
+        tune.unregister("Test GPU", 132)
+    monkeypatch.undo()
+    _tuning.load_all()
+
+
 def test_tuner_report_lists_each_call():
     """python -m bankops.tune --report: a line a call with the model's plan and time beside the
     table's (the model's own named as such), their ratio, and the table's GPU and conditions."""
@@ -573,8 +614,8 @@ def test_cuda_tuner_writes_and_takes_its_table(tmp_path):
             assert e["us"] == min(us for _, us in e["timed"]) or e["plan"] == e["model_plan"], e
             a, b = tune.operands(e["m"], e["n"], e["k"], a_t, b_t, torch.bfloat16)
             r = bankops.gemm_route(a, b)
-            by = "model" if e["plan"] == e["model_plan"] else "table table.json"
-            assert r.chosen_by == by and str(r) == e["route"], (r, e["route"])
+            by = "model" if e["plan"] == e["model_plan"] else "table table.json"  # over the shipped table, if any
+            assert r.chosen_by.split(" over ")[0] == by and str(r) == e["route"], (r, e["route"])
             with bankops.options(plan=e["plan"]):
                 want = bankops.gemm(a, b)
             assert torch.equal(bankops.gemm(a, b), want)
