@@ -5,6 +5,7 @@ each dtype asked for.
 
     python examples/train_mlp.py                  # CUDA: float32 and bfloat16; else a small CPU run
     python examples/train_mlp.py --layout pad --steps 100 --dtypes bfloat16
+    python examples/train_mlp.py --tune           # first tune the plans of one step's gemm calls
 """
 import argparse
 import contextlib
@@ -94,6 +95,9 @@ def parse(argv):
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--warmup", type=int, default=5, help="steps left out of the time per step (compilation)")
     p.add_argument("--no-compile", action="store_true", help="run eagerly")
+    p.add_argument("--tune", action="store_true",
+                   help="first record one step's gemm calls (bankops.tune.record) and, on CUDA, time their plans "
+                        "into this GPU's table in the user's tuning directory (bankops.tune)")
     args = p.parse_args(argv)
     cuda = args.device.startswith("cuda")
     args.dtypes = (args.dtypes or ("float32,bfloat16" if cuda else "float32")).split(",")
@@ -131,6 +135,23 @@ def compare(args, dtype_name):
     print(f"ms/step (median of steps {timed.start + 1}-{steps}, forward + backward + SGD): "
           f"torch.nn.Linear {ref_ms:.3f}, bankops.nn.Linear {my_ms:.3f} ({my_ms / ref_ms:.2f}x torch's time)")
     return ok, ref_ms, my_ms
+
+
+def tune_step(args, dtype_name):
+    """One training step of the bankops MLP, recorded: the distinct gemm calls it makes (forward and
+    backward), printed, and on CUDA each one's plans timed into the GPU's table (bankops.tune)."""
+    from bankops import tune
+
+    dtype = getattr(torch, dtype_name)
+    model = make_mlp(bankops.nn.Linear, args.sizes, dtype, args.device, layout=args.layout)
+    x, y = batches(1, args.batch, args.sizes, dtype, args.device)[0]
+    with tune.record() as calls:
+        torch.nn.functional.cross_entropy(model(x).float(), y).backward()
+    print(f"{dtype_name}: a step makes {len(calls)} distinct gemm calls: {', '.join(c.shape for c in calls)}")
+    if args.device.startswith("cuda"):
+        tune(calls)
+    else:
+        print("  (timing their plans takes a GPU: bankops.tune(calls) there)")
 
 
 def add_rank_args(p):
@@ -177,6 +198,9 @@ def main(argv=None):
     # True float32 on both sides: cuBLAS without TF32, bankops' float32 gemm is FFMA.
     torch.backends.cuda.matmul.allow_tf32 = False
     warnings.filterwarnings("ignore", message="TensorFloat32 tensor cores")  # off on purpose
+    if args.tune:
+        for name in args.dtypes:
+            tune_step(args, name)
     results = {name: compare(args, name) for name in args.dtypes}
     if len(results) > 1:
         print("\nms/step, forward + backward + SGD:")

@@ -99,8 +99,9 @@ def test_compiled_mlp_matches_torch(device, layout):
             p.grad = q.grad = None
 
 
-def test_example_runs():
-    """examples/train_mlp.py end to end, eagerly and tiny (the compiled run is the README's)."""
+def test_example_runs(capsys):
+    """examples/train_mlp.py end to end, eagerly and tiny (the compiled run is the README's); with
+    --tune it first lists one step's gemm calls as bankops.tune.record() names them."""
     import importlib.util
     import os
 
@@ -110,3 +111,7 @@ def test_example_runs():
     spec.loader.exec_module(example)
     args = ["--device", "cpu", "--steps", "4", "--warmup", "1", "--batch", "8", "--sizes", "8,16,4", "--no-compile"]
     assert example.main(args) == 0
+    assert example.main(args + ["--tune"]) == 0
+    # Two layers: each one's x @ W.t() and dW = dy.t() @ x, the second's dx = dy @ W (x needs none).
+    assert "float32: a step makes 5 distinct gemm calls: 8x16x8t, 8x4x16t, 8x16x4, t4x16x8, t16x8x8" \
+        in capsys.readouterr().out
