@@ -1,5 +1,6 @@
 """The measured tables of gemm plans (bankops.tune writes them): where they live, how a user's
-layers over the shipped one of its GPU, and handing them to the router. ``import bankops`` registers every table it finds; no GPU is touched to do so."""
+layers over the shipped one of its GPU, and handing them to the router. ``import bankops``
+registers every table it finds; no GPU is touched to do so."""
 import glob
 import json
 import os
@@ -75,8 +76,9 @@ def layered(table, source, path=None):
     bankops/tuning/): its entries, then the shipped table's of the same GPU for the calls it did not
     time, named "<source> over <shipped file>"; so a user's few tuned calls add to the shipped ones
     rather than drop them. A shipped table, or one of a GPU none ships for, stands alone."""
-    if path is not None and os.path.dirname(os.path.abspath(path)) == PACKAGE_DIR:
-        return table, source
+    if (path is not None and os.path.dirname(os.path.abspath(path)) == PACKAGE_DIR) or not isinstance(
+            table.get("gpu"), str):
+        return table, source  # (a table without a GPU's name fails in register, naming its file)
     base, name = shipped(table.get("gpu"), table.get("sms"))
     if base is None:
         return table, source

@@ -448,6 +448,9 @@ def test_users_table_layers_over_the_shipped_one(tmp_path, monkeypatch):
         assert routed(16384) == ("128x128x64", "table test-gpu.json"), "a shipped file stands alone"
         alone = dict(head, gpu="Other GPU", entries=[entry(16384, "128x192x64")])
         assert tune.layered(alone, "x.json", str(user / "x.json")) == (alone, "x.json")
+        (user / "nameless.json").write_text(json.dumps(dict(format=tune.FORMAT, sms=132, entries=[])))
+        with pytest.raises(ValueError, match="nameless.json"):
+            tune.load(str(user / "nameless.json"))
     finally:
         tune.unregister("Test GPU", 132)
     monkeypatch.undo()
