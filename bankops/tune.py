@@ -314,7 +314,7 @@ def tune(shapes=None, dtypes=("bfloat16", "float16"), layouts=("swizzle",), out=
 
 
 def report(table):
-    """The table's calls as markdown lines: each call (dtype, layout, m x n x k, operand majors),
+    """The table's calls as markdown lines: each call (dtype, layout, [batch x] m x n x k, operand majors),
     the model's plan when it was timed and its microseconds, the plan the table names and its, and
     the ratio."""
     def plan(route):  # family, tile, split and the bare flags (ring, persistent)
@@ -328,7 +328,8 @@ def report(table):
     for e in table["entries"]:
         majors = f"{'km' if e['a_km'] else 'mk'}, {'kn' if e['b_kn'] else 'nk'}"
         chosen = "the model's" if e["plan"] == e["model_plan"] else plan(e["route"])
-        lines.append(f"| {e['dtype']} | {e['layout']} | {e['m']}x{e['n']}x{e['k']} | {majors} | {plan(e['model_route'])} | "
+        dims = f"{e['batch']}x" * (e["batch"] > 1) + f"{e['m']}x{e['n']}x{e['k']}"
+        lines.append(f"| {e['dtype']} | {e['layout']} | {dims} | {majors} | {plan(e['model_route'])} | "
                      f"{e['model_us']:.1f} | {chosen} | {e['us']:.1f} | {e['model_us'] / e['us']:.3f} |")
     return lines
 

@@ -465,14 +465,14 @@ def test_tuner_report_lists_each_call():
     entries = [dict(dtype="bfloat16", layout="swizzle", a_km=False, b_kn=True, batch=1, m=8, n=4096, k=4096, plan=2,
                     route=rows.format(2, ""), us=12.0, model_plan=1,
                     model_route="mma 32x128x128 fill=cp.async a=mk b=kn split=3 layout=swizzle blocks=96", model_us=13.5),
-               dict(dtype="float16", layout="swizzle", a_km=True, b_kn=True, batch=1, m=64, n=64, k=64, plan=3,
+               dict(dtype="float16", layout="swizzle", a_km=True, b_kn=True, batch=2, m=64, n=64, k=64, plan=3,
                     route=rows.format(1, " persistent"), us=2.0, model_plan=3, model_route=rows.format(1, " persistent"),
                     model_us=2.0)]
     table = dict(gpu="Test GPU", sms=132, driver="1.0", torch="2.x", date="2026-12-03", entries=entries)
     lines = tune.report(table)
     assert lines[0] == "Test GPU (132 SMs, driver 1.0, torch 2.x, 2026-12-03): 2 calls", lines
     assert lines[-2] == "| bfloat16 | swizzle | 8x4096x4096 | mk, kn | mma 32x128x128 split=3 | 13.5 | rows 8x64x256 split=2 | 12.0 | 1.125 |"
-    assert lines[-1] == "| float16 | swizzle | 64x64x64 | km, kn | rows 8x64x256 split=1 persistent | 2.0 | the model's | 2.0 | 1.000 |"
+    assert lines[-1] == "| float16 | swizzle | 2x64x64x64 | km, kn | rows 8x64x256 split=1 persistent | 2.0 | the model's | 2.0 | 1.000 |"
 
 def test_tuner_update_replaces_the_calls_it_timed():
     """python -m bankops.tune --update: the calls timed now replace their entries in the table, the
