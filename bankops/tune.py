@@ -328,7 +328,7 @@ def report(table):
     for e in table["entries"]:
         majors = f"{'km' if e['a_km'] else 'mk'}, {'kn' if e['b_kn'] else 'nk'}"
         chosen = "the model's" if e["plan"] == e["model_plan"] else plan(e["route"])
-        dims = f"{e['batch']}x" * (e["batch"] > 1) + f"{e['m']}x{e['n']}x{e['k']}"
+        dims = shape_text(e["batch"], e["m"], e["n"], e["k"], False, False)  # the majors have their own column
         lines.append(f"| {e['dtype']} | {e['layout']} | {dims} | {majors} | {plan(e['model_route'])} | "
                      f"{e['model_us']:.1f} | {chosen} | {e['us']:.1f} | {e['model_us'] / e['us']:.3f} |")
     return lines
